@@ -1,0 +1,167 @@
+"""Feature analysis and exploration on sparse codes (SPEC sections 4 and 7).
+
+Codes are a `scipy.sparse.csr_matrix` [n_documents, n_features] with k non-zeros per row; nothing here ever builds
+a dense documents x features matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+
+def codes_matrix(values: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_matrix:
+    """Top-k codes ([n, k] values and feature indices) as a sparse [n, n_features] matrix; zeros dropped."""
+    n_docs, k = values.shape
+    matrix = sp.csr_matrix(
+        (values.ravel(), indices.ravel(), np.arange(0, n_docs * k + 1, k)),
+        shape=(n_docs, n_features),
+    )
+    matrix.eliminate_zeros()
+    matrix.sort_indices()
+    return matrix
+
+
+def codes_from_rows(
+    positions: np.ndarray,
+    features: np.ndarray,
+    values: np.ndarray,
+    n_docs: int,
+    n_features: int,
+) -> sp.csr_matrix:
+    """Sparse codes from stored (document position, feature, value) rows."""
+    return sp.csr_matrix((values, (positions, features)), shape=(n_docs, n_features), dtype=np.float32)
+
+
+def feature_stats(codes: sp.csr_matrix) -> pd.DataFrame:
+    """Per feature: density (documents active), density fraction, mean activation when active, max activation."""
+    csc = codes.tocsc()
+    density = np.diff(csc.indptr)
+    sums = np.asarray(csc.sum(axis=0)).ravel()
+    maxima = csc.max(axis=0).toarray().ravel()
+    return pd.DataFrame(
+        {
+            "feature_id": np.arange(codes.shape[1], dtype=np.int32),
+            "density": density.astype(np.int64),
+            "density_fraction": density / max(codes.shape[0], 1),
+            "mean_activation": np.divide(sums, density, out=np.zeros_like(sums, dtype=float), where=density > 0),
+            "max_activation": maxima.astype(float),
+        }
+    )
+
+
+def feature_column(codes: sp.csr_matrix, feature: int) -> tuple[np.ndarray, np.ndarray]:
+    """(document positions, values) where the feature is active."""
+    column = codes[:, [feature]].tocoo()
+    return column.row.astype(np.int64), column.data.astype(np.float32)
+
+
+def top_documents(codes: sp.csr_matrix, feature: int, n: int = 10) -> pd.DataFrame:
+    positions, values = feature_column(codes, feature)
+    order = np.argsort(-values, kind="stable")[:n]
+    return pd.DataFrame({"position": positions[order], "value": values[order]})
+
+
+def zero_documents(codes: sp.csr_matrix, feature: int, n: int = 10, seed: int = 0) -> np.ndarray:
+    """A random sample of documents where the feature is not active (contrast examples)."""
+    active = np.zeros(codes.shape[0], dtype=bool)
+    active[feature_column(codes, feature)[0]] = True
+    inactive = np.flatnonzero(~active)
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(inactive, size=min(n, len(inactive)), replace=False))
+
+
+def nearest_features(directions: np.ndarray, feature: int, n: int = 10) -> pd.DataFrame:
+    """Features whose decoder directions ([n_features, d], unit norm) are closest by cosine."""
+    cosines = directions @ directions[feature]
+    cosines[feature] = -np.inf
+    order = np.argsort(-cosines, kind="stable")[:n]
+    return pd.DataFrame({"feature_id": order.astype(np.int32), "cosine": cosines[order]})
+
+
+def decoder_similarity(directions: np.ndarray, features: Sequence[int]) -> np.ndarray:
+    """Cosine similarity of decoder directions for a subset of features, [m, m]."""
+    subset = directions[list(features)]
+    return subset @ subset.T
+
+
+def cooccurrence(codes: sp.csr_matrix, features: Sequence[int]) -> np.ndarray:
+    """P(j active | i active) for a subset of features, [m, m] (row-normalised co-occurrence)."""
+    active = (codes[:, list(features)] > 0).astype(np.float32)
+    counts = (active.T @ active).toarray()
+    return counts / np.maximum(np.diag(counts)[:, None], 1.0)
+
+
+def document_features(codes: sp.csr_matrix, position: int) -> pd.DataFrame:
+    """The active features of one document, strongest first."""
+    row = codes.getrow(position)
+    order = np.argsort(-row.data, kind="stable")
+    return pd.DataFrame({"feature_id": row.indices[order].astype(np.int32), "value": row.data[order]})
+
+
+def concept_query(
+    codes: sp.csr_matrix,
+    must: Mapping[int, float] | None = None,
+    must_not: Mapping[int, float] | None = None,
+) -> np.ndarray:
+    """Positions of documents where every `must` feature exceeds its threshold and no `must_not` feature does.
+
+    Thresholds are activation values; 0 means "active at all". E.g. bronchiolitis AND NOT suspected.
+    """
+    csc = codes.tocsc()
+    keep = np.ones(codes.shape[0], dtype=bool)
+    for feature, threshold in (must or {}).items():
+        keep &= _above(csc, feature, threshold)
+    for feature, threshold in (must_not or {}).items():
+        keep &= ~_above(csc, feature, threshold)
+    return np.flatnonzero(keep)
+
+
+def _above(csc: sp.csc_matrix, feature: int, threshold: float) -> np.ndarray:
+    start, end = csc.indptr[feature], csc.indptr[feature + 1]
+    mask = np.zeros(csc.shape[0], dtype=bool)
+    rows, values = csc.indices[start:end], csc.data[start:end]
+    mask[rows[values > threshold]] = True
+    return mask
+
+
+def group_comparison(codes: sp.csr_matrix, groups: pd.Series, min_documents: int = 3) -> pd.DataFrame:
+    """Feature prevalence per group and how much more often it fires there than in the other groups.
+
+    Returns one row per (group, feature) with prevalence > 0: group, feature_id, n_documents, prevalence,
+    prevalence_rest, difference (prevalence - prevalence_rest) and lift; sorted by group then difference.
+    """
+    labels = groups.astype("string").fillna("(missing)").to_numpy()
+    names, group_of_doc = np.unique(labels, return_inverse=True)
+    membership = sp.csr_matrix(
+        (
+            np.ones(len(labels), dtype=np.float32),
+            (group_of_doc, np.arange(len(labels))),
+        ),
+        shape=(len(names), len(labels)),
+    )
+    active = (codes > 0).astype(np.float32)
+    counts = (membership @ active).toarray()  # [groups, features]
+    sizes = np.bincount(group_of_doc, minlength=len(names)).astype(float)
+    totals = counts.sum(axis=0)
+    rest_sizes = np.maximum(len(labels) - sizes, 1.0)
+    prevalence = counts / sizes[:, None]
+    prevalence_rest = (totals[None, :] - counts) / rest_sizes[:, None]
+    group_idx, feature_idx = np.nonzero(counts)
+    frame = pd.DataFrame(
+        {
+            "group": names[group_idx],
+            "feature_id": feature_idx.astype(np.int32),
+            "n_documents": counts[group_idx, feature_idx].astype(np.int64),
+            "group_size": sizes[group_idx].astype(np.int64),
+            "prevalence": prevalence[group_idx, feature_idx],
+            "prevalence_rest": prevalence_rest[group_idx, feature_idx],
+        }
+    )
+    frame["difference"] = frame["prevalence"] - frame["prevalence_rest"]
+    frame["lift"] = frame["prevalence"] / np.maximum(frame["prevalence_rest"], 1.0 / rest_sizes.max())
+    frame = frame[frame["n_documents"] >= min_documents]
+    return frame.sort_values(["group", "difference"], ascending=[True, False]).reset_index(drop=True)

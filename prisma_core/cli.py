@@ -1,0 +1,235 @@
+"""Command line: `python -m prisma_core <stage> ...`. Stage flags are generated from the stage configs."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from prisma_core import pipeline
+from prisma_core.embed import EmbedConfig
+from prisma_core.errors import PrismaError
+from prisma_core.families import FamilyConfig
+from prisma_core.ingest import IngestConfig
+from prisma_core.progress import Progress
+from prisma_core.sae import SAEConfig
+from prisma_core.store import Workspace
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class ProgressBars:
+    """One tqdm bar per stage, on stderr."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, tqdm] = {}
+
+    def __call__(self, event: Progress) -> None:
+        bar = self.bars.get(event.stage)
+        if bar is None or bar.total != event.total:
+            if bar is not None:
+                bar.close()
+            bar = self.bars[event.stage] = tqdm(total=event.total, desc=event.stage, file=sys.stderr, leave=False)
+        bar.n = event.done
+        postfix = {name: f"{value:.4g}" for name, value in event.metrics.items()}
+        bar.set_postfix(postfix or ({"": event.message} if event.message else {}), refresh=True)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
+
+
+# -- flags from configs -----------------------------------------------------------------------------------------
+
+
+def _flag_type(annotation: Any) -> tuple[Any, list[Any] | None]:
+    hint = annotation
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    if typing.get_origin(hint) is typing.Literal:
+        return str, list(typing.get_args(hint))
+    return hint, None
+
+
+def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix: str = "") -> None:
+    """One `--field-name` flag per dataclass field, typed, defaulting to None (= the config's own default)."""
+    hints = typing.get_type_hints(config_type)
+    group = parser.add_argument_group(config_type.__name__)
+    for field in dataclasses.fields(config_type):
+        flag = "--" + prefix + field.name.replace("_", "-")
+        kind, choices = _flag_type(hints[field.name])
+        default = field.default if field.default is not dataclasses.MISSING else None
+        if kind is bool:
+            group.add_argument(flag, dest=prefix + field.name, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            group.add_argument(
+                flag, dest=prefix + field.name, type=kind, choices=choices, default=None, help=f"default: {default}"
+            )
+
+
+def config_from_args(config_type: type, args: argparse.Namespace, prefix: str = "") -> Any:
+    given = {f.name: getattr(args, prefix + f.name) for f in dataclasses.fields(config_type)}
+    return config_type(**{name: value for name, value in given.items() if value is not None})
+
+
+# -- commands -----------------------------------------------------------------------------------------------------
+
+
+def _prefix(config: type, together: Sequence[type]) -> str:
+    """Embedding flags get an `embed-` prefix where they share a command with the SAE's (batch size, device)."""
+    return "embed_" if config is EmbedConfig and SAEConfig in together else ""
+
+
+def _dataset_id(workspace: Workspace, args: argparse.Namespace) -> str:
+    if args.dataset:
+        return args.dataset
+    datasets = workspace.datasets()
+    if not datasets:
+        raise PrismaError("The workspace has no dataset yet: run `python -m prisma_core ingest FILE...` first.")
+    return datasets[-1].dataset_id
+
+
+def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
+    dataset_id, dataset = pipeline.ingest(workspace, args.files, args.name, config_from_args(IngestConfig, args))
+    report = dataset.report
+    print(f"dataset {dataset_id}: {report.n_documents} documents from {len(report.files)} file(s)")
+    if report.empty_ids:
+        print(f"  {len(report.empty_ids)} empty documents left out: {', '.join(report.empty_ids[:10])}")
+    if report.duplicate_text_ids:
+        print(f"  {len(report.duplicate_text_ids)} documents repeat an earlier text (kept)")
+    for warning in report.warnings:
+        print(f"  warning: {warning}")
+    return dataset_id
+
+
+def cmd_embed(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None) -> None:
+    bars = ProgressBars()
+    summary = pipeline.embed_dataset(
+        workspace,
+        dataset_id or _dataset_id(workspace, args),
+        config_from_args(EmbedConfig, args, "embed_" if dataset_id else ""),
+        bars,
+    )
+    bars.close()
+    rate = summary.n_tokens / summary.seconds if summary.n_computed else 0.0
+    print(
+        f"embedded {summary.n_documents} documents ({summary.embedding_key}): {summary.n_computed} computed "
+        f"in {summary.n_chunks} chunks, {summary.n_cached} from cache, {summary.seconds:.1f} s"
+        + (f", {rate:,.0f} tokens/s" if rate else "")
+    )
+
+
+def cmd_train(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None) -> str:
+    bars = ProgressBars()
+    summary = pipeline.train_run(
+        workspace,
+        dataset_id or _dataset_id(workspace, args),
+        sae_config=config_from_args(SAEConfig, args),
+        embed_config=config_from_args(EmbedConfig, args, "embed_"),
+        family_config=config_from_args(FamilyConfig, args),
+        progress=bars,
+    )
+    bars.close()
+    for warning in summary.warnings:
+        print(f"warning: {warning}")
+    m = summary.metrics
+    print(
+        f"run {summary.run_id}: held-out FVU {m['fvu_holdout']:.3f} (variance explained "
+        f"{m['variance_explained_holdout']:.1%}), train FVU {m['fvu_train']:.3f}, dead latents "
+        f"{m['dead_fraction']:.1%}, mean L0 {m['mean_l0']:.1f}, {summary.n_families} families"
+    )
+    print("  seconds: " + ", ".join(f"{stage} {s:.1f}" for stage, s in summary.seconds.items()))
+    return summary.run_id
+
+
+def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
+    run_id = args.run or workspace.latest_run().run_id
+    families = pipeline.rebuild_families(workspace, run_id, config_from_args(FamilyConfig, args), ProgressBars())
+    print(f"run {run_id}: {len(families)} families")
+    for family in families[:20]:
+        print(f"  #{family['family_id']} {family['label']} ({len(family['members'])} features)")
+
+
+def cmd_export(workspace: Workspace, args: argparse.Namespace, run_id: str | None = None) -> None:
+    paths = pipeline.export_run(workspace, run_id or args.run, args.out)
+    print(f"exported {len(paths)} files to {Path(args.out).resolve()}")
+
+
+def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
+    for dataset in workspace.datasets():
+        print(f"{dataset.dataset_id}  {dataset.name!r}  {dataset.n_documents} documents")
+        for run in workspace.runs(dataset.dataset_id):
+            m = run.metrics
+            print(
+                f"    {run.run_id}  FVU {m['fvu_holdout']:.3f}  dead {m['dead_fraction']:.1%}  "
+                f"n={run.config['sae'].get('n_latents', '?')} k={run.config['sae']['k']}"
+            )
+
+
+def cmd_run(workspace: Workspace, args: argparse.Namespace) -> None:
+    dataset_id = cmd_ingest(workspace, args)
+    cmd_embed(workspace, args, dataset_id)
+    run_id = cmd_train(workspace, args, dataset_id)
+    if args.out:
+        cmd_export(workspace, args, run_id)
+
+
+# -- parser -------------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m prisma_core", description="Prisma: interpretable embeddings.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str, handler: Any, *configs: type) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--workspace", help="workspace folder (default: $PRISMA_WORKSPACE or ./prisma_data)")
+        for config in configs:
+            add_config_flags(sub, config, _prefix(config, configs))
+        sub.set_defaults(handler=handler)
+        return sub
+
+    ingest = command("ingest", "read files into a new dataset", cmd_ingest, IngestConfig)
+    ingest.add_argument("files", nargs="+", type=Path)
+    ingest.add_argument("--name")
+    embed = command("embed", "embed a dataset (chunk-and-average, cached)", cmd_embed, EmbedConfig)
+    embed.add_argument("--dataset", help="dataset id (default: the newest)")
+    train = command(
+        "train", "train an SAE run with labels and families", cmd_train, SAEConfig, EmbedConfig, FamilyConfig
+    )
+    train.add_argument("--dataset", help="dataset id (default: the newest)")
+    families = command("families", "recompute the families of a run", cmd_families, FamilyConfig)
+    families.add_argument("--run", help="run id (default: the newest)")
+    export = command("export", "write a run's results to a folder", cmd_export)
+    export.add_argument("--run", help="run id (default: the newest)")
+    export.add_argument("--out", required=True, type=Path)
+    command("list", "list datasets and runs", cmd_list)
+    run = command(
+        "run", "ingest, embed and train with defaults", cmd_run, IngestConfig, EmbedConfig, SAEConfig, FamilyConfig
+    )
+    run.add_argument("files", nargs="+", type=Path)
+    run.add_argument("--name")
+    run.add_argument("--out", type=Path, help="also export the run to this folder")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.handler(Workspace(args.workspace), args)
+    except PrismaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted: nothing half-written is kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0

@@ -1,0 +1,33 @@
+"""Typed errors raised by the core. Every message is written for the analyst who will read it."""
+
+
+class PrismaError(Exception):
+    """Base class: the message says what went wrong and what to do about it."""
+
+
+class IngestError(PrismaError):
+    """A file could not be read into a dataset (names the file and the problem)."""
+
+
+class EmbeddingError(PrismaError):
+    """The embedding model could not be loaded or run."""
+
+
+class TrainingError(PrismaError):
+    """The SAE cannot be trained with these data or settings."""
+
+
+class WeightsError(PrismaError):
+    """A weights file is missing, corrupted or not a Prisma SAE."""
+
+
+class StoreError(PrismaError):
+    """The workspace could not be read or written."""
+
+
+class NotFoundError(StoreError):
+    """A dataset, run or feature that was asked for does not exist."""
+
+
+class LabellingError(PrismaError):
+    """An LLM labelling request failed (unreachable host, unknown model, bad answer)."""

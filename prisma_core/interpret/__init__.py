@@ -1,0 +1,1 @@
+"""Feature labels: keywords without an LLM, Ollama labels, and label-quality scores."""

@@ -1,0 +1,545 @@
+"""One LanceDB database per workspace folder: datasets, documents, vectors, SAE runs and everything derived.
+
+The store owns ids and run records. Artefacts are written first and the run record last, so a run that crashed
+half-way never shows up as complete. Every write is a LanceDB commit (a new table version): a failed write leaves
+the previous version readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lancedb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from prisma_core.errors import NotFoundError, StoreError
+
+WORKSPACE_ENV = "PRISMA_WORKSPACE"
+DEFAULT_WORKSPACE = "prisma_data"
+_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,80}$")
+INDEX_MIN_ROWS = 100_000  # below this, exact vector search is fast enough and exact
+
+T = TypeVar("T")
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "datasets": pa.schema(
+        [
+            ("dataset_id", pa.string()),
+            ("name", pa.string()),
+            ("created_at", pa.string()),
+            ("n_documents", pa.int64()),
+            ("sources", pa.string()),
+            ("report", pa.string()),
+            ("metadata_columns", pa.string()),
+        ]
+    ),
+    "documents": pa.schema(
+        [
+            ("dataset_id", pa.string()),
+            ("position", pa.int64()),
+            ("doc_id", pa.string()),
+            ("title", pa.string()),
+            ("text", pa.string()),
+            ("text_hash", pa.string()),
+            ("metadata", pa.string()),
+        ]
+    ),
+    "sae_runs": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("dataset_id", pa.string()),
+            ("created_at", pa.string()),
+            ("embedding_key", pa.string()),
+            ("config", pa.string()),
+            ("metrics", pa.string()),
+            ("history", pa.string()),
+            ("weights_dir", pa.string()),
+            ("versions", pa.string()),
+        ]
+    ),
+    "activations": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("position", pa.int64()),
+            ("feature_id", pa.int32()),
+            ("value", pa.float32()),
+        ]
+    ),
+    "features": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("feature_id", pa.int32()),
+            ("density", pa.int64()),
+            ("density_fraction", pa.float64()),
+            ("mean_activation", pa.float64()),
+            ("max_activation", pa.float64()),
+        ]
+    ),
+    "interpretations": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("feature_id", pa.int32()),
+            ("interpretation_id", pa.string()),
+            ("label", pa.string()),
+            ("description", pa.string()),
+            ("source", pa.string()),
+            ("prompt_version", pa.string()),
+            ("created_at", pa.string()),
+            ("score_embedding", pa.float64()),
+            ("score_detection", pa.float64()),
+            ("preferred", pa.bool_()),
+        ]
+    ),
+    "families": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("generation", pa.int32()),
+            ("family_id", pa.int32()),
+            ("iteration", pa.int32()),
+            ("parent", pa.int32()),
+            ("members", pa.string()),
+            ("edges", pa.string()),
+            ("label", pa.string()),
+            ("label_source", pa.string()),
+        ]
+    ),
+}
+
+
+@dataclass(frozen=True)
+class DatasetRecord:
+    dataset_id: str
+    name: str
+    created_at: str
+    n_documents: int
+    sources: list[str]
+    report: dict[str, Any]
+    metadata_columns: list[str]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    dataset_id: str
+    created_at: str
+    embedding_key: str
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    history: list[dict[str, Any]]
+    weights_dir: str
+    versions: dict[str, str]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def check_id(value: str) -> str:
+    """Ids go into filters and folder names: only our own lowercase slug format is accepted."""
+    if not _ID_PATTERN.match(value):
+        raise NotFoundError(f"{value!r} is not a valid Prisma id.")
+    return value
+
+
+def resolve_workspace(path: str | Path | None = None) -> Path:
+    return Path(path or os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE).expanduser().resolve()
+
+
+def _vectors_table_name(embedding_key: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", embedding_key.lower()).strip("_")[-80:]
+    return f"vectors__{slug}"
+
+
+def _retry(write: Callable[[], T], attempts: int = 5) -> T:
+    """Concurrent writers on one table can hit a commit conflict; LanceDB wants the loser to retry."""
+    for attempt in range(attempts):
+        try:
+            return write()
+        except (OSError, RuntimeError, ValueError) as error:
+            if "conflict" not in str(error).lower() or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+class Workspace:
+    """A workspace folder: `lancedb/` holds the tables, `runs/<run_id>/` the SAE weights."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = resolve_workspace(path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.db = lancedb.connect(str(self.path / "lancedb"))
+        except OSError as error:
+            raise StoreError(f"Cannot open the workspace folder {self.path}: {error}") from error
+
+    # -- tables ---------------------------------------------------------------------------------------------
+
+    def _table(self, name: str, schema: pa.Schema | None = None) -> lancedb.table.Table:
+        schema = schema or SCHEMAS[name]
+        return _retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True))
+
+    def _has_table(self, name: str) -> bool:
+        return name in self.db.list_tables().tables
+
+    def _read(self, name: str, where: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        if not self._has_table(name):
+            return pd.DataFrame(columns=list(columns or SCHEMAS[name].names))
+        query = self.db.open_table(name).search().where(where)
+        if columns:
+            query = query.select(list(columns))
+        return query.limit(None).to_pandas()
+
+    def _add(self, name: str, rows: pa.Table | Iterable[dict[str, Any]], schema: pa.Schema | None = None) -> None:
+        table = self._table(name, schema)
+        data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=table.schema)
+        if data.num_rows:
+            _retry(lambda: table.add(data))
+
+    def _delete(self, name: str, where: str) -> None:
+        if self._has_table(name):
+            table = self.db.open_table(name)
+            _retry(lambda: table.delete(where))
+
+    # -- datasets -------------------------------------------------------------------------------------------
+
+    def add_dataset(self, name: str, documents: pd.DataFrame, sources: Sequence[str], report: dict[str, Any]) -> str:
+        """Store documents (doc_id, title, text, metadata columns...) and then the dataset record."""
+        from prisma_core.embed import text_hash
+
+        name = name.strip() or "dataset"
+        dataset_id = new_id("ds")
+        metadata_columns = [c for c in documents.columns if c not in ("doc_id", "title", "text")]
+        metadata = documents[metadata_columns].astype(object).where(documents[metadata_columns].notna(), None)
+        rows = pa.table(
+            {
+                "dataset_id": [dataset_id] * len(documents),
+                "position": np.arange(len(documents), dtype=np.int64),
+                "doc_id": documents["doc_id"].astype(str).tolist(),
+                "title": [None if pd.isna(t) else str(t) for t in documents.get("title", [None] * len(documents))],
+                "text": documents["text"].tolist(),
+                "text_hash": [text_hash(t) for t in documents["text"]],
+                "metadata": [json.dumps(r, default=str) for r in metadata.to_dict(orient="records")],
+            },
+            schema=SCHEMAS["documents"],
+        )
+        self._add("documents", rows)
+        record = {
+            "dataset_id": dataset_id,
+            "name": name,
+            "created_at": now_iso(),
+            "n_documents": len(documents),
+            "sources": json.dumps(list(sources)),
+            "report": json.dumps(report, default=str),
+            "metadata_columns": json.dumps(metadata_columns),
+        }
+        self._add("datasets", [record])
+        return dataset_id
+
+    def datasets(self) -> list[DatasetRecord]:
+        frame = self._read("datasets", "true")
+        records = [
+            DatasetRecord(
+                dataset_id=r.dataset_id,
+                name=r.name,
+                created_at=r.created_at,
+                n_documents=int(r.n_documents),
+                sources=json.loads(r.sources),
+                report=json.loads(r.report),
+                metadata_columns=json.loads(r.metadata_columns),
+            )
+            for r in frame.itertuples()
+        ]
+        return sorted(records, key=lambda d: d.created_at)
+
+    def dataset(self, dataset_id: str) -> DatasetRecord:
+        for record in self.datasets():
+            if record.dataset_id == dataset_id:
+                return record
+        raise NotFoundError(f"No dataset {dataset_id!r} in workspace {self.path}.")
+
+    def rename_dataset(self, dataset_id: str, name: str) -> None:
+        self.dataset(dataset_id)
+        table = self.db.open_table("datasets")
+        _retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}))
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """Record first, then everything derived, so a crash half-way leaves no visible half-dataset."""
+        self.dataset(dataset_id)
+        where = f"dataset_id = '{check_id(dataset_id)}'"
+        runs = [run.run_id for run in self.runs(dataset_id)]
+        self._delete("datasets", where)
+        for run_id in runs:
+            self.delete_run(run_id)
+        self._delete("documents", where)
+        for name in self.db.list_tables().tables:
+            if name.startswith("vectors__"):
+                self._delete(name, where)
+
+    def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """Documents in stored order (`position` = row index used by embeddings and activations)."""
+        frame = self._read("documents", f"dataset_id = '{check_id(dataset_id)}'", columns)
+        if frame.empty and not columns:
+            self.dataset(dataset_id)
+        return frame.sort_values("position").reset_index(drop=True) if "position" in frame else frame
+
+    def metadata(self, dataset_id: str) -> pd.DataFrame:
+        """Metadata columns as a typed frame, one row per document in stored order."""
+        docs = self.documents(dataset_id, ["position", "metadata"])
+        return pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
+
+    # -- vectors (embedding cache + search) -------------------------------------------------------------------
+
+    def cached_vectors(self, embedding_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already computed for these text hashes in this embedding space (any dataset)."""
+        name = _vectors_table_name(embedding_key)
+        if not self._has_table(name) or not hashes:
+            return {}
+        wanted = set(hashes)
+        stored = self.db.open_table(name).search().select(["text_hash", "vector"]).limit(None).to_arrow()
+        found: dict[str, np.ndarray] = {}
+        for key, vector in zip(
+            stored["text_hash"].to_pylist(), stored["vector"].to_numpy(zero_copy_only=False), strict=True
+        ):
+            if key in wanted:
+                found[key] = np.asarray(vector, dtype=np.float32)
+        return found
+
+    def has_vectors(self, dataset_id: str, embedding_key: str) -> bool:
+        name = _vectors_table_name(embedding_key)
+        if not self._has_table(name):
+            return False
+        table = self.db.open_table(name)
+        n = table.count_rows(f"dataset_id = '{check_id(dataset_id)}'")
+        return n == self.dataset(dataset_id).n_documents
+
+    def save_vectors(self, dataset_id: str, embedding_key: str, vectors: np.ndarray) -> None:
+        """Vectors in document order; replaces any earlier vectors of this dataset in this space."""
+        docs = self.documents(dataset_id, ["position", "doc_id", "text_hash"])
+        if len(docs) != len(vectors):
+            raise StoreError(f"Got {len(vectors)} vectors for {len(docs)} documents.")
+        schema = pa.schema(
+            [
+                ("dataset_id", pa.string()),
+                ("position", pa.int64()),
+                ("doc_id", pa.string()),
+                ("text_hash", pa.string()),
+                ("vector", pa.list_(pa.float32(), vectors.shape[1])),
+            ]
+        )
+        rows = pa.table(
+            {
+                "dataset_id": [dataset_id] * len(docs),
+                "position": docs["position"].to_numpy(),
+                "doc_id": docs["doc_id"].tolist(),
+                "text_hash": docs["text_hash"].tolist(),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.astype(np.float32).ravel()), vectors.shape[1]
+                ),
+            },
+            schema=schema,
+        )
+        name = _vectors_table_name(embedding_key)
+        self._delete(name, f"dataset_id = '{check_id(dataset_id)}'")
+        self._add(name, rows, schema)
+        self._maybe_index(name)
+
+    def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
+        """[n_documents, d] float32 in document order."""
+        name = _vectors_table_name(embedding_key)
+        frame = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position", "vector"])
+        if len(frame) != self.dataset(dataset_id).n_documents:
+            raise NotFoundError("This dataset has not been embedded with this model yet: run the embedding step.")
+        frame = frame.sort_values("position")
+        return np.stack(frame["vector"].to_numpy()).astype(np.float32)
+
+    def search_documents(self, dataset_id: str, embedding_key: str, query: np.ndarray, limit: int = 10) -> pd.DataFrame:
+        """Nearest documents by cosine distance: position, doc_id, distance."""
+        table = self.db.open_table(_vectors_table_name(embedding_key))
+        return (
+            table.search(np.asarray(query, dtype=np.float32))
+            .distance_type("cosine")
+            .where(f"dataset_id = '{check_id(dataset_id)}'", prefilter=True)
+            .select(["position", "doc_id"])
+            .limit(limit)
+            .to_pandas()
+            .rename(columns={"_distance": "distance"})
+        )
+
+    def _maybe_index(self, name: str) -> None:
+        """Past INDEX_MIN_ROWS vectors an IVF-PQ index keeps search fast; below it exact search is fast enough."""
+        table = self.db.open_table(name)
+        rows = table.count_rows()
+        if rows >= INDEX_MIN_ROWS and not table.list_indices():
+            table.create_index(metric="cosine", vector_column_name="vector", num_partitions=int(np.sqrt(rows)))
+
+    # -- runs -----------------------------------------------------------------------------------------------
+
+    def new_run_dir(self) -> tuple[str, Path]:
+        run_id = new_id("run")
+        directory = self.path / "runs" / run_id
+        directory.mkdir(parents=True)
+        return run_id, directory
+
+    def add_run(self, record: RunRecord) -> None:
+        """The record is written last: only a run whose artefacts are all stored is listed."""
+        self._add(
+            "sae_runs",
+            [
+                {
+                    "run_id": record.run_id,
+                    "dataset_id": record.dataset_id,
+                    "created_at": record.created_at,
+                    "embedding_key": record.embedding_key,
+                    "config": json.dumps(record.config),
+                    "metrics": json.dumps(record.metrics),
+                    "history": json.dumps(record.history),
+                    "weights_dir": record.weights_dir,
+                    "versions": json.dumps(record.versions),
+                }
+            ],
+        )
+
+    def runs(self, dataset_id: str | None = None) -> list[RunRecord]:
+        where = f"dataset_id = '{check_id(dataset_id)}'" if dataset_id else "true"
+        frame = self._read("sae_runs", where)
+        records = [
+            RunRecord(
+                run_id=r.run_id,
+                dataset_id=r.dataset_id,
+                created_at=r.created_at,
+                embedding_key=r.embedding_key,
+                config=json.loads(r.config),
+                metrics=json.loads(r.metrics),
+                history=json.loads(r.history),
+                weights_dir=r.weights_dir,
+                versions=json.loads(r.versions),
+            )
+            for r in frame.itertuples()
+        ]
+        return sorted(records, key=lambda run: run.created_at)
+
+    def run(self, run_id: str) -> RunRecord:
+        runs = self._read("sae_runs", f"run_id = '{check_id(run_id)}'")
+        if runs.empty:
+            raise NotFoundError(f"No SAE run {run_id!r} in workspace {self.path}.")
+        return next(r for r in self.runs(runs["dataset_id"].iloc[0]) if r.run_id == run_id)
+
+    def latest_run(self, dataset_id: str | None = None) -> RunRecord:
+        runs = self.runs(dataset_id)
+        if not runs:
+            raise NotFoundError("No trained SAE run yet: train one first.")
+        return runs[-1]
+
+    def delete_run(self, run_id: str) -> None:
+        where = f"run_id = '{check_id(run_id)}'"
+        self._delete("sae_runs", where)
+        for name in ("activations", "features", "interpretations", "families"):
+            self._delete(name, where)
+        shutil.rmtree(self.path / "runs" / run_id, ignore_errors=True)
+
+    # -- run artefacts ------------------------------------------------------------------------------------------
+
+    def save_activations(self, run_id: str, positions: np.ndarray, features: np.ndarray, values: np.ndarray) -> None:
+        """Sparse codes as (document position, feature, value) rows; zeros are never stored."""
+        keep = values > 0
+        self._add(
+            "activations",
+            pa.table(
+                {
+                    "run_id": pa.array([run_id] * int(keep.sum()), pa.string()),
+                    "position": pa.array(positions[keep], pa.int64()),
+                    "feature_id": pa.array(features[keep], pa.int32()),
+                    "value": pa.array(values[keep], pa.float32()),
+                },
+                schema=SCHEMAS["activations"],
+            ),
+        )
+
+    def activations(self, run_id: str) -> pd.DataFrame:
+        return self._read("activations", f"run_id = '{check_id(run_id)}'", ["position", "feature_id", "value"])
+
+    def save_features(self, run_id: str, stats: pd.DataFrame) -> None:
+        frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]
+        self._add("features", pa.Table.from_pandas(frame, schema=SCHEMAS["features"], preserve_index=False))
+
+    def features(self, run_id: str) -> pd.DataFrame:
+        frame = self._read("features", f"run_id = '{check_id(run_id)}'")
+        return frame.drop(columns="run_id").sort_values("feature_id").reset_index(drop=True)
+
+    def add_interpretations(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Append interpretations (label, description, source, prompt_version, scores); many per feature."""
+        defaults = {"description": "", "prompt_version": "", "score_embedding": None, "score_detection": None}
+        stamped = [
+            defaults
+            | row
+            | {
+                "run_id": run_id,
+                "interpretation_id": row.get("interpretation_id") or uuid.uuid4().hex[:12],
+                "created_at": row.get("created_at") or now_iso(),
+                "preferred": bool(row.get("preferred", False)),
+            }
+            for row in rows
+        ]
+        self._add("interpretations", stamped)
+
+    def interpretations(self, run_id: str) -> pd.DataFrame:
+        return self._read("interpretations", f"run_id = '{check_id(run_id)}'").drop(columns="run_id")
+
+    def set_interpretation_scores(self, run_id: str, scores: dict[str, dict[str, float]]) -> None:
+        """scores: interpretation_id -> {score_embedding: ..., score_detection: ...}."""
+        table = self._table("interpretations")
+        for interpretation_id, values in scores.items():
+            where = f"run_id = '{check_id(run_id)}' AND interpretation_id = '{check_id(interpretation_id)}'"
+            _retry(lambda where=where, values=values: table.update(where=where, values=values))
+
+    def prefer_interpretation(self, run_id: str, feature_id: int, interpretation_id: str) -> None:
+        table = self._table("interpretations")
+        feature = f"run_id = '{check_id(run_id)}' AND feature_id = {int(feature_id)}"
+        _retry(lambda: table.update(where=feature, values={"preferred": False}))
+        chosen = f"{feature} AND interpretation_id = '{check_id(interpretation_id)}'"
+        _retry(lambda: table.update(where=chosen, values={"preferred": True}))
+
+    def save_families(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's families: the new generation is written before the old one is deleted."""
+        where = f"run_id = '{check_id(run_id)}'"
+        old = self._read("families", where, ["generation"])["generation"]
+        generation = int(old.max()) + 1 if len(old) else 0
+        self._add(
+            "families",
+            [
+                row
+                | {
+                    "run_id": run_id,
+                    "generation": generation,
+                    "members": json.dumps([int(m) for m in row["members"]]),
+                    "edges": json.dumps([[int(p), int(c), float(w)] for p, c, w in row["edges"]]),
+                }
+                for row in rows
+            ],
+        )
+        self._delete("families", f"{where} AND generation < {generation}")
+
+    def families(self, run_id: str) -> list[dict[str, Any]]:
+        frame = self._read("families", f"run_id = '{check_id(run_id)}'")
+        frame = frame[frame["generation"] == frame["generation"].max()].sort_values("family_id")
+        return [
+            {**row, "members": json.loads(row["members"]), "edges": [tuple(e) for e in json.loads(row["edges"])]}
+            for row in frame.drop(columns=["run_id", "generation"]).to_dict(orient="records")
+        ]

@@ -1,0 +1,54 @@
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = Path(os.environ.get("PRISMA_CORPORA", REPO.parent / "shared" / "corpora"))
+
+
+@pytest.fixture(scope="session")
+def corpora_dir() -> Path:
+    assert CORPORA.is_dir(), f"real corpora not found at {CORPORA} (set PRISMA_CORPORA)"
+    return CORPORA
+
+
+@pytest.fixture(scope="session")
+def bbc(corpora_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(corpora_dir / "bbc_news.parquet")
+
+
+@pytest.fixture(scope="session")
+def mtsamples(corpora_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(corpora_dir / "mtsamples.parquet")
+
+
+@pytest.fixture(scope="session")
+def ag_news(corpora_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(corpora_dir / "ag_news_test.parquet")
+
+
+@pytest.fixture(scope="session")
+def bbc_workspace(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path):
+    """A workspace holding the whole BBC corpus, embedded once per test session with the bundled model."""
+    from prisma_core import pipeline
+    from prisma_core.ingest import IngestConfig
+    from prisma_core.store import Workspace
+
+    workspace = Workspace(tmp_path_factory.mktemp("bbc_workspace"))
+    dataset_id, _ = pipeline.ingest(
+        workspace, [corpora_dir / "bbc_news.parquet"], "bbc", IngestConfig(text_column="text", id_column="id")
+    )
+    pipeline.embed_dataset(workspace, dataset_id)
+    return workspace, dataset_id
+
+
+@pytest.fixture(scope="session")
+def bbc_embeddings(bbc_workspace) -> np.ndarray:
+    """Real chunk-and-average embeddings of all 2,225 BBC articles, [2225, 384] float32."""
+    from prisma_core.embed import EmbedConfig, model_key
+
+    workspace, dataset_id = bbc_workspace
+    return workspace.vectors(dataset_id, model_key(EmbedConfig()))
