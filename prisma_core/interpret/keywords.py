@@ -1,8 +1,9 @@
 """Keyword labels without an LLM: the distinctive terms of a feature's top documents (c-TF-IDF style).
 
-Each feature's top-activating documents form one "class"; a term scores tf(term, class) * log(1 + A / tf(term,
-corpus)), with A the average number of words per class, so words common everywhere score low and words frequent
-in the feature's documents but rare elsewhere score high.
+Each feature's top-activating documents form one "class" (as topics do in c-TF-IDF). A term scores
+p_class(t) * log(p_class(t) / p_corpus(t)), its term frequency weighted by how over-represented it is in the class
+compared with the whole corpus. Plain c-TF-IDF's idf, log(1 + A / tf_t), still ranks words such as "said" or "year"
+first when a class is a few dozen documents; the log-ratio sends every word used at its corpus rate to zero.
 """
 
 from __future__ import annotations
@@ -53,12 +54,15 @@ def _top_document_membership(codes: sp.csr_matrix, n_top: int) -> sp.csr_matrix:
     )
 
 
-def _ctfidf(class_terms: sp.csr_matrix, corpus_terms: np.ndarray) -> sp.csr_matrix:
+def _distinctiveness(class_terms: sp.csr_matrix, corpus_terms: np.ndarray) -> sp.csr_matrix:
+    """[n_features, vocab] scores p_class * log(p_class / p_corpus); only over-represented terms stay non-zero."""
     words_per_class = np.asarray(class_terms.sum(axis=1)).ravel()
-    average_words = words_per_class[words_per_class > 0].mean() if (words_per_class > 0).any() else 1.0
-    idf = np.log1p(average_words / np.maximum(corpus_terms, 1.0))
-    tf = sp.diags(1.0 / np.maximum(words_per_class, 1e-12)) @ class_terms
-    return (tf @ sp.diags(idf)).tocsr()
+    rates = (sp.diags(1.0 / np.maximum(words_per_class, 1e-12)) @ class_terms).tocsr()
+    corpus_rate = corpus_terms / max(corpus_terms.sum(), 1.0)
+    rates.data = rates.data * np.log(rates.data / corpus_rate[rates.indices])
+    rates.data[rates.data < 0] = 0
+    rates.eliminate_zeros()
+    return rates
 
 
 def keyword_labels(texts: Sequence[str], codes: sp.csr_matrix, config: KeywordConfig = KeywordConfig()) -> pd.DataFrame:
@@ -72,7 +76,7 @@ def keyword_labels(texts: Sequence[str], codes: sp.csr_matrix, config: KeywordCo
     doc_terms = vectorizer.fit_transform(texts).astype(np.float32)
     vocabulary = vectorizer.get_feature_names_out()
     membership = _top_document_membership(codes, config.n_top_documents)
-    scores = _ctfidf(membership @ doc_terms, np.asarray(doc_terms.sum(axis=0)).ravel())
+    scores = _distinctiveness(membership @ doc_terms, np.asarray(doc_terms.sum(axis=0)).ravel())
     labels, descriptions = [], []
     for feature in range(codes.shape[1]):
         row = scores.getrow(feature)

@@ -1,0 +1,75 @@
+"""How well a label describes its feature, measured rather than assumed (SPEC section 5).
+
+- embedding_score: needs no LLM. ROC-AUC of the cosine similarity between the label's embedding and the
+  documents: 1.0 when every activating document is closer to the label than every non-activating one,
+  0.5 when the label says nothing about the feature.
+- detection_score: given only the label, does a model pick held-out activating documents out of a shuffled
+  mix with non-activating ones? Balanced accuracy, so 0.5 is chance whatever the mix.
+- holdout_split keeps the documents shown to the labeller out of the documents used to score it.
+"""
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+
+_EPS = 1e-12
+
+
+class Detector(Protocol):
+    def detect(self, label: str, documents: list[str]) -> list[bool]:
+        """For each document, in order, whether it expresses the label."""
+        ...
+
+
+def cosine_similarities(vector: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Cosine similarity of vector [d] with each row of matrix [n, d] -> [n]."""
+    row_norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(vector)
+    return (matrix @ vector) / np.maximum(row_norms, _EPS)
+
+
+def embedding_score(label_vector: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
+    """ROC-AUC of cosine(label, document) separating positive [p, d] from negative [q, d] documents."""
+    label_vector = np.asarray(label_vector, dtype=np.float64)
+    positive = np.asarray(positive, dtype=np.float64)
+    negative = np.asarray(negative, dtype=np.float64)
+    if label_vector.ndim != 1:
+        raise ValueError(f"label_vector must be 1-d [d], got shape {label_vector.shape}")
+    for name, matrix in (("positive", positive), ("negative", negative)):
+        if matrix.ndim != 2 or matrix.shape[1] != label_vector.shape[0] or len(matrix) == 0:
+            raise ValueError(f"{name} must be a non-empty [n, {label_vector.shape[0]}] array, got {matrix.shape}")
+    similarities = cosine_similarities(label_vector, np.vstack([positive, negative]))
+    is_positive = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
+    return float(roc_auc_score(is_positive, similarities))
+
+
+def detection_score(detector: Detector, label: str, positive: list[str], negative: list[str], seed: int) -> float:
+    """Balanced accuracy of `detector` at telling positive from negative documents shown in a seeded shuffle."""
+    if not positive or not negative:
+        raise ValueError("detection needs at least one positive and one negative document")
+    documents = [*positive, *negative]
+    is_positive = np.r_[np.ones(len(positive), dtype=bool), np.zeros(len(negative), dtype=bool)]
+    order = np.random.default_rng(seed).permutation(len(documents))
+    flags = detector.detect(label, [documents[i] for i in order])
+    if len(flags) != len(documents):
+        raise ValueError(f"the detector returned {len(flags)} answers for {len(documents)} documents")
+    return float(balanced_accuracy_score(is_positive[order], np.asarray(flags, dtype=bool)))
+
+
+def holdout_split(doc_indices: Sequence[int] | np.ndarray, n_evidence: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split a feature's activating documents into (evidence, held_out), disjoint.
+
+    doc_indices are ordered by decreasing activation. Evidence is the n_evidence strongest, as shown to the
+    labeller; held_out is every other activating document in a seeded random order, so taking its first m
+    gives a random sample across the feature's activation range rather than only the next-strongest.
+    """
+    indices = np.asarray(doc_indices, dtype=np.int64)
+    if indices.ndim != 1:
+        raise ValueError(f"doc_indices must be 1-d, got shape {indices.shape}")
+    if len(np.unique(indices)) != len(indices):
+        raise ValueError("doc_indices must not repeat a document")
+    if n_evidence < 0:
+        raise ValueError(f"n_evidence must be >= 0, got {n_evidence}")
+    evidence, rest = indices[:n_evidence], indices[n_evidence:]
+    return evidence, np.random.default_rng(seed).permutation(rest)

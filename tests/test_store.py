@@ -1,0 +1,143 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from prisma_core import pipeline
+from prisma_core.embed import EmbedConfig, model_key
+from prisma_core.errors import NotFoundError
+from prisma_core.families import FamilyConfig
+from prisma_core.ingest import IngestConfig
+from prisma_core.progress import Progress
+from prisma_core.sae import SAEConfig
+from prisma_core.store import Workspace
+
+SMALL_SAE = SAEConfig(expansion_factor=1, k=8, epochs=3, batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory, bbc):
+    path = tmp_path_factory.mktemp("corpus") / "bbc60.parquet"
+    bbc.groupby("label").head(12).to_parquet(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, small_corpus):
+    workspace = Workspace(tmp_path_factory.mktemp("ws"))
+    dataset_id, _ = pipeline.ingest(workspace, [small_corpus], "bbc small", IngestConfig(id_column="id"))
+    first = pipeline.embed_dataset(workspace, dataset_id)
+    run = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
+    return workspace, dataset_id, first, run
+
+
+def test_documents_round_trip_with_metadata(trained, bbc):
+    workspace, dataset_id, _, _ = trained
+    record = workspace.dataset(dataset_id)
+    assert record.name == "bbc small" and record.n_documents == 60
+    assert record.metadata_columns == ["label"]
+    docs = workspace.documents(dataset_id)
+    expected = bbc.groupby("label").head(12)
+    assert docs["doc_id"].tolist() == expected["id"].tolist()
+    assert docs["text"].tolist() == expected["text"].tolist()
+    assert docs["title"].tolist() == expected["title"].tolist()
+    assert workspace.metadata(dataset_id)["label"].tolist() == expected["label"].tolist()
+
+
+def test_second_embedding_run_hits_the_cache_for_every_document(trained):
+    workspace, dataset_id, first, _ = trained
+    assert first.n_computed == 60 and first.n_cached == 0
+    again = pipeline.embed_dataset(workspace, dataset_id)
+    assert again.n_cached == 60 and again.n_computed == 0
+
+
+def test_a_new_dataset_reuses_vectors_of_texts_already_seen(trained, small_corpus, tmp_path, bbc):
+    workspace, dataset_id, _, _ = trained
+    mixed = pd.concat([pd.read_parquet(small_corpus).head(30), bbc[bbc["label"] == "tech"].tail(5)])
+    path = tmp_path / "mixed.parquet"
+    mixed.to_parquet(path)
+    other_id, _ = pipeline.ingest(workspace, [path], "mixed", IngestConfig(id_column="id"))
+    summary = pipeline.embed_dataset(workspace, other_id)
+    assert (summary.n_cached, summary.n_computed) == (30, 5)
+    key = model_key(EmbedConfig())
+    np.testing.assert_array_equal(workspace.vectors(other_id, key)[:30], workspace.vectors(dataset_id, key)[:30])
+    workspace.delete_dataset(other_id)
+    assert [d.dataset_id for d in workspace.datasets()] == [dataset_id]
+    assert workspace.vectors(dataset_id, key).shape == (60, 384)
+
+
+def test_vector_search_finds_the_document_itself(trained):
+    workspace, dataset_id, _, _ = trained
+    key = model_key(EmbedConfig())
+    vectors = workspace.vectors(dataset_id, key)
+    hits = workspace.search_documents(dataset_id, key, vectors[17], limit=3)
+    assert hits["position"].iloc[0] == 17
+    assert hits["distance"].iloc[0] == pytest.approx(0, abs=1e-5)
+
+
+def test_run_record_and_artefacts(trained):
+    workspace, dataset_id, _, summary = trained
+    record = workspace.run(summary.run_id)
+    assert record.dataset_id == dataset_id
+    assert record.config["sae"]["seed"] == 0 and record.config["sae"]["k"] == 8
+    assert record.config["embed"]["model"] == "all-MiniLM-L6-v2"
+    assert {"torch", "lancedb", "prisma"} <= set(record.versions)
+    assert len(workspace.activations(summary.run_id)) == 60 * 8
+    assert len(workspace.features(summary.run_id)) == 384
+    interpretations = workspace.interpretations(summary.run_id)
+    assert len(interpretations) == 384 and set(interpretations["source"]) == {"keywords"}
+
+
+def test_preferred_interpretation_wins(trained):
+    workspace, _, _, summary = trained
+    workspace.add_interpretations(
+        summary.run_id,
+        [{"feature_id": 3, "label": "manual name", "description": "typed by hand", "source": "manual"}],
+    )
+    run = pipeline.load_run(workspace, summary.run_id)
+    assert run.features.loc[run.features["feature_id"] == 3, "label"].item() == "manual name"
+    keyword_id = (
+        workspace.interpretations(summary.run_id).query("feature_id == 3 and source == 'keywords'")["interpretation_id"]
+    ).item()
+    workspace.prefer_interpretation(summary.run_id, 3, keyword_id)
+    run = pipeline.load_run(workspace, summary.run_id)
+    assert run.features.loc[run.features["feature_id"] == 3, "label_source"].item() == "keywords"
+
+
+def test_rebuilding_families_replaces_the_previous_set(trained):
+    workspace, _, _, summary = trained
+    loose = pipeline.rebuild_families(workspace, summary.run_id, FamilyConfig(tau=0.05, iterations=1))
+    assert [f["family_id"] for f in workspace.families(summary.run_id)] == [f["family_id"] for f in loose]
+    strict = pipeline.rebuild_families(workspace, summary.run_id, FamilyConfig(tau=0.9, iterations=1))
+    assert len(workspace.families(summary.run_id)) == len(strict) <= len(loose)
+
+
+def test_failed_training_leaves_earlier_runs_intact(trained):
+    workspace, dataset_id, _, summary = trained
+
+    def crash(event: Progress) -> None:
+        if event.stage == "train_sae" and event.done > 1:
+            raise KeyboardInterrupt  # the process being stopped half-way
+
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=crash)
+    assert [run.run_id for run in workspace.runs(dataset_id)] == [summary.run_id]
+    assert sorted(p.name for p in (workspace.path / "runs").iterdir()) == [summary.run_id]
+    assert len(workspace.activations(summary.run_id)) == 60 * 8
+
+
+def test_unknown_ids_raise_not_found(trained):
+    workspace, _, _, _ = trained
+    with pytest.raises(NotFoundError):
+        workspace.dataset("ds-missing")
+    with pytest.raises(NotFoundError):
+        workspace.run("run-missing")
+    with pytest.raises(NotFoundError):
+        workspace.documents("x' OR '1'='1")
+
+
+def test_training_before_embedding_says_what_to_do(tmp_path, small_corpus):
+    workspace = Workspace(tmp_path)
+    dataset_id, _ = pipeline.ingest(workspace, [small_corpus], "fresh")
+    with pytest.raises(NotFoundError, match="run the embedding step"):
+        pipeline.train_run(workspace, dataset_id, SMALL_SAE)
+    assert workspace.runs() == []
