@@ -111,13 +111,10 @@ def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
     return dataset_id
 
 
-def cmd_embed(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None) -> None:
+def cmd_embed(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None, prefix: str = "") -> None:
     bars = ProgressBars()
     summary = pipeline.embed_dataset(
-        workspace,
-        dataset_id or _dataset_id(workspace, args),
-        config_from_args(EmbedConfig, args, "embed_" if dataset_id else ""),
-        bars,
+        workspace, dataset_id or _dataset_id(workspace, args), config_from_args(EmbedConfig, args, prefix), bars
     )
     bars.close()
     rate = summary.n_tokens / summary.seconds if summary.n_computed else 0.0
@@ -177,7 +174,7 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
 
 def cmd_run(workspace: Workspace, args: argparse.Namespace) -> None:
     dataset_id = cmd_ingest(workspace, args)
-    cmd_embed(workspace, args, dataset_id)
+    cmd_embed(workspace, args, dataset_id, prefix="embed_")
     run_id = cmd_train(workspace, args, dataset_id)
     if args.out:
         cmd_export(workspace, args, run_id)

@@ -1,0 +1,274 @@
+"""Feature families (SPEC section 6): parent/child trees of features found from sparse co-occurrence.
+
+A general parent feature fires on most documents where its specialised children fire. Counting co-occurrences
+on the sparse codes (k active features per document) and keeping the strongest relations as a maximum spanning
+forest recovers these trees without ever building a dense documents x features or features x features matrix.
+"""
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+
+_EPS = 1e-9
+_STAGE = "families"
+_BLOCK_ENTRIES = 8_000_000
+_BLOCK_PAIRS = 8_000_000
+
+
+@dataclass(frozen=True)
+class FamilyConfig:
+    tau: float = 0.1
+    """Drop feature pairs whose normalised co-occurrence (see `cooccurrence_edges`) is below this, in [0, 1]."""
+    iterations: int = 3
+    """Rounds of "find families, remove their parents, rebuild the forest on the remaining features"."""
+    min_family_size: int = 2
+    """Smallest family reported, parent included (2 = a parent and at least one child). The parents of smaller
+    families are still removed before the next round."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.tau <= 1.0:
+            raise ValueError(f"tau must be between 0 and 1, got {self.tau}")
+        if self.iterations < 1:
+            raise ValueError(f"iterations must be at least 1, got {self.iterations}")
+        if self.min_family_size < 2:
+            raise ValueError(f"min_family_size must be at least 2 (a parent and a child), got {self.min_family_size}")
+
+
+@dataclass(frozen=True)
+class Family:
+    family_id: int
+    iteration: int
+    """0-based round that found the family."""
+    parent: int
+    """Root feature id."""
+    members: list[int]
+    """Feature ids in DFS preorder from the parent, parent first, siblings in ascending id order."""
+    edges: list[tuple[int, int, float]]
+    """(parent, child, weight) directed tree edges inside the family, in DFS order."""
+
+
+def feature_density(codes: sp.spmatrix | sp.sparray) -> np.ndarray:
+    """Number of documents on which each feature is active (value > 0). codes: [n_documents, n_features]
+    -> [n_features] int64."""
+    active = _binary_activity(codes)
+    return np.bincount(active.indices, minlength=active.shape[1]).astype(np.int64)
+
+
+def cooccurrence_edges(
+    codes: sp.spmatrix | sp.sparray,
+    tau: float,
+    density: np.ndarray | None = None,
+    *,
+    block_entries: int = _BLOCK_ENTRIES,
+    block_pairs: int = _BLOCK_PAIRS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Feature pairs (i, j), i < j, whose co-occurrence weight is at least tau, sorted by (i, j).
+
+    The SPEC's C_norm_ij = C_ij / (f_i + eps) ~ P(j | i) is asymmetric; the undirected weight of a pair is
+    w_ij = max(C_norm_ij, C_norm_ji) = C_ij / (min(f_i, f_j) + eps): how strongly the sparser feature implies
+    the denser one. That is the parent-child signal: a child fires almost only with its parent, so w ~ 1 even
+    though the parent fires mostly without that particular child.
+
+    C = AᵀA (A = binary activity) is counted from each document's pairs of active features, one block of
+    features at a time: at most about `block_entries` counts and `block_pairs` pairs are held at once, and a
+    block is thresholded before the next one. `density` (from `feature_density`) saves a recount.
+    codes: [n_documents, n_features] -> (i [E] int64, j [E] int64, weight [E] float64).
+    """
+    active = _binary_activity(codes)
+    n_features = active.shape[1]
+    density = feature_density(codes) if density is None else np.asarray(density)
+    if density.shape != (n_features,):
+        raise ValueError(f"density has shape {density.shape}, expected ({n_features},)")
+    # Features are renamed by rank of decreasing density: in every counted pair (rank i < rank j) the second
+    # feature is the sparser one, so min(f_i, f_j) = f_j and each block is thresholded column by column.
+    by_rank = np.argsort(-density, kind="stable")
+    ranked = _ranked_activity(active, by_rank)
+    ranked_density = density[by_rank]
+    later = _later_in_document(ranked)
+    entries = _entries_by_feature(ranked)
+    pairs = np.bincount(ranked.indices, weights=later, minlength=n_features).astype(np.int64)
+    found = [
+        _block_edges(_block_counts(ranked, entries, later, start, stop), ranked_density, start, tau)
+        for start, stop in _feature_blocks(pairs, block_entries, block_pairs)
+    ]
+    i = by_rank[np.concatenate([rows for rows, _, _ in found])] if found else np.empty(0, np.int64)
+    j = by_rank[np.concatenate([cols for _, cols, _ in found])] if found else np.empty(0, np.int64)
+    weight = np.concatenate([weights for _, _, weights in found]) if found else np.empty(0, np.float64)
+    i, j = np.minimum(i, j), np.maximum(i, j)
+    order = np.lexsort((j, i))
+    return i[order], j[order], weight[order]
+
+
+def find_families(
+    codes: sp.spmatrix | sp.sparray,
+    config: FamilyConfig = FamilyConfig(),
+    progress: ProgressCallback = ignore_progress,
+) -> list[Family]:
+    """Families of features over `config.iterations` rounds; ids are sequential in (round, parent id) order.
+
+    Each round builds the maximum spanning forest of the thresholded co-occurrence graph on the features left,
+    orients it from denser to sparser features and reports one family per root; the roots are then removed.
+    A feature whose tree neighbours are both denser than itself belongs to both of their families.
+    codes: [n_documents, n_features] sparse activations.
+    """
+    total = config.iterations + 1
+    progress(Progress(_STAGE, 0, total, "Counting feature co-occurrences"))
+    density = feature_density(codes)
+    i, j, weight = cooccurrence_edges(codes, config.tau, density)
+    progress(
+        Progress(
+            _STAGE,
+            1,
+            total,
+            f"{len(weight):,} feature pairs co-occur with weight >= {config.tau}",
+            {"edges": len(weight)},
+        )
+    )
+    removed = np.zeros(len(density), dtype=bool)
+    families: list[Family] = []
+    for iteration in range(config.iterations):
+        kept = ~(removed[i] | removed[j])
+        tree = _oriented_forest(i[kept], j[kept], weight[kept], density)
+        roots = _roots(tree)
+        removed[roots] = True
+        found = _families_of_round(tree, roots, iteration, len(families), config.min_family_size)
+        families.extend(found)
+        progress(
+            Progress(
+                _STAGE,
+                iteration + 2,
+                total,
+                f"Round {iteration + 1} of {config.iterations}: {len(found)} families",
+                {"families": len(found), "tree_edges": tree.number_of_edges()},
+            )
+        )
+    return families
+
+
+def _binary_activity(codes: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
+    """A_dk = 1 where feature k is active on document d: [n_documents, n_features] int32, no stored zeros."""
+    if not sp.issparse(codes):
+        raise TypeError(f"codes must be a scipy sparse matrix [documents, features], got {type(codes).__name__}")
+    active = sp.csr_matrix(codes, copy=True)
+    active.sum_duplicates()
+    active.data = (active.data > 0).astype(np.int32)
+    active.eliminate_zeros()
+    return active
+
+
+def _ranked_activity(active: sp.csr_matrix, by_rank: np.ndarray) -> sp.csr_matrix:
+    """The activity with feature `by_rank[r]` renamed r, indices sorted within each document."""
+    rank = np.empty(len(by_rank), dtype=np.int32)
+    rank[by_rank] = np.arange(len(by_rank), dtype=np.int32)
+    ranked = sp.csr_matrix((active.data, rank[active.indices], active.indptr), shape=active.shape)
+    ranked.has_sorted_indices = False
+    ranked.sort_indices()
+    return ranked
+
+
+def _later_in_document(ranked: sp.csr_matrix) -> np.ndarray:
+    """For each stored entry, how many entries follow it in its document (the pairs it opens): [nnz] int64."""
+    row_end = np.repeat(ranked.indptr[1:], np.diff(ranked.indptr))
+    return row_end - np.arange(ranked.nnz) - 1
+
+
+def _entries_by_feature(ranked: sp.csr_matrix) -> sp.csc_matrix:
+    """Positions in `ranked.indices` of each feature's entries: column f of the result lists feature f's."""
+    positions = sp.csr_matrix((np.arange(ranked.nnz), ranked.indices, ranked.indptr), shape=ranked.shape)
+    return positions.tocsc()
+
+
+def _feature_blocks(pairs: np.ndarray, block_entries: int, block_pairs: int) -> list[tuple[int, int]]:
+    """Contiguous ranges [start, stop) of ranked features whose count block ([stop - start, n - start]) holds
+    at most `block_entries` counts and whose features open at most `block_pairs` pairs (a single feature may
+    exceed either bound on its own)."""
+    n_features = len(pairs)
+    blocks = []
+    start = 0
+    while start < n_features:
+        max_width = max(1, block_entries // (n_features - start))
+        opened = np.cumsum(pairs[start : start + max_width])
+        stop = start + max(1, int(np.searchsorted(opened, block_pairs, side="right")))
+        blocks.append((start, stop))
+        start = stop
+    return blocks
+
+
+def _block_counts(
+    ranked: sp.csr_matrix, entries: sp.csc_matrix, later: np.ndarray, start: int, stop: int
+) -> np.ndarray:
+    """C[i, j] for ranked features i in [start, stop) and j > i, counted from every document's pairs
+    (entry, later entry): [stop - start, n_features - start] int64, column c is feature start + c."""
+    width = ranked.shape[1] - start
+    firsts = entries.data[entries.indptr[start] : entries.indptr[stop]]
+    opened = later[firsts]
+    offsets = np.cumsum(opened) - opened
+    seconds = np.arange(offsets[-1] + opened[-1] if len(opened) else 0, dtype=np.int64)
+    seconds += np.repeat(firsts + 1 - offsets, opened)
+    keys = np.repeat((ranked.indices[firsts].astype(np.int64) - start) * width - start, opened)
+    keys += ranked.indices[seconds]
+    return np.bincount(keys, minlength=(stop - start) * width).reshape(stop - start, width)
+
+
+def _block_edges(
+    counts: np.ndarray, ranked_density: np.ndarray, start: int, tau: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ranked pairs (i, j) of one count block whose weight C_ij / (f_j + eps) is at least tau."""
+    sparser = ranked_density[start:] + _EPS
+    # A slightly loose test picks candidates cheaply over the dense block; the exact weight decides.
+    rows, cols = np.nonzero((counts > 0) & (counts >= tau * sparser * (1 - 1e-9)))
+    weight = counts[rows, cols] / sparser[cols]
+    strong = weight >= tau
+    return rows[strong] + start, cols[strong] + start, weight[strong]
+
+
+def _oriented_forest(i: np.ndarray, j: np.ndarray, weight: np.ndarray, density: np.ndarray) -> nx.DiGraph:
+    """Maximum spanning forest of the thresholded graph, each edge pointing from the denser feature (parent) to
+    the sparser one (child); equal densities make the lower feature id the parent.
+
+    Nodes and edges are inserted in ascending id order, so Kruskal's stable sort breaks weight ties towards
+    lower ids and the forest is deterministic.
+    """
+    graph = nx.Graph()
+    graph.add_nodes_from(np.unique(np.concatenate([i, j])).tolist())
+    graph.add_weighted_edges_from(zip(i.tolist(), j.tolist(), weight.tolist(), strict=True))
+    forest = nx.maximum_spanning_tree(graph)
+    tree = nx.DiGraph()
+    tree.add_nodes_from(sorted(forest.nodes))
+    oriented = sorted(_orient(u, v, data["weight"], density) for u, v, data in forest.edges(data=True))
+    tree.add_weighted_edges_from(oriented)
+    return tree
+
+
+def _orient(u: int, v: int, weight: float, density: np.ndarray) -> tuple[int, int, float]:
+    lower, higher = min(u, v), max(u, v)
+    if density[higher] > density[lower]:
+        return higher, lower, weight
+    return lower, higher, weight
+
+
+def _roots(tree: nx.DiGraph) -> list[int]:
+    """Nodes with no incoming edge and at least one child, in ascending id order."""
+    return [node for node in tree.nodes if tree.in_degree(node) == 0 and tree.out_degree(node) > 0]
+
+
+def _families_of_round(
+    tree: nx.DiGraph,
+    roots: list[int],
+    iteration: int,
+    first_id: int,
+    min_family_size: int,
+) -> list[Family]:
+    """One family per root (DFS along the oriented edges), numbered from `first_id` in root order."""
+    families = []
+    for root in roots:
+        members = [int(node) for node in nx.dfs_preorder_nodes(tree, root)]
+        if len(members) < min_family_size:
+            continue
+        edges = [(int(u), int(v), float(tree.edges[u, v]["weight"])) for u, v in nx.dfs_edges(tree, root)]
+        families.append(Family(first_id + len(families), iteration, int(root), members, edges))
+    return families
