@@ -1,0 +1,188 @@
+"""The one configuration of SAE training, its checks against a corpus, and defaults that suit a corpus size."""
+
+import math
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from prisma_core.errors import TrainingError
+
+MIN_TRAIN_DOCUMENTS = 20
+"""Below this many training documents there is nothing to learn features from."""
+FEW_DOCUMENTS = 500
+"""Below this many documents features tend to describe single documents."""
+MIN_FIRES_PER_EPOCH = 8
+"""A feature should get at least this many activations per epoch on average to learn a stable direction."""
+TARGET_SAMPLES = 24_000
+"""Documents (counting repeats) the suggested epochs aim to show the SAE: 12 epochs of BBC News."""
+MIN_STEPS = 150
+"""Fewest optimiser steps the suggested epochs allow; far fewer leave the reconstruction poor."""
+MAX_SUGGESTED_EPOCHS = 100
+DEAD_AFTER_MAX = 20_000
+"""dead_after defaults to one epoch of documents, but at most this many on large corpora."""
+REFERENCE_LR = 1e-3
+REFERENCE_LATENTS = 8192
+"""lr = REFERENCE_LR / sqrt(n_latents / REFERENCE_LATENTS) when lr is None: the 1/sqrt(n) scaling of Gao et al.
+(2024) with a larger constant (7e-4 at 16,384 latents where they use 2e-4): theirs needed about three times the
+epochs for the same held-out FVU on corpora of a few thousand documents."""
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True)
+class SAEConfig:
+    """Settings of one SAE training run. Fields left None are resolved by `resolved()` and recorded with the run."""
+
+    expansion_factor: int = 8
+    """Number of features (latents) per embedding dimension: n_latents = expansion_factor * d."""
+    k: int = 32
+    """Active features per document (the TopK); every document is described by exactly k weighted features."""
+    k_aux: int | None = None
+    """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_latents."""
+    aux_alpha: float = 1 / 32
+    """Weight of the AuxK loss that revives dead latents; 0 turns it off."""
+    epochs: int = 12
+    """Passes over the training documents."""
+    batch_size: int = 128
+    """Documents per optimiser step (capped at the number of training documents)."""
+    lr: float | None = None
+    """Adam learning rate; None -> 1e-3 / sqrt(n_latents / 8192), i.e. larger for fewer latents."""
+    dead_after: int | None = None
+    """Training samples without firing after which a latent counts as dead (and AuxK starts training it);
+    None -> one epoch of documents, at most 20,000."""
+    holdout_fraction: float = 0.1
+    """Share of documents held out of training to measure how well the SAE generalises (0 disables it)."""
+    grad_clip: float = 1.0
+    """Maximum gradient norm per step."""
+    seed: int = 0
+    """Seeds initialisation, the holdout split and shuffling: same seed, data and device -> same weights."""
+    device: str = "auto"
+    """"auto" (CUDA, then Apple MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps"."""
+
+    def __post_init__(self) -> None:
+        problems = [
+            _at_least("expansion_factor", self.expansion_factor, 1),
+            _at_least("k", self.k, 1),
+            _at_least("k_aux", self.k_aux, 1),
+            _at_least("epochs", self.epochs, 1),
+            _at_least("batch_size", self.batch_size, 2),
+            _at_least("dead_after", self.dead_after, 1),
+            _at_least("seed", self.seed, 0),
+        ]
+        if not self.aux_alpha >= 0:
+            problems.append(f"aux_alpha must be 0 or more, got {self.aux_alpha}")
+        if self.lr is not None and not 0 < self.lr < 1:
+            problems.append(f"lr must be between 0 and 1 (typically 1e-4 to 1e-3), got {self.lr}")
+        if not 0 <= self.holdout_fraction < 0.9:
+            problems.append(f"holdout_fraction must be at least 0 and below 0.9, got {self.holdout_fraction}")
+        if not self.grad_clip > 0:
+            problems.append(f"grad_clip must be positive, got {self.grad_clip}")
+        if not _DEVICE.match(self.device):
+            problems.append(f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"')
+        problems = [p for p in problems if p]
+        if problems:
+            raise TrainingError("Invalid SAE settings: " + "; ".join(problems) + ".")
+
+    def n_latents(self, dim: int) -> int:
+        return self.expansion_factor * dim
+
+    def split_sizes(self, n_documents: int) -> tuple[int, int]:
+        """(training documents, held-out documents); at least one is held out when holdout_fraction > 0."""
+        n_holdout = max(1, round(n_documents * self.holdout_fraction)) if self.holdout_fraction > 0 else 0
+        return n_documents - n_holdout, n_holdout
+
+    def resolved(self, n_documents: int, dim: int) -> "SAEConfig":
+        """This config with lr, k_aux and dead_after filled in for a corpus of n_documents vectors of size dim."""
+        n_latents = self.n_latents(dim)
+        n_train, _ = self.split_sizes(n_documents)
+        return replace(
+            self,
+            lr=self.lr if self.lr is not None else REFERENCE_LR / math.sqrt(n_latents / REFERENCE_LATENTS),
+            k_aux=min(self.k_aux if self.k_aux is not None else 2 * self.k, n_latents),
+            dead_after=self.dead_after if self.dead_after is not None else min(n_train, DEAD_AFTER_MAX),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "SAEConfig":
+        """Inverse of to_dict; raises TrainingError naming any unknown setting."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise TrainingError(f"Unknown SAE settings: {', '.join(unknown)}.")
+        return cls(**values)
+
+
+def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
+    """Warnings (with suggested settings) for training `config` on n_documents vectors of size dim.
+
+    Raises TrainingError, saying what to change, when training is impossible.
+    """
+    n_latents = config.n_latents(dim)
+    n_train, n_holdout = config.split_sizes(n_documents)
+    if dim < 1:
+        raise TrainingError("The embeddings have no dimensions; embed the dataset again.")
+    if n_train < MIN_TRAIN_DOCUMENTS:
+        raise TrainingError(
+            f"{n_documents} documents leave {n_train} for training after holding out {n_holdout}; an SAE needs at "
+            f"least {MIN_TRAIN_DOCUMENTS}. Add documents or lower the holdout fraction."
+        )
+    if config.k >= n_latents:
+        raise TrainingError(
+            f"k={config.k} active features per document must be fewer than the {n_latents} features "
+            f"(expansion factor {config.expansion_factor} x {dim} dimensions). Lower k or raise the expansion factor."
+        )
+    warnings = []
+    suggested = suggest_config(n_documents, dim)
+    if n_train < FEW_DOCUMENTS:
+        warnings.append(
+            f"Only {n_train} training documents: features will tend to describe single documents; "
+            f"results are more trustworthy from about {FEW_DOCUMENTS} documents on."
+        )
+    fires_per_epoch = n_train * config.k / n_latents
+    if n_latents > n_train or fires_per_epoch < MIN_FIRES_PER_EPOCH:
+        remedy = (
+            f"Suggested: expansion factor {suggested.expansion_factor} ({suggested.n_latents(dim)} features)."
+            if suggested.expansion_factor < config.expansion_factor
+            else "Add documents for features that generalise."
+        )
+        warnings.append(
+            f"{n_latents} features for {n_train} training documents (each fires on about {fires_per_epoch:.1f} "
+            f"documents per epoch): many features will memorise single documents or stay dead. {remedy}"
+        )
+    if config.k > n_latents // 4:
+        warnings.append(
+            f"k={config.k} is more than a quarter of the {n_latents} features, so codes are barely sparse. "
+            f"Suggested: k={max(1, n_latents // 16)}."
+        )
+    steps = config.epochs * max(1, n_train // min(config.batch_size, n_train))
+    if steps < MIN_STEPS // 2:
+        warnings.append(
+            f"Only {steps} optimiser steps ({config.epochs} epochs of {n_train} documents in batches of "
+            f"{config.batch_size}): the reconstruction will be poor. Suggested: {suggested.epochs} epochs "
+            f"with batches of {suggested.batch_size}."
+        )
+    if config.k_aux is not None and config.k_aux > n_latents:
+        warnings.append(f"k_aux={config.k_aux} exceeds the {n_latents} features; {n_latents} will be used.")
+    return warnings
+
+
+def suggest_config(n_documents: int, dim: int) -> SAEConfig:
+    """Defaults that suit the corpus: no more features than training documents, about TARGET_SAMPLES documents
+    shown in at least MIN_STEPS steps and two epochs (more epochs on small corpora, fewer on large ones)."""
+    default = SAEConfig()
+    n_train, _ = default.split_sizes(n_documents)
+    expansion = next((e for e in (8, 4, 2) if e * dim <= n_train), 1)
+    k = min(default.k, max(1, expansion * dim // 16))
+    batch_size = max(2, min(default.batch_size, n_train // 4))
+    steps_per_epoch = max(1, n_train // batch_size)
+    epochs = max(2, math.ceil(TARGET_SAMPLES / max(1, n_train)), math.ceil(MIN_STEPS / steps_per_epoch))
+    epochs = min(epochs, MAX_SUGGESTED_EPOCHS)
+    return replace(default, expansion_factor=expansion, k=k, batch_size=batch_size, epochs=epochs)
+
+
+def _at_least(name: str, value: int | None, minimum: int) -> str:
+    if value is None or (isinstance(value, int) and value >= minimum):
+        return ""
+    return f"{name} must be a whole number of at least {minimum}, got {value!r}"

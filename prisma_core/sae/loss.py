@@ -1,0 +1,41 @@
+"""Pure loss functions of the TopK SAE: no state, tensors in, scalar tensors out."""
+
+import torch
+
+from prisma_core.sae.model import decode_rows
+
+
+def fvu(x: torch.Tensor, x_hat: torch.Tensor) -> torch.Tensor:
+    """Fraction of variance unexplained: squared error over the variance of x around its batch mean.
+
+    x, x_hat: [batch, d] -> scalar. 0 is a perfect reconstruction; 1 is no better than predicting the batch mean.
+    """
+    total_variance = (x - x.mean(dim=0)).pow(2).sum()
+    return (x - x_hat).pow(2).sum() / total_variance
+
+
+def topk_aux_loss(
+    residual: torch.Tensor,
+    pre_acts: torch.Tensor,
+    dead_mask: torch.Tensor,
+    decoder_rows: torch.Tensor,
+    k_aux: int,
+) -> torch.Tensor:
+    """AuxK: FVU of the residual reconstructed from only the k_aux largest activations among dead latents.
+
+    residual: x - x_hat [batch, d] (treated as a constant target); pre_acts: ReLU'd activations before TopK
+    [batch, n_latents]; dead_mask: [n_latents] bool; decoder_rows: W_dec [n_latents, d]. Returns a scalar that is
+    0 (with no gradient to follow) when no latent is dead. Gradients reach the dead latents' encoder and decoder
+    weights only, which is what brings them back to life.
+    """
+    n_dead = int(dead_mask.sum())
+    if n_dead == 0:
+        return residual.new_zeros(())
+    dead_acts = pre_acts.masked_fill(~dead_mask, -1.0)
+    values, indices = dead_acts.topk(min(k_aux, n_dead), dim=1, sorted=False)
+    return fvu(residual.detach(), decode_rows(decoder_rows, values, indices))
+
+
+def sae_loss(fvu_recon: torch.Tensor, aux_loss: torch.Tensor, aux_alpha: float) -> torch.Tensor:
+    """Training objective L = FVU(x, x_hat) + alpha * FVU(e, e_hat) from its two scalar terms."""
+    return fvu_recon + aux_alpha * aux_loss

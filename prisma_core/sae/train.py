@@ -1,0 +1,290 @@
+"""Training loop of the TopK SAE: holdout split, data-centred init, AuxK, decoder constraints, metrics."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from prisma_core.errors import TrainingError
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.sae.config import SAEConfig, check_config
+from prisma_core.sae.loss import fvu, sae_loss, topk_aux_loss
+from prisma_core.sae.model import TopKSAE
+
+STAGE = "train_sae"
+MEDIAN_SAMPLE = 4096
+"""Training documents the initial b_pre (geometric median) is computed from."""
+EPOCH_HOLDOUT_SAMPLE = 1024
+"""Held-out documents scored at the end of every epoch (all of them are scored once training ends)."""
+HISTORY_POINTS = 100
+"""About this many history entries (and progress reports) per run, whatever its length."""
+
+
+@dataclass
+class TrainResult:
+    """A trained SAE, the settings that made it (lr, k_aux, dead_after resolved) and how well it did."""
+
+    model: TopKSAE
+    """On the CPU, whatever device trained it."""
+    config: SAEConfig
+    metrics: dict[str, float | int | str]
+    """fvu_train, fvu_holdout, variance_explained_holdout (NaN without holdout), dead_fraction (share of latents
+    that fire on no training document), mean_l0, n_train, n_holdout, steps, seconds, samples_per_second, device."""
+    history: list[dict[str, float]]
+    """Averages over every few steps: step, epoch, loss, fvu, aux_loss, dead_fraction (latents dead for the
+    tracker at that step). Entries that close an epoch also carry fvu_holdout (on a sample of held-out docs)."""
+    train_index: np.ndarray
+    """Row numbers (into the embeddings) of the training documents, ascending."""
+    holdout_index: np.ndarray
+    """Row numbers of the held-out documents, ascending."""
+
+
+class _DeadLatentTracker:
+    """Counts, per latent, the training samples seen since it last fired."""
+
+    def __init__(self, n_latents: int, dead_after: int, device: torch.device) -> None:
+        self.dead_after = dead_after
+        self.samples_since_fired = torch.zeros(n_latents, dtype=torch.long, device=device)
+
+    def update(self, top_values: torch.Tensor, top_indices: torch.Tensor) -> None:
+        """top_values, top_indices: [batch, k] of the step just taken."""
+        self.samples_since_fired += top_values.shape[0]
+        self.samples_since_fired[top_indices[top_values > 0]] = 0
+
+    def dead_mask(self) -> torch.Tensor:
+        """[n_latents] bool."""
+        return self.samples_since_fired >= self.dead_after
+
+
+def resolve_device(name: str) -> torch.device:
+    """ "auto" -> CUDA if present, then Apple MPS, then CPU; an explicit device must exist."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise TrainingError(f'Device "{name}" was asked for but no CUDA GPU is available; use "auto" or "cpu".')
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise TrainingError('Device "mps" was asked for but Apple MPS is not available; use "auto" or "cpu".')
+    return torch.device(name)
+
+
+def train_sae(
+    embeddings: np.ndarray,
+    config: SAEConfig,
+    progress: ProgressCallback = ignore_progress,
+    should_stop: Callable[[], bool] | None = None,
+) -> TrainResult:
+    """Train a TopK SAE on embeddings [n_documents, d] (float32).
+
+    Raises TrainingError when the data or settings make training impossible (see `check_config`), and
+    TrainingError("... cancelled ...") as soon as `should_stop()` returns True: a cancelled run returns nothing.
+    Inputs are scaled to unit mean squared norm for training (so the defaults suit any embedding model) and the
+    scale is folded back into b_pre and b_enc, so the returned model takes and returns the original vectors.
+    """
+    started = time.perf_counter()
+    data = _validated(embeddings)
+    n_documents, dim = data.shape
+    check_config(config, n_documents, dim)
+    config = config.resolved(n_documents, dim)
+    device = resolve_device(config.device)
+    generator = torch.Generator().manual_seed(config.seed)
+    train_index, holdout_index = _split(n_documents, config, generator)
+    scale = _input_scale(data[train_index])
+    x_train = torch.from_numpy(data[train_index] * scale).to(device)
+    x_holdout_sample = torch.from_numpy(data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]] * scale).to(device)
+
+    model = _initial_model(x_train, config, generator).to(device)
+    loop_started = time.perf_counter()
+    history, steps, batch_size = _optimise(model, x_train, x_holdout_sample, config, generator, progress, should_stop)
+    loop_seconds = time.perf_counter() - loop_started
+    _fold_input_scale(model, scale)
+
+    metrics = _final_metrics(model, data, train_index, holdout_index)
+    metrics.update(
+        steps=steps,
+        seconds=time.perf_counter() - started,
+        samples_per_second=steps * batch_size / loop_seconds,
+        device=str(device),
+    )
+    return TrainResult(model.cpu(), config, metrics, history, train_index, holdout_index)
+
+
+def encode(model: TopKSAE, embeddings: np.ndarray, batch_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse codes of all documents: embeddings [n, d] -> (values float32 [n, k], indices int32 [n, k]).
+
+    Each row lists its k active features, largest activation first.
+    """
+    device = model.W_dec.device
+    values, indices = [], []
+    with torch.no_grad():
+        for start in range(0, len(embeddings), batch_size):
+            x = torch.as_tensor(np.asarray(embeddings[start : start + batch_size], dtype=np.float32), device=device)
+            batch_values, batch_indices = model.encode_topk(x)
+            values.append(batch_values.cpu().numpy())
+            indices.append(batch_indices.cpu().numpy().astype(np.int32))
+    if not values:
+        return np.zeros((0, model.k), np.float32), np.zeros((0, model.k), np.int32)
+    return np.concatenate(values), np.concatenate(indices)
+
+
+def _validated(embeddings: np.ndarray) -> np.ndarray:
+    data = np.asarray(embeddings, dtype=np.float32)
+    if data.ndim != 2:
+        raise TrainingError(f"Embeddings must be a table of documents x dimensions, got shape {data.shape}.")
+    bad_rows = int((~np.isfinite(data)).any(axis=1).sum())
+    if bad_rows:
+        raise TrainingError(f"{bad_rows} embeddings contain NaN or infinite values; embed those documents again.")
+    if len(data) > 1 and not data.std(axis=0).any():
+        raise TrainingError("All embeddings are identical, so there is nothing to learn; check the embedding step.")
+    return data
+
+
+def _split(n_documents: int, config: SAEConfig, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Random holdout of documents: (train rows, holdout rows), each ascending."""
+    _, n_holdout = config.split_sizes(n_documents)
+    order = torch.randperm(n_documents, generator=generator).numpy()
+    return np.sort(order[n_holdout:]), np.sort(order[:n_holdout])
+
+
+def _input_scale(x: np.ndarray) -> float:
+    """Factor that gives the training vectors unit mean squared norm."""
+    return float(1.0 / np.sqrt(np.mean(np.sum(x.astype(np.float64) ** 2, axis=1))))
+
+
+def _initial_model(x_train: torch.Tensor, config: SAEConfig, generator: torch.Generator) -> TopKSAE:
+    """Random tied weights; b_pre at the geometric median of (a sample of) the training data."""
+    n_train, dim = x_train.shape
+    model = TopKSAE(dim, config.n_latents(dim), config.k, generator=generator)
+    sample = torch.randperm(n_train, generator=generator)[:MEDIAN_SAMPLE]
+    with torch.no_grad():
+        model.b_pre.copy_(_geometric_median(x_train.cpu()[sample]))
+    return model
+
+
+def _geometric_median(points: torch.Tensor, iterations: int = 100, tolerance: float = 1e-7) -> torch.Tensor:
+    """Weiszfeld's algorithm: points [m, d] -> the point minimising the sum of distances [d]."""
+    points = points.double()
+    median = points.mean(dim=0)
+    for _ in range(iterations):
+        weights = 1.0 / (points - median).norm(dim=1).clamp_min(1e-12)
+        updated = (weights[:, None] * points).sum(dim=0) / weights.sum()
+        converged = (updated - median).norm() <= tolerance * median.norm().clamp_min(1e-12)
+        median = updated
+        if converged:
+            break
+    return median.float()
+
+
+def _optimise(
+    model: TopKSAE,
+    x_train: torch.Tensor,
+    x_holdout_sample: torch.Tensor,
+    config: SAEConfig,
+    generator: torch.Generator,
+    progress: ProgressCallback,
+    should_stop: Callable[[], bool] | None,
+) -> tuple[list[dict[str, float]], int, int]:
+    """Run all epochs in place on `model`; returns (history, steps taken, batch size used)."""
+    n_train = x_train.shape[0]
+    batch_size = min(config.batch_size, n_train)
+    steps_per_epoch = n_train // batch_size
+    total_steps = config.epochs * steps_per_epoch
+    log_every = max(1, total_steps // HISTORY_POINTS)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=x_train.device.type in ("cpu", "cuda"))
+    tracker = _DeadLatentTracker(model.n_latents, config.dead_after, x_train.device)
+    history: list[dict[str, float]] = []
+    sums = torch.zeros(3, device=x_train.device)
+    since_log = 0
+    step = 0
+    for epoch in range(1, config.epochs + 1):
+        order = torch.randperm(n_train, generator=generator).to(x_train.device)
+        for batch_number in range(steps_per_epoch):
+            if should_stop is not None and should_stop():
+                raise TrainingError(f"Training was cancelled at step {step} of {total_steps}; nothing was saved.")
+            batch = x_train[order[batch_number * batch_size : (batch_number + 1) * batch_size]]
+            sums += _train_step(model, optimizer, tracker, batch, config)
+            step += 1
+            since_log += 1
+            epoch_done = batch_number == steps_per_epoch - 1
+            if step % log_every and not epoch_done:
+                continue
+            loss, recon_fvu, aux = (sums / since_log).tolist()
+            entry = {
+                "step": step,
+                "epoch": epoch,
+                "loss": loss,
+                "fvu": recon_fvu,
+                "aux_loss": aux,
+                "dead_fraction": tracker.dead_mask().float().mean().item(),
+            }
+            if epoch_done and len(x_holdout_sample):
+                entry["fvu_holdout"] = _fvu_of(model, x_holdout_sample)
+            history.append(entry)
+            progress(Progress(STAGE, step, total_steps, f"Epoch {epoch} of {config.epochs}", _progress_metrics(entry)))
+            sums.zero_()
+            since_log = 0
+    return history, step, batch_size
+
+
+def _train_step(
+    model: TopKSAE, optimizer: torch.optim.Optimizer, tracker: _DeadLatentTracker, x: torch.Tensor, config: SAEConfig
+) -> torch.Tensor:
+    """One Adam step on batch x [batch, d]; returns detached (loss, fvu, aux_loss) [3]."""
+    out = model(x)
+    recon_fvu = fvu(x, out.recon)
+    aux = topk_aux_loss(x - out.recon, out.pre_acts, tracker.dead_mask(), model.W_dec, config.k_aux)
+    loss = sae_loss(recon_fvu, aux, config.aux_alpha)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    model.project_decoder_grad()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    model.normalize_decoder()
+    tracker.update(out.top_values, out.top_indices)
+    return torch.stack([loss, recon_fvu, aux]).detach()
+
+
+def _progress_metrics(entry: dict[str, float]) -> dict[str, float]:
+    return {key: entry[key] for key in ("loss", "fvu", "dead_fraction", "fvu_holdout") if key in entry}
+
+
+def _fvu_of(model: TopKSAE, x: torch.Tensor, batch_size: int = 4096) -> float:
+    """FVU of the whole set x [m, d] (variance around the set's mean), reconstructed in batches."""
+    with torch.no_grad():
+        batches = (x[start : start + batch_size] for start in range(0, len(x), batch_size))
+        recon = torch.cat([model.decode(*model.encode_topk(batch)) for batch in batches])
+        return fvu(x, recon).item()
+
+
+def _fold_input_scale(model: TopKSAE, scale: float) -> None:
+    """Make a model trained on scale * x take x: TopK and ReLU commute with positive scaling, so dividing both
+    biases by `scale` gives activations / scale and reconstructions of x itself, with the same directions."""
+    with torch.no_grad():
+        model.b_pre.div_(scale)
+        model.b_enc.div_(scale)
+
+
+def _final_metrics(
+    model: TopKSAE, data: np.ndarray, train_index: np.ndarray, holdout_index: np.ndarray
+) -> dict[str, float | int | str]:
+    device = model.W_dec.device
+    x_train = torch.from_numpy(data[train_index]).to(device)
+    values, indices = encode(model, data[train_index])
+    active = values > 0
+    fired = np.zeros(model.n_latents, dtype=bool)
+    fired[indices[active]] = True
+    fvu_holdout = _fvu_of(model, torch.from_numpy(data[holdout_index]).to(device)) if len(holdout_index) else np.nan
+    return {
+        "fvu_train": _fvu_of(model, x_train),
+        "fvu_holdout": fvu_holdout,
+        "variance_explained_holdout": 1.0 - fvu_holdout,
+        "dead_fraction": float(1.0 - fired.mean()),
+        "mean_l0": float(active.sum(axis=1).mean()),
+        "n_train": len(train_index),
+        "n_holdout": len(holdout_index),
+    }

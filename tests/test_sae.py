@@ -1,0 +1,262 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from prisma_core.errors import TrainingError, WeightsError
+from prisma_core.progress import Progress
+from prisma_core.sae import (
+    SAEConfig,
+    TopKSAE,
+    TrainResult,
+    check_config,
+    encode,
+    fvu,
+    load_sae,
+    save_sae,
+    suggest_config,
+    topk_aux_loss,
+    train_sae,
+)
+
+SMALL = SAEConfig(expansion_factor=2, k=16, epochs=2, batch_size=64)
+"""Cheap settings for properties that do not need a good SAE."""
+
+
+@pytest.fixture(scope="module")
+def trained(bbc_embeddings: np.ndarray) -> TrainResult:
+    """The default SAE (k=32, expansion 8 -> 3,072 features) trained on all of BBC News."""
+    return train_sae(bbc_embeddings, SAEConfig())
+
+
+@pytest.fixture(scope="module")
+def bbc_subset(bbc_embeddings: np.ndarray) -> np.ndarray:
+    return bbc_embeddings[:600]
+
+
+def test_defaults_meet_quality_targets_on_bbc(trained: TrainResult) -> None:
+    metrics = trained.metrics
+    assert metrics["fvu_holdout"] <= 0.45
+    assert metrics["variance_explained_holdout"] == pytest.approx(1 - metrics["fvu_holdout"])
+    assert metrics["fvu_train"] < metrics["fvu_holdout"]
+    assert metrics["dead_fraction"] <= 0.05
+    assert metrics["mean_l0"] == 32
+    assert (metrics["n_train"], metrics["n_holdout"]) == (2003, 222)
+    assert metrics["device"] == "cpu"
+    assert metrics["samples_per_second"] > 0
+
+
+def test_split_is_disjoint_and_covers_every_document(trained: TrainResult) -> None:
+    both = np.concatenate([trained.train_index, trained.holdout_index])
+    assert np.array_equal(np.sort(both), np.arange(2225))
+
+
+def test_resolved_config_records_what_was_used(trained: TrainResult) -> None:
+    config = trained.config
+    assert config.k_aux == 64
+    assert config.dead_after == 2003
+    assert config.lr == pytest.approx(1e-3 / np.sqrt(3072 / 8192))
+
+
+def test_history_shows_learning(trained: TrainResult) -> None:
+    history = trained.history
+    assert [entry["step"] for entry in history] == sorted(entry["step"] for entry in history)
+    assert history[-1]["step"] == trained.metrics["steps"] == 12 * (2003 // 128)
+    assert history[-1]["fvu"] < 0.5 * history[0]["fvu"]
+    epoch_ends = [entry for entry in history if "fvu_holdout" in entry]
+    assert [entry["epoch"] for entry in epoch_ends] == list(range(1, 13))
+    assert epoch_ends[-1]["fvu_holdout"] == pytest.approx(trained.metrics["fvu_holdout"], abs=1e-5)
+
+
+def test_every_code_has_exactly_k_nonzeros(trained: TrainResult, bbc_embeddings: np.ndarray) -> None:
+    with torch.no_grad():
+        out = trained.model(torch.from_numpy(bbc_embeddings))
+    assert out.latents.shape == (2225, 3072)
+    assert ((out.latents != 0).sum(dim=1) == 32).all()
+    assert torch.equal(out.latents.gather(1, out.top_indices), out.top_values)
+    values, indices = encode(trained.model, bbc_embeddings, batch_size=1000)
+    assert values.dtype == np.float32 and indices.dtype == np.int32
+    assert values.shape == indices.shape == (2225, 32)
+    assert np.array_equal(indices, out.top_indices.numpy())
+    assert np.allclose(values, out.top_values.numpy(), atol=1e-5)
+
+
+def test_decoder_rows_are_unit_norm_after_training(trained: TrainResult) -> None:
+    norms = trained.model.W_dec.detach().norm(dim=1)
+    assert torch.allclose(norms, torch.ones(3072), atol=1e-5)
+    assert torch.equal(trained.model.decoder_directions(), trained.model.decoder_directions())
+    assert trained.model.decoder_directions().shape == (3072, 384)
+
+
+def test_gradient_projection_leaves_no_decoder_parallel_component(bbc_subset: np.ndarray) -> None:
+    model = TopKSAE(384, 768, 16, generator=torch.Generator().manual_seed(0))
+    x = torch.from_numpy(bbc_subset[:64])
+    fvu(x, model(x).recon).backward()
+    rows = model.W_dec.detach()
+    before = model.W_dec.grad.clone()
+    assert (before * rows).sum(dim=1).abs().max() > 1e-4
+    model.project_decoder_grad()
+    after = model.W_dec.grad
+    assert (after * rows).sum(dim=1).abs().max() < 1e-6
+    parallel = (before * rows).sum(dim=1, keepdim=True) * rows
+    assert torch.allclose(after, before - parallel, atol=1e-7)
+
+
+def test_fvu_on_known_values() -> None:
+    x = torch.tensor([[0.0, 0.0], [2.0, 2.0]])  # mean (1, 1): total variance 4
+    assert fvu(x, x).item() == 0.0
+    assert fvu(x, torch.ones_like(x)).item() == pytest.approx(1.0)
+    assert fvu(x, x + 0.5).item() == pytest.approx(0.25)
+    assert fvu(x, torch.tensor([[0.0, 2.0], [2.0, 2.0]])).item() == pytest.approx(1.0)
+
+
+def test_aux_loss_is_zero_without_dead_latents_and_trains_only_dead_ones(bbc_subset: np.ndarray) -> None:
+    model = TopKSAE(384, 768, 16, generator=torch.Generator().manual_seed(0))
+    x = torch.from_numpy(bbc_subset[:64])
+    out = model(x)
+    alive = torch.zeros(768, dtype=torch.bool)
+    assert topk_aux_loss(x - out.recon, out.pre_acts, alive, model.W_dec, 32).item() == 0.0
+    dead = torch.zeros(768, dtype=torch.bool)
+    dead[::3] = True
+    aux = topk_aux_loss(x - out.recon, out.pre_acts, dead, model.W_dec, 32)
+    assert 0 < aux.item() < 2
+    aux.backward()
+    touched = model.W_dec.grad.abs().sum(dim=1) > 0
+    assert touched.any() and not touched[~dead].any()
+
+
+def test_same_seed_gives_identical_weights(bbc_subset: np.ndarray) -> None:
+    first = train_sae(bbc_subset, SMALL).model.state_dict()
+    second = train_sae(bbc_subset, SMALL).model.state_dict()
+    other = train_sae(bbc_subset, SAEConfig(**SMALL.to_dict() | {"seed": 1})).model.state_dict()
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    assert not torch.equal(first["W_dec"], other["W_dec"])
+
+
+def test_model_takes_and_returns_original_units(bbc_subset: np.ndarray) -> None:
+    plain = train_sae(bbc_subset, SMALL)
+    scaled = train_sae(bbc_subset * 5, SMALL)
+    assert scaled.metrics["fvu_holdout"] == pytest.approx(plain.metrics["fvu_holdout"], abs=0.01)
+    assert torch.allclose(scaled.model.b_pre, 5 * plain.model.b_pre, rtol=0.05, atol=0.01)
+
+
+def test_auxk_keeps_latents_alive(bbc_embeddings: np.ndarray) -> None:
+    sparse = SAEConfig(expansion_factor=2, k=8, epochs=10)
+    with_aux = train_sae(bbc_embeddings, sparse).metrics["dead_fraction"]
+    without_aux = train_sae(bbc_embeddings, SAEConfig(**sparse.to_dict() | {"aux_alpha": 0.0})).metrics["dead_fraction"]
+    assert without_aux > 0.08
+    assert with_aux < 0.5 * without_aux
+
+
+def test_progress_is_reported_and_cancelling_raises(bbc_subset: np.ndarray) -> None:
+    reports: list[Progress] = []
+    result = train_sae(bbc_subset, SMALL, progress=reports.append)
+    assert reports[-1].done == reports[-1].total == result.metrics["steps"] == 2 * (540 // 64)
+    assert {"loss", "fvu", "dead_fraction"} <= set(reports[0].metrics)
+    assert all(set(entry) >= {"step", "epoch", "loss", "fvu", "aux_loss", "dead_fraction"} for entry in result.history)
+    checks: list[int] = []
+
+    def stop_before_fourth_step() -> bool:
+        checks.append(len(checks))
+        return len(checks) > 3
+
+    with pytest.raises(TrainingError, match="cancelled at step 3 of 16"):
+        train_sae(bbc_subset, SMALL, should_stop=stop_before_fourth_step)
+
+
+def test_save_load_round_trip_gives_identical_outputs(trained: TrainResult, tmp_path: Path, bbc_embeddings) -> None:
+    directory = save_sae(trained, trained.config, tmp_path / "run")
+    assert sorted(p.name for p in directory.iterdir()) == ["config.json", "sae.safetensors"]
+    record = json.loads((directory / "config.json").read_text())
+    assert (record["d"], record["n_latents"], record["lr"]) == (384, 3072, trained.config.lr)
+    model, config = load_sae(directory)
+    assert config == trained.config
+    x = torch.from_numpy(bbc_embeddings[:100])
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(model(x), trained.model(x), strict=True))
+
+
+@pytest.fixture
+def saved(tmp_path: Path, bbc_subset: np.ndarray) -> Path:
+    result = train_sae(bbc_subset, SAEConfig(**SMALL.to_dict() | {"epochs": 1}))
+    return save_sae(result.model, result.config, tmp_path / "sae")
+
+
+def _truncate(directory: Path) -> None:
+    weights = directory / "sae.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+
+
+def _foreign(directory: Path) -> None:
+    save_file(
+        {"encoder.weight": torch.zeros(768, 384), "decoder.weight": torch.zeros(384, 768)},
+        directory / "sae.safetensors",
+    )
+
+
+def _wrong_shapes(directory: Path) -> None:
+    shapes = {"b_pre": (384,), "W_enc": (384, 768), "b_enc": (768,), "W_dec": (384, 768)}
+    save_file({name: torch.zeros(shape) for name, shape in shapes.items()}, directory / "sae.safetensors")
+
+
+def _pickle(directory: Path) -> None:
+    torch.save({"W_dec": torch.zeros(768, 384)}, directory / "sae.safetensors")
+
+
+def _missing_weights(directory: Path) -> None:
+    (directory / "sae.safetensors").unlink()
+
+
+def _garbled_config(directory: Path) -> None:
+    (directory / "config.json").write_text("{not json")
+
+
+def _foreign_config(directory: Path) -> None:
+    (directory / "config.json").write_text(json.dumps({"d_in": 384, "num_latents": 768}))
+
+
+@pytest.mark.parametrize(
+    "damage", [_truncate, _foreign, _wrong_shapes, _pickle, _missing_weights, _garbled_config, _foreign_config]
+)
+def test_damaged_or_foreign_weights_raise_weights_error(saved: Path, damage) -> None:
+    load_sae(saved)
+    damage(saved)
+    with pytest.raises(WeightsError):
+        load_sae(saved)
+
+
+def test_invalid_settings_raise_training_error() -> None:
+    with pytest.raises(TrainingError, match="k must be"):
+        SAEConfig(k=0)
+    with pytest.raises(TrainingError, match="device"):
+        SAEConfig(device="gpu")
+    with pytest.raises(TrainingError, match="holdout_fraction"):
+        SAEConfig(holdout_fraction=1.0)
+
+
+def test_check_config_refuses_tiny_corpora_and_warns_on_small_ones() -> None:
+    with pytest.raises(TrainingError, match="Add documents"):
+        check_config(SAEConfig(), 15, 384)
+    with pytest.raises(TrainingError, match="Lower k"):
+        check_config(SAEConfig(expansion_factor=1, k=384), 5000, 384)
+    warnings = check_config(SAEConfig(), 300, 384)
+    assert any("Only 270 training documents" in warning for warning in warnings)
+    assert any("3072 features for 270 training documents" in warning for warning in warnings)
+    assert any("Suggested: expansion factor 4" in w for w in check_config(SAEConfig(), 2225, 384))
+
+
+def test_suggested_settings_raise_no_warnings_from_a_few_hundred_documents_on() -> None:
+    for n_documents in (600, 2225, 7600, 50_000):
+        assert check_config(suggest_config(n_documents, 384), n_documents, 384) == []
+    assert suggest_config(2225, 384).expansion_factor == 4
+    assert suggest_config(50_000, 384).expansion_factor == 8
+
+
+def test_non_finite_embeddings_raise_training_error(bbc_subset: np.ndarray) -> None:
+    broken = bbc_subset.copy()
+    broken[3, 7] = np.nan
+    with pytest.raises(TrainingError, match="1 embeddings contain NaN"):
+        train_sae(broken, SMALL)
