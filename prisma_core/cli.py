@@ -15,9 +15,13 @@ from tqdm import tqdm
 
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig
-from prisma_core.errors import PrismaError
+from prisma_core.errors import LabellingError, PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
+from prisma_core.interpret import labelling
+from prisma_core.interpret.label_scores import ScoreConfig
+from prisma_core.interpret.labelling import LabelConfig, LabelSummary
+from prisma_core.interpret.ollama_labeller import OllamaConfig
 from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
@@ -180,6 +184,85 @@ def cmd_run(workspace: Workspace, args: argparse.Namespace) -> None:
         cmd_export(workspace, args, run_id)
 
 
+def _feature_ids(text: str) -> list[int]:
+    """`--features 1,2,3`."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected feature ids separated by commas, like 1,2,3; got {text!r}"
+        ) from None
+
+
+def _print_label_summary(what: str, summary: LabelSummary, max_errors: int = 5) -> None:
+    print(
+        f"{what}: {summary.n_labelled} labelled by {summary.model} at {summary.host}, "
+        f"{summary.n_skipped} already labelled by it, {summary.n_failed} failed, {summary.n_remaining} not tried"
+        + (f", {summary.n_inactive} never fire" if summary.n_inactive else "")
+    )
+    for error in summary.errors[:max_errors]:
+        print(f"  {error}")
+    if len(summary.errors) > max_errors:
+        print(f"  ... and {len(summary.errors) - max_errors} more failures")
+
+
+def _print_label_quality(workspace: Workspace, run_id: str) -> None:
+    for row in labelling.label_quality(workspace, run_id).itertuples():
+        detection = f", detection {row.mean_detection:.3f} ({row.n_detected} labels)" if row.n_detected else ""
+        print(
+            f"  {row.source}: {row.n_labels} labels, mean embedding score {row.mean_embedding:.3f} "
+            f"({row.n_scored} scored){detection}"
+        )
+
+
+def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
+    """Exit code 2 (a LabellingError) when Ollama is unreachable or the batch gave up; what was done is kept."""
+    run_id = args.run or workspace.latest_run().run_id
+    ollama, config = config_from_args(OllamaConfig, args), config_from_args(LabelConfig, args)
+    bars = ProgressBars()
+    try:
+        summary = labelling.label_run(workspace, run_id, ollama, config, args.features, bars)
+        families = None
+        if args.families and not summary.stop_reason:
+            families = labelling.label_families(workspace, run_id, ollama, config, bars)
+    finally:
+        bars.close()
+    print(f"run {run_id}")
+    _print_label_summary("features", summary)
+    if families:
+        _print_label_summary("families", families)
+    stop_reason = summary.stop_reason or (families.stop_reason if families else "")
+    if stop_reason:
+        raise LabellingError(stop_reason)
+
+
+def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
+    run_id = args.run or workspace.latest_run().run_id
+    detect_with = config_from_args(OllamaConfig, args) if args.detect else None
+    bars = ProgressBars()
+    try:
+        summary = labelling.score_run(
+            workspace, run_id, config_from_args(ScoreConfig, args), detect_with, args.features, bars
+        )
+    finally:
+        bars.close()
+    print(
+        f"run {run_id}: {summary.n_embedding} labels given an embedding score ({summary.n_held_out} on held-out "
+        f"documents, {summary.n_in_sample} on all activating documents), {summary.n_unscored} left unscored "
+        "(feature active on too few documents)"
+    )
+    if detect_with:
+        print(
+            f"detection by {detect_with.model}: {summary.n_detection} labels scored, "
+            f"{summary.n_detection_failed} failed"
+        )
+        for error in summary.errors[:5]:
+            print(f"  {error}")
+    _print_label_quality(workspace, run_id)
+    if summary.stop_reason:
+        raise LabellingError(summary.stop_reason)
+
+
 # -- parser -------------------------------------------------------------------------------------------------------
 
 
@@ -210,6 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--run", help="run id (default: the newest)")
     export.add_argument("--out", required=True, type=Path)
     command("list", "list datasets and runs", cmd_list)
+    label = command("label", "name features (and families) with an Ollama model", cmd_label, OllamaConfig, LabelConfig)
+    score = command(
+        "score", "score every label (embedding; detection with --detect)", cmd_score, ScoreConfig, OllamaConfig
+    )
+    for sub in (label, score):
+        sub.add_argument("--ollama-host", dest="host", help="Ollama server URL (same as --host; default: $OLLAMA_HOST)")
+        sub.add_argument("--run", help="run id (default: the newest)")
+        sub.add_argument("--features", type=_feature_ids, help="only these feature ids, e.g. 1,2,3 (default: all)")
+    label.add_argument("--families", action="store_true", help="also name the families, after the features")
+    score.add_argument("--detect", action="store_true", help="also run the LLM detection check on LLM labels")
     run = command(
         "run", "ingest, embed and train with defaults", cmd_run, IngestConfig, EmbedConfig, SAEConfig, FamilyConfig
     )

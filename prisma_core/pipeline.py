@@ -34,6 +34,7 @@ from prisma_core.interpret.keywords import (
     family_keyword_label,
     keyword_labels,
 )
+from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae import (
     SAEConfig,
@@ -175,6 +176,10 @@ def train_run(
         texts = workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
         progress(Progress("label", 0, 1, "keyword labels"))
         labels = keyword_labels(texts, codes, keyword_config)
+        score_config = covering_keywords(ScoreConfig(), keyword_config.n_top_documents)
+        labels["score_embedding"] = label_embedding_scores(
+            labels["feature_id"].tolist(), labels["label"].tolist(), codes, vectors, embed_config, score_config
+        ).scores
         workspace.add_interpretations(run_id, labels.to_dict(orient="records"))
         seconds["analyse"] = time.perf_counter() - started
 

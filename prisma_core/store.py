@@ -7,10 +7,13 @@ the previous version readable.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import re
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -29,7 +32,13 @@ from prisma_core.errors import NotFoundError, StoreError
 WORKSPACE_ENV = "PRISMA_WORKSPACE"
 DEFAULT_WORKSPACE = "prisma_data"
 _ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,80}$")
-INDEX_MIN_ROWS = 100_000  # below this, exact vector search is fast enough and exact
+_OWNER_FILE = "owner.json"  # in a run folder: the process that is writing the run (host, pid)
+_UNOWNED_GRACE_S = 60.0  # a run folder with no owner file is only considered abandoned after this long
+_LANCE_NOISE = re.compile(r"^lance error: LanceError\(\w+\): |, /\S+\.rs:\d+:\d+$")
+INDEX_MIN_ROWS = 1_000_000
+"""Vectors in a table before `save_vectors` builds an IVF-PQ index. bench/search.py at 200,000 x 384: the build takes
+minutes and, at LanceDB's default search settings, finds only about a quarter of the true top 10, while exact
+search stays around a second; so exact search is kept well past that size."""
 
 T = TypeVar("T")
 
@@ -166,16 +175,47 @@ def _vectors_table_name(embedding_key: str) -> str:
     return f"vectors__{slug}"
 
 
-def _retry(write: Callable[[], T], attempts: int = 5) -> T:
-    """Concurrent writers on one table can hit a commit conflict; LanceDB wants the loser to retry."""
+def _retry(write: Callable[[], T], attempts: int = 8) -> T:
+    """Concurrent writers on one table can hit a commit conflict; LanceDB wants the loser to retry.
+
+    The random factor in the back-off keeps two sessions from retrying in lockstep. A write that still fails (a
+    full disk, a read-only folder) raises StoreError; LanceDB commits are atomic, so the stored data is unchanged.
+    """
     for attempt in range(attempts):
         try:
             return write()
         except (OSError, RuntimeError, ValueError) as error:
-            if "conflict" not in str(error).lower() or attempt == attempts - 1:
+            conflict = "conflict" in str(error).lower()
+            if conflict and attempt < attempts - 1:
+                time.sleep(0.05 * 2**attempt * (0.5 + random.random()))
+                continue
+            if conflict:
+                raise StoreError("The workspace is busy: other sessions kept writing to it. Try again.") from error
+            if isinstance(error, ValueError):
                 raise
-            time.sleep(0.05 * 2**attempt)
+            reason = _LANCE_NOISE.sub("", str(error))
+            raise StoreError(
+                f"Could not write to the workspace: {reason}. What was stored before is unchanged; "
+                "free some disk space or check the folder's permissions, then try again."
+            ) from error
     raise AssertionError("unreachable")
+
+
+def _owner_is_gone(folder: Path) -> bool:
+    """True when the process that created this run folder has ended (it can only be checked on this machine)."""
+    try:
+        owner = json.loads((folder / _OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return time.time() - folder.stat().st_mtime > _UNOWNED_GRACE_S
+    if owner.get("host") != socket.gethostname() or os.name == "nt":  # on Windows, os.kill would end the process
+        return False
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError, ValueError):  # PermissionError: alive, run by another user
+        return False
+    return False
 
 
 class Workspace:
@@ -188,6 +228,29 @@ class Workspace:
             self.db = lancedb.connect(str(self.path / "lancedb"))
         except OSError as error:
             raise StoreError(f"Cannot open the workspace folder {self.path}: {error}") from error
+        self._remove_abandoned_runs()
+
+    def _remove_abandoned_runs(self) -> None:
+        """Removes what a run killed before its record was written left behind (its folder, any rows).
+
+        A run still being written by a live process has a folder and no record too: only runs whose process is
+        gone are removed. Best effort: a read-only workspace still opens.
+        """
+        runs_dir = self.path / "runs"
+        folders = (
+            [p for p in runs_dir.iterdir() if p.is_dir() and _ID_PATTERN.match(p.name)] if runs_dir.is_dir() else []
+        )
+        if not folders:
+            return
+        with contextlib.suppress(OSError, StoreError):
+            listed = set(self._read("sae_runs", "true", ["run_id"])["run_id"])
+            for folder in folders:
+                # The record is looked up again once the owner is known to be gone: it may have been written since.
+                if folder.name not in listed and _owner_is_gone(folder) and not self._has_run_record(folder.name):
+                    self.delete_run(folder.name)
+
+    def _has_run_record(self, run_id: str) -> bool:
+        return not self._read("sae_runs", f"run_id = '{check_id(run_id)}'", ["run_id"]).empty
 
     # -- tables ---------------------------------------------------------------------------------------------
 
@@ -249,7 +312,12 @@ class Workspace:
             "report": json.dumps(report, default=str),
             "metadata_columns": json.dumps(metadata_columns),
         }
-        self._add("datasets", [record])
+        try:
+            self._add("datasets", [record])
+        except StoreError:
+            with contextlib.suppress(StoreError):  # unlisted documents are invisible; this only frees the space
+                self._delete("documents", f"dataset_id = '{dataset_id}'")
+            raise
         return dataset_id
 
     def datasets(self) -> list[DatasetRecord]:
@@ -325,12 +393,17 @@ class Workspace:
         name = _vectors_table_name(embedding_key)
         if not self._has_table(name):
             return False
-        table = self.db.open_table(name)
-        n = table.count_rows(f"dataset_id = '{check_id(dataset_id)}'")
-        return n == self.dataset(dataset_id).n_documents
+        positions = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position"])["position"]
+        return positions.nunique() == self.dataset(dataset_id).n_documents
 
     def save_vectors(self, dataset_id: str, embedding_key: str, vectors: np.ndarray) -> None:
-        """Vectors in document order; replaces any earlier vectors of this dataset in this space."""
+        """Vectors in document order, written once: a dataset's documents and a space's model never change.
+
+        Nothing is deleted first, so a reader never finds the dataset without vectors. Two processes embedding the
+        same dataset at once may both write; the copy written second is then removed (readers skip it meanwhile).
+        """
+        if self.has_vectors(dataset_id, embedding_key):
+            return
         docs = self.documents(dataset_id, ["position", "doc_id", "text_hash"])
         if len(docs) != len(vectors):
             raise StoreError(f"Got {len(vectors)} vectors for {len(docs)} documents.")
@@ -356,14 +429,31 @@ class Workspace:
             schema=schema,
         )
         name = _vectors_table_name(embedding_key)
-        self._delete(name, f"dataset_id = '{check_id(dataset_id)}'")
         self._add(name, rows, schema)
+        self._remove_second_copies(name, dataset_id)
         self._maybe_index(name)
+
+    def _remove_second_copies(self, name: str, dataset_id: str) -> None:
+        """Keeps the first-written row of each document position (every process picks the same rows to drop)."""
+        rows = (
+            self.db.open_table(name)
+            .search()
+            .where(f"dataset_id = '{check_id(dataset_id)}'")
+            .select(["position"])
+            .with_row_id(True)
+            .limit(None)
+            .to_pandas()
+            .sort_values("_rowid")
+        )
+        extra = rows.loc[rows["position"].duplicated(), "_rowid"]
+        if len(extra):
+            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})")
 
     def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
         """[n_documents, d] float32 in document order."""
         name = _vectors_table_name(embedding_key)
         frame = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position", "vector"])
+        frame = frame.drop_duplicates("position")  # a second copy from a concurrent write, about to be removed
         if len(frame) != self.dataset(dataset_id).n_documents:
             raise NotFoundError("This dataset has not been embedded with this model yet: run the embedding step.")
         frame = frame.sort_values("position")
@@ -392,9 +482,15 @@ class Workspace:
     # -- runs -----------------------------------------------------------------------------------------------
 
     def new_run_dir(self) -> tuple[str, Path]:
+        """A folder for a new run's weights, marked with the process writing it (see _remove_abandoned_runs)."""
         run_id = new_id("run")
         directory = self.path / "runs" / run_id
-        directory.mkdir(parents=True)
+        try:
+            directory.mkdir(parents=True)
+            (directory / _OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+        except OSError as error:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise StoreError(f"Could not create the run folder {directory}: {error.strerror or error}.") from error
         return run_id, directory
 
     def add_run(self, record: RunRecord) -> None:
@@ -428,7 +524,7 @@ class Workspace:
                 config=json.loads(r.config),
                 metrics=json.loads(r.metrics),
                 history=json.loads(r.history),
-                weights_dir=r.weights_dir,
+                weights_dir=str(self.path / "runs" / r.run_id),  # not the stored path: the folder may have moved
                 versions=json.loads(r.versions),
             )
             for r in frame.itertuples()
@@ -503,11 +599,27 @@ class Workspace:
         return self._read("interpretations", f"run_id = '{check_id(run_id)}'").drop(columns="run_id")
 
     def set_interpretation_scores(self, run_id: str, scores: dict[str, dict[str, float]]) -> None:
-        """scores: interpretation_id -> {score_embedding: ..., score_detection: ...}."""
+        """scores: interpretation_id -> {score_embedding: ..., score_detection: ...}.
+
+        One commit per set of score columns (a partial merge-insert), not one per interpretation: scoring every
+        label of a run takes well under a second instead of minutes.
+        """
         table = self._table("interpretations")
+        by_columns: dict[tuple[str, ...], list[str]] = {}
         for interpretation_id, values in scores.items():
-            where = f"run_id = '{check_id(run_id)}' AND interpretation_id = '{check_id(interpretation_id)}'"
-            _retry(lambda where=where, values=values: table.update(where=where, values=values))
+            by_columns.setdefault(tuple(sorted(values)), []).append(check_id(interpretation_id))
+        for columns, ids in by_columns.items():
+            fields = [SCHEMAS["interpretations"].field(name) for name in ("run_id", "interpretation_id", *columns)]
+            rows = pa.table(
+                {
+                    "run_id": [check_id(run_id)] * len(ids),
+                    "interpretation_id": ids,
+                    **{column: [scores[i][column] for i in ids] for column in columns},
+                },
+                schema=pa.schema(fields),
+            )
+            merge = table.merge_insert(["run_id", "interpretation_id"]).when_matched_update_all()
+            _retry(lambda merge=merge, rows=rows: merge.execute(rows))
 
     def prefer_interpretation(self, run_id: str, feature_id: int, interpretation_id: str) -> None:
         table = self._table("interpretations")

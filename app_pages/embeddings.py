@@ -1,0 +1,127 @@
+"""Embeddings: choose a model, see how documents split into model windows, embed with live progress."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from prisma_core import pipeline
+from prisma_core.embed import DEFAULT_MODEL, EmbedConfig, model_key, plan_chunks, resolve_device, resolve_precision
+from prisma_core.errors import PrismaError
+from prisma_core.pipeline import EmbedSummary
+from ui.forms import field_help
+from ui.progress import job_panel, start_job
+from ui.state import PAGES, dataset_documents, embed_config, encoder, require_dataset, set_embed_config, workspace
+from ui.text import md
+
+HELP = field_help(EmbedConfig)
+PRECISIONS = ["auto", "fp32", "bf16"]
+DEVICES = ["auto", "cpu", "cuda", "mps"]
+
+dataset = require_dataset()
+st.title("Embeddings")
+st.markdown(
+    "Each document becomes one vector. Models read at most a few hundred tokens at a time, so longer documents "
+    "are split into consecutive windows that are embedded together and averaged: every word counts, nothing is "
+    "cut off. Vectors are cached, so a text is never embedded twice with the same model."
+)
+
+
+@st.cache_data(show_spinner="Counting tokens…", max_entries=8)
+def token_statistics(workspace_path: str, dataset_id: str, model: str, device: str, precision: str) -> dict:
+    texts = dataset_documents(dataset_id)["text"].tolist()
+    chunking = plan_chunks(encoder(model, device, precision), texts)
+    return {
+        "window": chunking.window,
+        "tokens": chunking.tokens_per_doc,
+        "chunks": chunking.chunks_per_doc,
+    }
+
+
+def settings_form(current: EmbedConfig) -> EmbedConfig | None:
+    model = st.text_input("Model", value=current.model, help=HELP["model"], key="embed_model")
+    with st.expander("Advanced settings"):
+        left, middle, right, last = st.columns(4)
+        batch_size = left.number_input(
+            "Batch size", min_value=1, value=current.batch_size, help=HELP["batch_size"], key="embed_batch"
+        )
+        precision = middle.selectbox(
+            "Precision", PRECISIONS, index=PRECISIONS.index(current.precision), help=HELP["precision"], key="prec"
+        )
+        device = right.selectbox(
+            "Device", DEVICES, index=DEVICES.index(current.device), help=HELP["device"], key="embed_device"
+        )
+        normalize = last.checkbox("Normalise", value=current.normalize, help=HELP["normalize"], key="embed_norm")
+    try:
+        return EmbedConfig(
+            model=model.strip() or DEFAULT_MODEL,
+            batch_size=int(batch_size),
+            normalize=normalize,
+            precision=precision,
+            device=device,
+        )
+    except ValueError as error:
+        st.error(md(error))
+        return None
+
+
+def show_token_statistics(config: EmbedConfig) -> None:
+    try:
+        stats = token_statistics(
+            str(workspace().path), dataset.dataset_id, config.model, config.device, config.precision
+        )
+    except PrismaError as error:
+        st.error(md(error), icon=":material/error:")
+        return
+    chunks, tokens = stats["chunks"], stats["tokens"]
+    longer = int((chunks > 1).sum())
+    cols = st.columns(4)
+    cols[0].metric("Window", f"{stats['window']} tokens", help="Content tokens per window (special tokens excluded).")
+    cols[1].metric("Longer than one window", f"{longer:,} docs", help=f"{longer / len(chunks):.0%} of the documents")
+    cols[2].metric("Windows per document", f"{chunks.mean():.2f}", help=f"At most {int(chunks.max())}.")
+    cols[3].metric("Tokens per document", f"{int(np.median(tokens)):,}", help=f"Median; at most {int(tokens.max()):,}.")
+    counts = pd.Series(chunks).value_counts().sort_index()
+    st.bar_chart(pd.DataFrame({"documents": counts.to_numpy()}, index=counts.index.astype(str)), x_label="windows")
+
+
+def show_summary(summary: EmbedSummary) -> None:
+    cols = st.columns(4)
+    cols[0].metric("Documents", f"{summary.n_documents:,}")
+    cols[1].metric(
+        "Embedded now", f"{summary.n_computed:,}", help=f"{summary.n_chunks:,} windows, {summary.n_tokens:,} tokens"
+    )
+    cols[2].metric("From the cache", f"{summary.n_cached:,}")
+    cols[3].metric("Time", f"{summary.seconds:.1f} s")
+
+
+config = settings_form(embed_config())
+if config is None:
+    st.stop()
+device = resolve_device(config.device)
+precision = resolve_precision(config.precision, device)
+speed = "bf16 fast path" if precision == "bf16" else "fp32"
+st.caption(f"Runs on **{device}** in **{speed}**. Vector space: {md(model_key(config))}")
+
+with st.expander("Token statistics: how documents split into windows"):
+    if st.toggle("Count tokens", key="count_tokens"):
+        show_token_statistics(config)
+
+job_key = f"embed:{dataset.dataset_id}:{model_key(config)}"
+job = job_panel(job_key)
+if job is not None and job.status == "done" and isinstance(job.result, EmbedSummary):
+    show_summary(job.result)
+running = job is not None and job.running
+embedded = workspace().has_vectors(dataset.dataset_id, model_key(config))
+if embedded and not running:
+    set_embed_config(config)
+    st.success(f"“{md(dataset.name)}” is embedded with this model: you can train an SAE.", icon=":material/check:")
+    st.page_link(PAGES["train"], label="Next: train an SAE", icon=":material/arrow_forward:")
+if not embedded and st.button(
+    f"Embed {dataset.n_documents:,} documents", type="primary", disabled=running, key="embed_button"
+):
+    set_embed_config(config)
+    ws, dataset_id = workspace(), dataset.dataset_id
+    start_job(
+        job_key,
+        f"Embedding “{dataset.name}”",
+        lambda progress: pipeline.embed_dataset(ws, dataset_id, config, progress),
+    )

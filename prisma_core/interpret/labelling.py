@@ -1,0 +1,444 @@
+"""Label a run's features and families with Ollama, and score every label of a run.
+
+Made for the app as much as for the command line: each stage reports progress, stops when `should_stop()` turns
+true, and returns a summary with counts and the errors met. It raises only when nothing can be done at all
+(Ollama unreachable, model unknown), before anything is written, so keyword labels and earlier LLM labels stay.
+
+- Every feature label is stored, with its embedding score, as soon as it is made: a cancel or a crash loses at
+  most the feature in flight. A rerun skips the features that already hold a label from the same model and prompt
+  version, so an interrupted batch resumes where it stopped.
+- A feature whose labelling fails (no usable answer after the retries, a timeout, a dropped connection) keeps its
+  labels and is counted. After `max_consecutive_failures` failures in a row the batch stops: the server is gone or
+  too slow, or the model cannot do the task, and carrying on would only wait out more timeouts.
+- Family labels are written together when the batch ends, however it ends (a hard kill loses them); a family
+  whose labelling fails keeps its keyword label.
+- Scores: see `label_scores` for the documents a label is scored on and `scoring` for the measures.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from prisma_core import analysis, pipeline
+from prisma_core.embed import EmbedConfig
+from prisma_core.errors import LabellingError, NotFoundError
+from prisma_core.interpret.keywords import KEYWORD_SOURCE
+from prisma_core.interpret.label_scores import (
+    ScoreConfig,
+    ScoringDocuments,
+    covering_keywords,
+    label_embedding_scores,
+    scoring_documents,
+)
+from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller, has_model
+from prisma_core.interpret.prompts import PROMPT_VERSION
+from prisma_core.interpret.scoring import detection_score
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.store import RunRecord, Workspace
+
+StopCheck = Callable[[], bool]
+
+
+def never_stop() -> bool:
+    """Default `should_stop` for callers that do not cancel."""
+    return False
+
+
+@dataclass(frozen=True)
+class LabelConfig:
+    relabel: bool = False  # label again what this model and prompt version already labelled
+    max_consecutive_failures: int = 3  # stop after this many failed features (or families) in a row
+    max_family_children: int = 20  # child labels sent to label a family: its first (closest) children
+    seed: int = 0  # seeds the contrast documents (with the feature id)
+
+    def __post_init__(self) -> None:
+        if self.max_consecutive_failures < 1:
+            raise ValueError(f"max_consecutive_failures must be >= 1, got {self.max_consecutive_failures}")
+        if self.max_family_children < 0:
+            raise ValueError(f"max_family_children must be >= 0, got {self.max_family_children}")
+
+
+@dataclass(frozen=True)
+class LabelSummary:
+    model: str
+    host: str
+    n_labelled: int
+    n_skipped: int  # already labelled by this model and prompt version
+    n_inactive: int  # selected features that fire on no document: nothing to label
+    n_failed: int
+    n_remaining: int  # never tried: the batch was cancelled or gave up
+    errors: list[str] = field(default_factory=list)  # one per failure, naming the feature or family
+    stop_reason: str = ""  # why the batch ended early; "" when it went through
+
+    @property
+    def first_error(self) -> str:
+        return self.errors[0] if self.errors else ""
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    n_embedding: int  # labels given an embedding score now
+    n_held_out: int  # ... of which on held-out documents
+    n_in_sample: int  # ... of which on all activating documents (too few to hold any out)
+    n_unscored: int  # labels of features active on too few documents: no score
+    n_detection: int  # labels given a detection score now
+    n_detection_failed: int
+    errors: list[str] = field(default_factory=list)
+    stop_reason: str = ""
+
+
+class _Batch:
+    """Progress, cancellation and the failure streak shared by the labelling and detection loops."""
+
+    def __init__(
+        self,
+        stage: str,
+        total: int,
+        max_consecutive_failures: int,
+        progress: ProgressCallback,
+        should_stop: StopCheck,
+    ):
+        self.stage, self.total = stage, total
+        self.max_consecutive_failures = max_consecutive_failures
+        self.progress, self.should_stop = progress, should_stop
+        self.n_done = self.n_failed = self.streak = 0
+        self.errors: list[str] = []
+        self.stop_reason = ""
+        progress(Progress(stage, 0, total))
+
+    @property
+    def n_tried(self) -> int:
+        return self.n_done + self.n_failed
+
+    def keep_going(self) -> bool:
+        if self.stop_reason:
+            return False
+        if self.should_stop():
+            self.stop_reason = f"Cancelled after {self.n_tried} of {self.total}; everything done so far is kept."
+        elif self.streak >= self.max_consecutive_failures:
+            self.stop_reason = (
+                f"Stopped after {self.streak} failures in a row; the last one: {self.errors[-1]} "
+                "Everything done so far is kept: run again to resume."
+            )
+        return not self.stop_reason
+
+    def succeeded(self, message: str) -> None:
+        self.n_done += 1
+        self.streak = 0
+        self.progress(Progress(self.stage, self.n_tried, self.total, message))
+
+    def failed(self, error: str) -> None:
+        self.n_failed += 1
+        self.streak += 1
+        self.errors.append(error)
+        self.progress(Progress(self.stage, self.n_tried, self.total, error))
+
+
+# -- feature labels ---------------------------------------------------------------------------------------------
+
+
+def label_run(
+    workspace: Workspace,
+    run_id: str | None,
+    ollama: OllamaConfig,
+    config: LabelConfig = LabelConfig(),
+    feature_ids: Sequence[int] | None = None,
+    progress: ProgressCallback = ignore_progress,
+    should_stop: StopCheck = never_stop,
+) -> LabelSummary:
+    """Label every active feature of the run (the newest by default), or the active ones among `feature_ids`.
+
+    Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
+    documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
+    """
+    run = pipeline.load_run(workspace, run_id)
+    record = run.record
+    selected = _selected_features(len(run.features), feature_ids)
+    wanted = [feature for feature in selected if run.features["density"].iat[feature] > 0]
+    done = set() if config.relabel else _labelled_by(workspace.interpretations(record.run_id), ollama.model)
+    todo = [feature for feature in wanted if feature not in done]
+    with OllamaLabeller(ollama) as labeller:
+        if todo:
+            labeller.check()
+        batch = _Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
+        if todo:
+            _label_features(workspace, run, todo, labeller, config, batch)
+    return LabelSummary(
+        model=ollama.model,
+        host=ollama.host,
+        n_labelled=batch.n_done,
+        n_skipped=len(wanted) - len(todo),
+        n_inactive=len(selected) - len(wanted),
+        n_failed=batch.n_failed,
+        n_remaining=len(todo) - batch.n_tried,
+        errors=batch.errors,
+        stop_reason=batch.stop_reason,
+    )
+
+
+def _label_features(
+    workspace: Workspace,
+    run: pipeline.LoadedRun,
+    todo: list[int],
+    labeller: OllamaLabeller,
+    config: LabelConfig,
+    batch: _Batch,
+) -> None:
+    record = run.record
+    texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
+    vectors = workspace.vectors(record.dataset_id, record.embedding_key)
+    score_config = covering_keywords(ScoreConfig(), max(_keyword_top_documents(record), labeller.config.n_evidence))
+    codes = sp.csc_matrix(run.codes)
+    for feature in todo:
+        if not batch.keep_going():
+            return
+        evidence = analysis.top_documents(codes, feature, labeller.config.n_evidence)["position"].to_numpy()
+        contrast = analysis.zero_documents(codes, feature, labeller.config.n_contrast, seed=config.seed + feature)
+        try:
+            result = labeller.label_feature(list(texts[evidence]), list(texts[contrast]))
+        except LabellingError as error:
+            batch.failed(f"Feature {feature}: {error}")
+            continue
+        scores = label_embedding_scores(
+            [feature], [result.label], codes, vectors, _embed_config(record), score_config
+        ).scores
+        row = {
+            "feature_id": feature,
+            "label": result.label,
+            "description": result.description,
+            "source": result.model,
+            "prompt_version": result.prompt_version,
+            "score_embedding": float(scores[0]),
+        }
+        workspace.add_interpretations(record.run_id, [row])
+        batch.succeeded(f"feature {feature}: {result.label}")
+
+
+def _selected_features(n_features: int, feature_ids: Sequence[int] | None) -> list[int]:
+    """The requested feature ids (all by default), sorted, each checked to exist."""
+    if feature_ids is None:
+        return list(range(n_features))
+    selected = sorted({int(feature) for feature in feature_ids})
+    unknown = [feature for feature in selected if not 0 <= feature < n_features]
+    if unknown:
+        raise NotFoundError(
+            f"This run has features 0 to {n_features - 1}; there is no feature {', '.join(map(str, unknown))}."
+        )
+    return selected
+
+
+def _labelled_by(interpretations: pd.DataFrame, model: str) -> set[int]:
+    """Features holding a label from this model (a missing tag meaning ':latest') and the current prompts."""
+    same = interpretations["source"].map(lambda source: has_model([source], model))
+    current = interpretations["prompt_version"] == PROMPT_VERSION
+    return set(interpretations.loc[same & current, "feature_id"].astype(int))
+
+
+def _embed_config(record: RunRecord) -> EmbedConfig:
+    return EmbedConfig(**record.config["embed"])
+
+
+def _keyword_top_documents(record: RunRecord) -> int:
+    return int(record.config.get("keywords", {}).get("n_top_documents", 0))
+
+
+# -- family labels ----------------------------------------------------------------------------------------------
+
+
+def label_families(
+    workspace: Workspace,
+    run_id: str | None,
+    ollama: OllamaConfig,
+    config: LabelConfig = LabelConfig(),
+    progress: ProgressCallback = ignore_progress,
+    should_stop: StopCheck = never_stop,
+) -> LabelSummary:
+    """Name each family of the run from the labels its parent and children show now (preferred, LLM, keywords).
+
+    Families already named by this model are skipped unless `config.relabel`; a family that fails keeps its label.
+    """
+    record = workspace.run(run_id) if run_id else workspace.latest_run()
+    families = workspace.families(record.run_id)
+    shown = pipeline.resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
+    todo = [
+        i
+        for i, family in enumerate(families)
+        if config.relabel or not has_model([family["label_source"]], ollama.model)
+    ]
+    with OllamaLabeller(ollama) as labeller:
+        if todo:
+            labeller.check()
+        batch = _Batch("family labels", len(todo), config.max_consecutive_failures, progress, should_stop)
+        try:
+            for index in todo:
+                if not batch.keep_going():
+                    break
+                families[index] = _labelled_family(families[index], shown, labeller, config, batch)
+        finally:
+            if batch.n_done:
+                workspace.save_families(record.run_id, families)
+    return LabelSummary(
+        model=ollama.model,
+        host=ollama.host,
+        n_labelled=batch.n_done,
+        n_skipped=len(families) - len(todo),
+        n_inactive=0,
+        n_failed=batch.n_failed,
+        n_remaining=len(todo) - batch.n_tried,
+        errors=batch.errors,
+        stop_reason=batch.stop_reason,
+    )
+
+
+def _labelled_family(
+    family: dict[str, Any],
+    shown: pd.Series,
+    labeller: OllamaLabeller,
+    config: LabelConfig,
+    batch: _Batch,
+) -> dict[str, Any]:
+    children = [shown[member] for member in family["members"][1:]][: config.max_family_children]
+    try:
+        result = labeller.label_family(shown[family["parent"]], children)
+    except LabellingError as error:
+        batch.failed(f"Family {family['family_id']}: {error}")
+        return family
+    batch.succeeded(f"family {family['family_id']}: {result.label}")
+    return family | {"label": result.label, "label_source": result.model}
+
+
+# -- scores -----------------------------------------------------------------------------------------------------
+
+
+def score_run(
+    workspace: Workspace,
+    run_id: str | None = None,
+    config: ScoreConfig = ScoreConfig(),
+    detect_with: OllamaConfig | None = None,
+    feature_ids: Sequence[int] | None = None,
+    progress: ProgressCallback = ignore_progress,
+    should_stop: StopCheck = never_stop,
+) -> ScoreSummary:
+    """Give every label of the run that lacks one an embedding score and, with `detect_with`, a detection score.
+
+    Detection asks the LLM, once per label, which of a shuffled mix of activating and non-activating documents
+    express the label; it covers LLM labels, and keyword labels too when `config.detect_keyword_labels`.
+    Raises LabellingError before any detection if Ollama or the model is missing (embedding scores are kept).
+    """
+    run = pipeline.load_run(workspace, run_id)
+    record = run.record
+    config = covering_keywords(config, _keyword_top_documents(record))
+    interpretations = workspace.interpretations(record.run_id)
+    if feature_ids is not None:
+        interpretations = interpretations[interpretations["feature_id"].isin({int(f) for f in feature_ids})]
+    codes = sp.csc_matrix(run.codes)
+    counts = _store_embedding_scores(workspace, record, codes, interpretations, config, progress)
+    detection = None
+    if detect_with is not None:
+        detection = _store_detection_scores(
+            workspace, record, codes, interpretations, config, detect_with, progress, should_stop
+        )
+    return ScoreSummary(
+        n_embedding=counts["held_out"] + counts["in_sample"],
+        n_held_out=counts["held_out"],
+        n_in_sample=counts["in_sample"],
+        n_unscored=counts["too_few"],
+        n_detection=detection.n_done if detection else 0,
+        n_detection_failed=detection.n_failed if detection else 0,
+        errors=detection.errors if detection else [],
+        stop_reason=detection.stop_reason if detection else "",
+    )
+
+
+def _store_embedding_scores(
+    workspace: Workspace,
+    record: RunRecord,
+    codes: sp.csc_matrix,
+    interpretations: pd.DataFrame,
+    config: ScoreConfig,
+    progress: ProgressCallback,
+) -> dict[str, int]:
+    """Score the labels lacking an embedding score in one batch; returns how many got each basis."""
+    missing = interpretations[interpretations["score_embedding"].isna()]
+    progress(Progress("embedding scores", 0, len(missing)))
+    if missing.empty:
+        return {"held_out": 0, "in_sample": 0, "too_few": 0}
+    vectors = workspace.vectors(record.dataset_id, record.embedding_key)
+    result = label_embedding_scores(
+        missing["feature_id"].tolist(), missing["label"].tolist(), codes, vectors, _embed_config(record), config
+    )
+    scored = {
+        interpretation_id: {"score_embedding": float(score)}
+        for interpretation_id, score in zip(missing["interpretation_id"], result.scores, strict=True)
+        if np.isfinite(score)
+    }
+    workspace.set_interpretation_scores(record.run_id, scored)
+    progress(Progress("embedding scores", len(missing), len(missing)))
+    return {basis: result.basis.count(basis) for basis in ("held_out", "in_sample", "too_few")}
+
+
+def _store_detection_scores(
+    workspace: Workspace,
+    record: RunRecord,
+    codes: sp.csc_matrix,
+    interpretations: pd.DataFrame,
+    config: ScoreConfig,
+    detect_with: OllamaConfig,
+    progress: ProgressCallback,
+    should_stop: StopCheck,
+) -> _Batch:
+    candidates = interpretations[interpretations["score_detection"].isna()]
+    if not config.detect_keyword_labels:
+        candidates = candidates[candidates["source"] != KEYWORD_SOURCE]
+    documents = {feature: scoring_documents(codes, feature, config) for feature in set(candidates["feature_id"])}
+    candidates = candidates[[documents[feature].basis != "too_few" for feature in candidates["feature_id"]]]
+    batch = _Batch("detection", len(candidates), config.max_consecutive_failures, progress, should_stop)
+    if candidates.empty:
+        return batch
+    texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
+    with OllamaLabeller(detect_with) as detector:
+        detector.check()
+        for row in candidates.itertuples():
+            if not batch.keep_going():
+                break
+            try:
+                score = _detection(detector, row.label, documents[row.feature_id], texts, config, row.feature_id)
+            except LabellingError as error:
+                batch.failed(f"Feature {row.feature_id} ({row.label}): {error}")
+                continue
+            workspace.set_interpretation_scores(record.run_id, {row.interpretation_id: {"score_detection": score}})
+            batch.succeeded(f"feature {row.feature_id}: {row.label} {score:.2f}")
+    return batch
+
+
+def _detection(
+    detector: OllamaLabeller,
+    label: str,
+    documents: ScoringDocuments,
+    texts: np.ndarray,
+    config: ScoreConfig,
+    feature: int,
+) -> float:
+    positives = list(texts[documents.positives[: config.n_detect_positives]])
+    negatives = list(texts[documents.negatives[: config.n_detect_negatives]])
+    return detection_score(detector, label, positives, negatives, seed=config.seed + feature)
+
+
+def label_quality(workspace: Workspace, run_id: str | None = None) -> pd.DataFrame:
+    """Per label source (keywords, each model): n_labels, n_scored, mean_embedding, n_detected, mean_detection."""
+    record = workspace.run(run_id) if run_id else workspace.latest_run()
+    interpretations = workspace.interpretations(record.run_id)
+    grouped = interpretations.groupby("source")
+    return pd.DataFrame(
+        {
+            "n_labels": grouped.size(),
+            "n_scored": grouped["score_embedding"].count(),
+            "mean_embedding": grouped["score_embedding"].mean(),
+            "n_detected": grouped["score_detection"].count(),
+            "mean_detection": grouped["score_detection"].mean(),
+        }
+    ).reset_index()

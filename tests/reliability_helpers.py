@@ -1,0 +1,97 @@
+"""Shared by the reliability tests: workspace snapshots, small real corpora, and CLI processes to kill or race."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from prisma_core.sae import SAEConfig
+from prisma_core.store import Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL_SAE = SAEConfig(expansion_factor=1, k=8, epochs=3, batch_size=32)
+"""Trains in about a second on 60 documents: the tests are about what is stored, not about quality."""
+
+
+def sae_flags(config: SAEConfig = SMALL_SAE) -> list[str]:
+    """The CLI flags that train with `config`'s main settings."""
+    return [
+        *("--expansion-factor", str(config.expansion_factor), "--k", str(config.k)),
+        *("--epochs", str(config.epochs), "--batch-size", str(config.batch_size)),
+    ]
+
+
+def bbc_subset(bbc: pd.DataFrame, per_label: int, skip: int = 0) -> pd.DataFrame:
+    """per_label real articles of each of the five BBC labels, starting at the skip-th of each label.
+
+    BBC News repeats a few articles word for word; they are left out so that subsets share no text.
+    """
+    unique = bbc.drop_duplicates("text")
+    return unique.groupby("label").nth(list(range(skip, skip + per_label))).reset_index(drop=True)
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
+    frame.to_parquet(path, index=False)
+    return path
+
+
+def snapshot(workspace: Workspace, versions: bool = True) -> dict[str, tuple[int, ...]]:
+    """Every table's rows (and version: a new version means something was committed) and the run folders.
+
+    Equal snapshots with versions mean nothing was written; without, that nothing was kept.
+    """
+    tables = {}
+    for name in workspace.db.list_tables().tables:
+        table = workspace.db.open_table(name)
+        tables[name] = (table.count_rows(), table.version) if versions else (table.count_rows(),)
+    runs_dir = workspace.path / "runs"
+    folders = sorted(path.name for path in runs_dir.iterdir()) if runs_dir.is_dir() else []
+    return tables | {"run folders": (len(folders), hash(tuple(folders)))}
+
+
+def cli_command(*args: str, workspace: Path) -> list[str]:
+    return [sys.executable, "-m", "prisma_core", *args, "--workspace", str(workspace)]
+
+
+def run_cli(*args: str, workspace: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        cli_command(*args, workspace=workspace), cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+class Running:
+    """A CLI process whose stderr (where the progress bars go) is collected as it arrives."""
+
+    def __init__(self, *args: str, workspace: Path) -> None:
+        self.process = subprocess.Popen(
+            cli_command(*args, workspace=workspace),
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.stderr = b""
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+
+    def _collect(self) -> None:
+        while chunk := os.read(self.process.stderr.fileno(), 4096):
+            self.stderr += chunk
+
+    def wait_for(self, needle: bytes, timeout: float = 300) -> None:
+        """Block until the process has written `needle` to stderr; fail if it ends or the timeout passes first."""
+        deadline = time.monotonic() + timeout
+        while needle not in self.stderr:
+            assert self.process.poll() is None, f"ended before {needle!r}: {self.stderr.decode(errors='replace')}"
+            assert time.monotonic() < deadline, f"no {needle!r} within {timeout} s"
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup code runs, exactly like a power cut or an out-of-memory kill."""
+        self.process.send_signal(signal.SIGKILL)
+        assert self.process.wait(timeout=30) == -signal.SIGKILL
+        self._reader.join(timeout=5)

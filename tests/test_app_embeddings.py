@@ -1,0 +1,72 @@
+"""Embeddings page: precision shown, token statistics, embedding with live job, cache reuse, model errors."""
+
+import numpy as np
+from app_helpers import new_app, open_page, texts, wait_for_job
+
+from prisma_core import pipeline
+from prisma_core.embed import EmbedConfig, load_model, model_key, plan_chunks, resolve_device, resolve_precision
+from prisma_core.ingest import IngestConfig
+from ui.state import job_registry
+
+pytest_plugins = ["app_fixtures"]  # the shared trained workspace
+
+
+def test_embedded_dataset_offers_training_and_names_the_precision(trained_app):
+    at = new_app(trained_app.dataset_id)
+    open_page(at, "embeddings")
+    assert not at.exception
+    assert at.sidebar.selectbox(key="dataset_id").value == trained_app.dataset_id
+    precision = resolve_precision("auto", resolve_device("auto"))
+    speed = "bf16 fast path" if precision == "bf16" else "fp32"
+    assert texts(at.caption)[0] == f"Runs on **cpu** in **{speed}**. Vector space: all-MiniLM-L6-v2|{precision}"
+    assert texts(at.success) == ["“BBC sample” is embedded with this model: you can train an SAE."]
+    assert not [button for button in at.button if button.key == "embed_button"]
+
+
+def test_token_statistics_match_the_chunking(trained_app):
+    at = new_app(trained_app.dataset_id)
+    open_page(at, "embeddings")
+    at.toggle(key="count_tokens").set_value(True).run()
+    assert not at.exception
+    chunking = plan_chunks(load_model(EmbedConfig().model), trained_app.frame["text"].tolist())
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Window"] == f"{chunking.window} tokens" == "254 tokens"
+    assert metrics["Longer than one window"] == f"{int((chunking.chunks_per_doc > 1).sum()):,} docs"
+    assert metrics["Windows per document"] == f"{chunking.chunks_per_doc.mean():.2f}"
+    assert metrics["Tokens per document"] == f"{int(np.median(chunking.tokens_per_doc)):,}"
+
+
+def test_second_dataset_with_the_same_texts_comes_from_the_cache(trained_app):
+    subset = trained_app.frame.head(40)
+    dataset_id, _ = pipeline.ingest(
+        trained_app.workspace, [("again.csv", subset.to_csv(index=False).encode())], "again", IngestConfig("text")
+    )
+    at = new_app(dataset_id)
+    open_page(at, "embeddings")
+    at.button(key="embed_button").click().run()
+    wait_for_job(f"embed:{dataset_id}:{model_key(EmbedConfig())}")
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Documents"] == "40"
+    assert metrics["From the cache"] == "40"
+    assert metrics["Embedded now"] == "0"
+    cached = trained_app.workspace.vectors(dataset_id, model_key(EmbedConfig()))
+    original = trained_app.workspace.vectors(trained_app.dataset_id, model_key(EmbedConfig()))
+    np.testing.assert_array_equal(cached, original[:40])
+
+
+def test_unknown_model_shows_the_loading_error(trained_app):
+    at = new_app(trained_app.dataset_id)
+    open_page(at, "embeddings")
+    at.text_input(key="embed_model").input("/nonexistent/prisma-model").run()
+    at.button(key="embed_button").click().run()
+    key = f"embed:{trained_app.dataset_id}:{model_key(EmbedConfig(model='/nonexistent/prisma-model'))}"
+    job_registry().wait(key, 120)
+    at.run()
+    (error,) = texts(at.error)
+    assert error.startswith(
+        "Embedding “BBC sample” failed: Could not load the embedding model '/nonexistent/prisma-model'"
+    )
+    assert "Use the bundled default 'all-MiniLM-L6-v2'" in error
+    assert trained_app.workspace.has_vectors(trained_app.dataset_id, model_key(EmbedConfig()))

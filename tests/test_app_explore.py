@@ -1,0 +1,104 @@
+"""Explore page: refraction, semantic search, concept queries and group comparison, checked against the core."""
+
+import pytest
+from app_helpers import new_app, open_page, table, texts
+
+from prisma_core import analysis, pipeline
+from prisma_core.explore import refract_document, refract_text, search_documents
+
+pytest_plugins = ["app_fixtures"]  # the shared trained workspace
+
+
+@pytest.fixture(scope="module")
+def run(trained_app):
+    return pipeline.load_run(trained_app.workspace, trained_app.run_id)
+
+
+def explore(trained_app, tab: str):
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    at.session_state["explore_tab"] = tab
+    return open_page(at, "explore")
+
+
+def test_refract_a_document(trained_app, run):
+    at = explore(trained_app, "Refract")
+    at.selectbox(key="refract_doc").select(17).run()
+    assert not at.exception
+    shown = table(at, "feature_id", "value", "label")
+    expected = refract_document(run, 17)
+    assert shown["feature_id"].tolist() == expected["feature_id"].tolist()
+    assert shown["value"].tolist() == pytest.approx(expected["value"].tolist())
+    assert len(shown) == 8  # k
+    assert len(at.get("vega_lite_chart")) == 1
+    assert texts(at.get("text")) == [trained_app.frame["text"].iloc[17]]
+
+
+def test_refract_typed_text(trained_app, run):
+    text = "The striker scored twice as the club won the league title."
+    at = explore(trained_app, "Refract")
+    at.radio(key="refract_mode").set_value("Your own text").run()
+    at.text_area(key="refract_text").input(text)
+    at.button(key="refract_button").click().run()
+    assert not at.exception
+    shown = table(at, "feature_id", "value", "label")
+    expected = refract_text(run, text)
+    assert shown["feature_id"].tolist() == expected["feature_id"].tolist()
+    assert shown["value"].tolist() == pytest.approx(expected["value"].tolist(), rel=1e-4)
+
+
+def test_semantic_search(trained_app, run):
+    query = "interest rates and the central bank"
+    at = explore(trained_app, "Search")
+    at.text_input(key="search_query").input(query).run()
+    assert not at.exception
+    shown = table(at, "similarity", "doc_id")
+    expected = search_documents(trained_app.workspace, run, query, 10)
+    assert shown["doc_id"].tolist() == expected["doc_id"].tolist()
+    assert shown["similarity"].tolist() == pytest.approx((1 - expected["distance"]).round(3).tolist(), abs=1e-3)
+    categories = trained_app.frame.set_index("id").loc[shown["doc_id"].head(5), "category"]
+    assert (categories == "business").sum() >= 3
+
+
+def test_concept_query_counts_and_documents(trained_app, run):
+    densest = run.features.sort_values("density", ascending=False)["feature_id"].tolist()
+    must, must_not = densest[0], densest[1]
+    threshold = float(run.features.set_index("feature_id").at[must, "mean_activation"]) / 2
+    at = explore(trained_app, "Concept query")
+    at.multiselect(key="must").select(must)
+    at.multiselect(key="must_not").select(must_not).run()
+    at.number_input(key=f"threshold_must_{must}").set_value(round(threshold, 3)).run()
+    assert not at.exception
+    positions = analysis.concept_query(run.codes, {must: round(threshold, 3)}, {must_not: 0.0})
+    assert 0 < len(positions) < len(trained_app.frame)
+    assert {m.label: m.value for m in at.metric}["Matching documents"] == f"{len(positions):,}"
+    shown = table(at, "doc_id", "title", f"#{must}")
+    assert shown["doc_id"].tolist() == trained_app.frame["id"].iloc[positions].tolist()
+    assert (shown[f"#{must}"] > round(threshold, 3)).all()
+    assert [b.label for b in at.get("download_button")] == ["Download matching documents (CSV)"]
+
+
+def test_group_comparison_by_category(trained_app, run):
+    at = explore(trained_app, "Compare groups")
+    assert not at.exception
+    assert at.selectbox(key="group_column").value == "category"
+    sizes = table(at, "group", "documents", exact=True).set_index("group")["documents"]
+    assert sizes.to_dict() == trained_app.frame["category"].value_counts().to_dict()
+    shown = table(at, "group", "feature", "prevalence", "lift")
+    expected = analysis.group_comparison(run.codes, trained_app.frame["category"]).groupby("group").head(5)
+    assert shown["group"].tolist() == expected["group"].tolist()
+    assert shown["n_documents"].tolist() == expected["n_documents"].tolist()
+    assert shown["prevalence"].tolist() == pytest.approx(expected["prevalence"].tolist())
+    assert shown["difference"].tolist() == pytest.approx(expected["difference"].tolist())
+    assert len(at.get("vega_lite_chart")) == 1
+
+
+def test_downloads_are_offered(trained_app):
+    at = explore(trained_app, "Downloads")
+    assert not at.exception
+    assert [b.label for b in at.get("download_button")] == [
+        "Labels (CSV)",
+        "Activations per document and feature (Parquet)",
+        "Families (JSON)",
+        "SAE weights (safetensors)",
+        "Run configuration and metrics (JSON)",
+    ]

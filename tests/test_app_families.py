@@ -1,0 +1,96 @@
+"""Families page: the graph handed to streamlit-agraph, the families list, rebuilding with another tau."""
+
+import json
+
+from app_helpers import new_app, open_page, table, texts
+
+from prisma_core import pipeline
+from prisma_core.families import FamilyConfig, find_families
+from ui.state import FEATURE_KEY, bump_revision
+
+pytest_plugins = ["app_fixtures"]  # the shared trained workspace
+
+
+def families_page(trained_app):
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    return open_page(at, "families")
+
+
+def graph_data(at) -> dict:
+    (component,) = at.get("component_instance")
+    assert component.proto.component_name == "streamlit_agraph.agraph"
+    return json.loads(json.loads(component.proto.json_args)["data"])
+
+
+def test_graph_draws_the_largest_families_parent_to_child(trained_app):
+    at = families_page(trained_app)
+    assert not at.exception
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    largest = sorted(run.families, key=lambda f: -len(f["members"]))[:8]
+    data = graph_data(at)
+    assert {node["id"] for node in data["nodes"]} == {str(m) for f in largest for m in f["members"]}
+    assert {(e["from"], e["to"]) for e in data["edges"]} == {
+        (str(p), str(c)) for f in largest for p, c, _ in f["edges"]
+    }
+    density = run.features.set_index("feature_id")["density"]
+    for parent, child, _ in largest[0]["edges"]:
+        assert density[parent] >= density[child]
+    sizes = {node["id"]: node["size"] for node in data["nodes"]}
+    densest = max(sizes, key=sizes.get)
+    assert density[int(densest)] == max(density[int(node)] for node in sizes)
+
+
+def test_node_labels_are_escaped(trained_app):
+    workspace, run_id = trained_app.workspace, trained_app.run_id
+    at = families_page(trained_app)
+    feature = int(graph_data(at)["nodes"][0]["id"])
+    keyword_label = workspace.interpretations(run_id).query(f"feature_id == {feature}")["interpretation_id"].iloc[0]
+    workspace.add_interpretations(
+        run_id,
+        [{"feature_id": feature, "interpretation_id": "htmllabel01", "label": "<b>x</b> & y", "source": "manual"}],
+    )
+    workspace.prefer_interpretation(run_id, feature, "htmllabel01")
+    bump_revision(run_id)
+    at.run()
+    node = next(node for node in graph_data(at)["nodes"] if node["id"] == str(feature))
+    assert node["label"] == f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y"
+    assert node["title"].startswith(f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y · active on")
+    workspace.prefer_interpretation(run_id, feature, keyword_label)
+    bump_revision(run_id)
+
+
+def test_families_list_matches_the_store(trained_app):
+    at = families_page(trained_app)
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    shown = table(at, "family", "parent", "children")
+    assert len(shown) == len(run.families)
+    by_id = {f["family_id"]: f for f in run.families}
+    labels = run.features.set_index("feature_id")["label"]
+    for row in shown.head(10).itertuples():
+        family = by_id[row.family]
+        assert row.parent == f"#{family['parent']} {labels[family['parent']]}"
+        assert row.size == len(family["members"])
+    n_features = len({m for f in run.families for m in f["members"]})
+    assert f"{len(run.families)} families over {n_features:,} features" in texts(at.caption)
+
+
+def test_rebuilding_with_a_higher_tau_gives_the_core_result(trained_app):
+    at = families_page(trained_app)
+    at.slider(key="tau").set_value(0.5)
+    at.number_input(key="iters").set_value(2)
+    at.button(key="FormSubmitter:families_form-Rebuild families").click().run()
+    assert not at.exception
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    expected = find_families(run.codes, FamilyConfig(tau=0.5, iterations=2))
+    assert [f["members"] for f in run.families] == [f.members for f in expected]
+    assert len(table(at, "family", "parent", "children")) == len(expected)
+    pipeline.rebuild_families(trained_app.workspace, trained_app.run_id, FamilyConfig())
+    bump_revision(trained_app.run_id)
+
+
+def test_card_of_the_clicked_feature(trained_app):
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    at.session_state[FEATURE_KEY] = 3  # what a click on node "3" stores
+    open_page(at, "families")
+    label = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id").at[3, "label"]
+    assert f"Feature #3: {label}" in texts(at.subheader)

@@ -1,0 +1,104 @@
+"""Features page: the features table, search, a feature card's numbers, and editing a label by hand."""
+
+import pytest
+from app_helpers import new_app, open_page, table, texts
+
+from prisma_core import analysis, pipeline
+from prisma_core.explore import search_features
+from ui.cards import NEAREST_FEATURES, TOP_DOCUMENTS
+
+pytest_plugins = ["app_fixtures"]  # the shared trained workspace
+
+
+def features_page(trained_app):
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    return open_page(at, "features")
+
+
+def test_table_lists_every_feature_densest_first_with_core_values(trained_app):
+    at = features_page(trained_app)
+    assert not at.exception
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    shown = at.dataframe(key="features_table").value
+    assert len(shown) == len(run.features) == 768
+    assert shown["density"].is_monotonic_decreasing
+    expected = run.features.set_index("feature_id")
+    for row in shown.head(20).itertuples():
+        assert row.label == expected.at[row.feature_id, "label"]
+        assert row.density == expected.at[row.feature_id, "density"]
+        assert row.mean_activation == pytest.approx(expected.at[row.feature_id, "mean_activation"])
+    n_dead = int((run.features["density"] == 0).sum())
+    assert texts(at.caption)[0] == f"768 of 768 features shown · {n_dead} never fire on this dataset (dead)"
+
+
+def test_search_filters_by_label(trained_app):
+    at = features_page(trained_app)
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    word = run.features.sort_values("density", ascending=False)["label"].iloc[0].split(" · ")[0]
+    at.text_input(key="feature_search").input(word).run()
+    shown = at.dataframe(key="features_table").value
+    assert sorted(shown["feature_id"]) == sorted(search_features(run, word)["feature_id"])
+    described = run.features.set_index("feature_id").loc[shown["feature_id"]]
+    assert all(word in f"{r.label} {r.description}".lower() for r in described.itertuples())
+    assert 0 < len(shown) < len(run.features)
+
+
+def test_feature_card_shows_the_core_numbers(trained_app):
+    at = features_page(trained_app)
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[3])
+    at.selectbox(key="feature_pick").select(feature).run()
+    assert not at.exception
+    row = run.features.set_index("feature_id").loc[feature]
+    assert texts(at.subheader)[0] == f"Feature #{feature}: {row['label']}"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Active on"] == f"{row['density']} docs"
+    assert metrics["Mean activation"] == f"{row['mean_activation']:.3f}"
+    assert metrics["Label from"] == "keywords"
+
+    top = table(at, "activation", "doc_id")
+    expected_top = analysis.top_documents(run.codes, feature, TOP_DOCUMENTS)
+    assert top["activation"].tolist() == pytest.approx(expected_top["value"].round(4).tolist())
+    assert top["doc_id"].tolist() == trained_app.frame["id"].iloc[expected_top["position"]].tolist()
+    zero = table(at, "doc_id", "title", "text", exact=True)
+    zero_positions = analysis.zero_documents(run.codes, feature, 5)
+    assert zero["doc_id"].tolist() == trained_app.frame["id"].iloc[zero_positions].tolist()
+    assert not set(zero["doc_id"]) & set(top["doc_id"])
+    nearest = table(at, "cosine")
+    assert len(nearest) == NEAREST_FEATURES
+    assert (nearest["density"] > 0).all()
+    cosines = run.directions[nearest["feature_id"].to_numpy()] @ run.directions[feature]
+    assert nearest["cosine"].tolist() == pytest.approx(cosines.tolist(), abs=1e-5)
+    assert nearest["cosine"].is_monotonic_decreasing
+
+
+def test_manual_label_replaces_the_shown_label_and_can_be_undone(trained_app):
+    at = features_page(trained_app)
+    per_feature = trained_app.workspace.interpretations(trained_app.run_id).groupby("feature_id").size()
+    ranked = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.sort_values("density")
+    feature = next(int(f) for f in reversed(ranked["feature_id"].tolist()) if per_feature[f] == 1)  # keywords only
+    at.selectbox(key="feature_pick").select(feature).run()
+    at.text_input(key="features_manual_label").input("UK general election <b>2005</b>")
+    at.text_area(key="features_manual_description").input("Campaign coverage.")
+    at.button(key=f"FormSubmitter:features_manual_{feature}-Save label").click().run()
+    assert not at.exception
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    row = run.features.set_index("feature_id").loc[feature]
+    assert (row["label"], row["label_source"]) == ("UK general election <b>2005</b>", "manual")
+    assert texts(at.subheader)[0] == f"Feature #{feature}: UK general election <b>2005</b>"
+    assert at.dataframe(key="features_table").value.set_index("feature_id").at[feature, "label"] == row["label"]
+    interpretations = table(at, "source", "preferred")
+    assert sorted(interpretations["source"]) == ["keywords", "manual"]
+
+    keyword_label = next(i for i in interpretations_ids(trained_app, feature) if i != row["interpretation_id"])
+    at.radio(key=f"features_prefer_{feature}").set_value(keyword_label)
+    at.button(key="features_prefer_button").click().run()
+    assert not at.exception
+    restored = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id")
+    assert restored.at[feature, "label_source"] == "keywords"
+    assert texts(at.metric)[3] == "keywords"
+
+
+def interpretations_ids(trained_app, feature):
+    stored = trained_app.workspace.interpretations(trained_app.run_id)
+    return stored.loc[stored["feature_id"] == feature, "interpretation_id"].tolist()

@@ -1,0 +1,46 @@
+"""Home page: the workspace overview, the next step, and the one-click demo that ends on the Features page."""
+
+from app_helpers import new_app, table, texts, wait_for_job
+
+from prisma_core.demo import DEMO_NAME
+
+pytest_plugins = ["app_fixtures"]  # the shared trained workspace
+
+
+def test_overview_and_next_step(trained_app):
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    assert not at.exception
+    overview = table(at, "dataset", "documents", "SAE runs").set_index("dataset")
+    assert overview.at["BBC sample", "documents"] == 150
+    assert overview.at["BBC sample", "SAE runs"] == len(trained_app.workspace.runs(trained_app.dataset_id))
+    assert "“BBC sample” has a trained SAE: look at its concepts." in texts(at.markdown)
+    assert [link.label for link in at.get("page_link")] == [
+        "Browse features",
+        "See feature families",
+        "Explore documents",
+    ]
+
+
+def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_app):
+    at = new_app()
+    assert "60 clinical notes from" in texts(at.markdown)[1]
+    at.button(key="demo").click().run()
+    wait_for_job("demo")
+    at.run()
+    assert not at.exception
+    assert texts(at.title) == ["Features"]
+    (demo,) = [d for d in trained_app.workspace.datasets() if d.name == DEMO_NAME]
+    assert demo.n_documents == 60
+    assert demo.metadata_columns == ["specialty"]
+    assert at.sidebar.selectbox(key="dataset_id").value == demo.dataset_id
+    (run,) = trained_app.workspace.runs(demo.dataset_id)
+    assert at.sidebar.selectbox(key="run_id").value == run.run_id
+    assert len(at.dataframe(key="features_table").value) == run.config["sae"]["expansion_factor"] * 384
+
+    again = new_app()  # on Home (an AppTest.switch_page would pin the page and hide the app's own switch)
+    again.button(key="demo").click().run()
+    wait_for_job("demo")
+    again.run()
+    assert texts(again.title) == ["Features"]
+    assert len([d for d in trained_app.workspace.datasets() if d.name == DEMO_NAME]) == 1
+    assert len(trained_app.workspace.runs(demo.dataset_id)) == 1

@@ -1,0 +1,68 @@
+"""The UI helpers without a browser: the background job registry, safe text, help texts from config docstrings."""
+
+import threading
+
+from prisma_core.errors import TrainingError
+from prisma_core.families import FamilyConfig
+from prisma_core.progress import Progress
+from prisma_core.sae import SAEConfig
+from ui.forms import field_help
+from ui.jobs import JobRegistry
+from ui.text import feature_name, html_text, md, snippet
+
+
+def test_a_second_start_with_the_same_key_joins_the_running_job():
+    registry, release = JobRegistry(), threading.Event()
+
+    def work(progress):
+        progress(Progress("train_sae", 1, 4, "Epoch 1 of 4", {"loss": 0.9, "fvu": 0.8, "dead_fraction": 0.1}))
+        release.wait(10)
+        progress(Progress("train_sae", 4, 4, "Epoch 4 of 4", {"loss": 0.5, "fvu": 0.4, "dead_fraction": 0.0}))
+        return "run-1"
+
+    first, started = registry.start("train:ds", "Training", work)
+    second, started_again = registry.start("train:ds", "Training", lambda progress: "run-2")
+    assert started and not started_again and second is first
+    assert registry.running() == [first]
+    release.set()
+    done = registry.wait("train:ds", 10)
+    assert done.status == "done" and done.result == "run-1"
+    assert [point["step"] for point in done.history] == [1.0, 4.0]
+    assert done.history[-1] == {"step": 4.0, "loss": 0.5, "fvu": 0.4, "dead_fraction": 0.0}
+    assert done.stages == ["train_sae"] and done.progress.fraction == 1.0
+    _, started = registry.start("train:ds", "Training", lambda progress: "run-3")
+    assert started and registry.wait("train:ds", 10).result == "run-3"
+
+
+def test_failures_are_kept_with_a_message_for_the_analyst():
+    registry = JobRegistry()
+
+    def refuse(progress):
+        raise TrainingError("k=500 must be fewer than the 384 features. Lower k.")
+
+    def crash(progress):
+        raise ZeroDivisionError("division by zero")
+
+    registry.start("a", "Training", refuse)
+    registry.start("b", "Embedding", crash)
+    assert registry.wait("a", 10).error_message == "k=500 must be fewer than the 384 features. Lower k."
+    assert registry.wait("b", 10).error_message == "Unexpected error (ZeroDivisionError): division by zero"
+    assert registry.get("a").status == "failed" and registry.running() == []
+
+
+def test_user_text_is_escaped_for_markdown_and_html():
+    assert md("**bold** [link](http://x.y) <b>") == r"\*\*bold\*\* \[link\]\(http\://x\.y\) \<b\>"
+    assert md(None) == "" and md(float("nan")) == ""
+    assert md("two\nlines") == "two lines"
+    assert html_text("<script>alert('x')</script> & co") == "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; co"
+    assert html_text("abcdefghij", limit=5) == "abcd…"
+    assert snippet("a  b\n\nc", 10) == "a b c" and snippet("x" * 30, 10) == "x" * 9 + "…"
+    assert feature_name(12, "chest · pain") == "#12 chest · pain" and feature_name(3, None) == "#3"
+
+
+def test_help_texts_come_from_the_config_docstrings():
+    sae_help = field_help(SAEConfig)
+    assert set(sae_help) == {f for f in SAEConfig.__dataclass_fields__}
+    assert sae_help["k"].startswith("Active features per document (the TopK)")
+    assert all(sae_help.values())
+    assert field_help(FamilyConfig)["tau"].startswith("Drop feature pairs whose normalised co-occurrence")

@@ -1,0 +1,141 @@
+"""Smoke runs of every benchmark in quick mode: each runs end to end on small real data and reports sane numbers.
+
+Timings are not asserted (the machine is shared); ratios must be positive and finite, similarities and recalls in
+[0, 1], and the markdown each benchmark contributes to BENCHMARKS.md must render.
+"""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import common, embedding, end_to_end, families, fast_cpu, run_all, sae_training, search
+
+
+def positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def fraction(value: float) -> bool:
+    return 0.0 <= value <= 1.0 + 1e-6
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """BBC vectors embedded once for the benchmarks that start from embeddings."""
+    return tmp_path_factory.mktemp("bench_cache")
+
+
+def test_embedding_quick_reports_ratios_truncation_and_cache_speedup() -> None:
+    result = embedding.run(quick=True)
+    throughput, truncation, cache = result["throughput"], result["truncation"], result["cache"]
+    assert throughput["documents"] == embedding.QUICK_DOCS
+    assert positive(throughput["ratio"]) and all(positive(r) for r in throughput["block_ratios"])
+    assert throughput["content_tokens"] > throughput["chunks"] > 0
+    assert 0.9 <= throughput["agreement_cosine_mean"] <= 1.0 + 1e-6
+    assert fraction(truncation["unseen_token_fraction"]) and truncation["unseen_tokens"] > 0
+    assert fraction(truncation["truncated_document_fraction"])
+    assert truncation["window"] == 254
+    assert cache["warm_new_dataset_from_cache"] == cache["documents"]
+    assert cache["speedup_same_dataset"] > 1 and cache["speedup_new_dataset"] > 1
+    assert "Ratio Prisma / plain" in embedding.markdown(result)
+
+
+def test_fast_cpu_quick_compares_bf16_with_fp32() -> None:
+    result = fast_cpu.run(quick=True)
+    paths = result["paths"]
+    assert {"fp32", "bf16"} <= set(paths)
+    assert paths["fp32"]["cosine_to_fp32_min"] == pytest.approx(1.0, abs=1e-6)
+    assert 0.99 <= paths["bf16"]["cosine_to_fp32_min"] <= 1.0 + 1e-6
+    assert all(positive(path["tokens_per_s"]) for path in paths.values())
+    assert all(math.isfinite(value) and value >= 0 for value in result["sae"].values())  # 2 held-out documents
+    assert result["auto_precision"] == ("bf16" if result["native_bf16"] else "fp32")
+    assert "bf16 speed-up" in fast_cpu.markdown(result)
+
+
+def test_sae_training_quick_scores_both_trainers_alike(cache_dir: Path) -> None:
+    result = sae_training.run(quick=True, cache_dir=cache_dir)
+    comparisons = [result["comparison"], *result["scaling_n"], *result["scaling_documents"]]
+    assert len(comparisons) == 3
+    for comparison in comparisons:
+        assert positive(comparison["ratio"])
+        for trainer in ("prisma", "latentsae"):
+            scored = comparison[trainer]
+            assert positive(scored["samples_per_s"])
+            assert 0.0 <= scored["fvu_holdout"] < 2.0
+            assert 0 < scored["fired_latents"] <= comparison["settings"]["n_latents"]
+            assert scored["mean_l0_train"] <= comparison["settings"]["k"]
+    assert result["comparison"]["settings"]["k_aux"] == 192
+    assert "Prisma / latentsae samples/s" in sae_training.markdown(result)
+
+
+def test_families_quick_measures_time_and_memory_in_workers(cache_dir: Path) -> None:
+    result = families.run(quick=True, cache_dir=cache_dir)
+    assert {case["distribution"] for case in result["cases"]} == {"sae", "synthetic"}
+    for case in result["cases"]:
+        prisma, baseline = case["prisma"], case["baseline"]
+        assert case["nnz"] <= case["documents"] * families.K
+        assert positive(prisma["seconds"]) and positive(baseline["seconds"])
+        assert 0 < prisma["rss_before_mb"] <= prisma["peak_rss_mb"]
+        assert prisma["families"] > 0
+        assert prisma["edges"] == case["cooccurrence"]["edges"] == baseline["edges"]  # the same pairs pass tau
+    assert "peak" in families.markdown(result)
+
+
+def test_synthetic_codes_have_at_most_k_features_per_document() -> None:
+    codes = families.synthetic_codes(n_features=256, n_docs=500)
+    per_document = codes.getnnz(axis=1)
+    assert codes.shape == (500, 256)
+    assert per_document.max() <= families.K and per_document.min() >= 5
+    assert (codes.data > 0).all()
+
+
+def test_search_quick_recall_and_latency(cache_dir: Path) -> None:
+    result = search.run(quick=True, cache_dir=cache_dir)
+    assert result["flat"]["recall_at_10"] == pytest.approx(1.0)
+    for measured in [result["exact"], result["flat"], result["indexed"], *result["candidates"]]:
+        assert positive(measured["p50_ms"]) and measured["p50_ms"] <= measured["p95_ms"]
+    for measured in [result["indexed"], *result["candidates"]]:
+        assert fraction(measured["recall_at_10"])
+    assert "recall@10" in search.markdown(result)
+
+
+def test_end_to_end_quick_runs_the_cli_cold_then_warm() -> None:
+    result = end_to_end.run(quick=True)
+    cold, warm = result["cold"], result["warm"]
+    assert {"embed", "train", "families"} <= set(cold["stages"])
+    assert cold["stages"]["embed"] > warm["stages"]["embed"]
+    assert "0 computed" in warm["stdout"]
+    assert positive(result["speedup"])
+    assert "Cold" in end_to_end.markdown(result)
+
+
+def test_cli_stage_seconds_are_parsed() -> None:
+    stdout = "embedded 10 documents (m|bf16): 10 computed in 12 chunks, 0 from cache, 3.5 s, 1,234 tokens/s\n"
+    stdout += "  seconds: train 4.5, analyse 1.2, families 0.3\n"
+    assert end_to_end.stage_seconds(stdout) == {"embed": 3.5, "train": 4.5, "analyse": 1.2, "families": 0.3}
+
+
+def test_render_lists_every_benchmark_even_before_it_ran(tmp_path: Path) -> None:
+    common.write_result("search_quick", {"device": common.device_report()} | _fake_search(), tmp_path)
+    text = run_all.render(quick=True, out_dir=tmp_path)
+    for name in run_all.BENCHMARKS:
+        assert run_all.module(name).TITLE in text
+    assert text.count("Not run yet") == len(run_all.BENCHMARKS) - 1
+
+
+def _fake_search() -> dict:
+    latency = {"p50_ms": 1.0, "p95_ms": 2.0}
+    return {
+        "quick": True,
+        "rows": 10,
+        "dim": 4,
+        "queries": 2,
+        "index_min_rows": 100_000,
+        "save_seconds": 0.1,
+        "index_seconds": 0.2,
+        "exact": latency,
+        "flat": latency | {"recall_at_10": 1.0},
+        "indexed": latency | {"recall_at_10": 0.5},
+        "candidates": [],
+    }

@@ -1,0 +1,208 @@
+"""End to end in a real browser: `streamlit run app.py` driven by Playwright in headless Debian Chromium.
+
+Uploads a CSV of 200 BBC articles, embeds, trains a small SAE, checks the family graph is drawn, opens a feature
+card, runs a concept query and downloads the labels. Screenshots of every page go to test-artifacts/.
+CI installs chromium (scripts/setup.sh dev); nothing is installed here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+N_DOCUMENTS = 200
+LONG_WORK_MS = 900_000  # embedding and training on a shared CI CPU
+PAGE_MS = 60_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM in /proc status")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen]]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    env = os.environ | {"PRISMA_WORKSPACE": str(tmp_path_factory.mktemp("browser_workspace")), "HF_HUB_OFFLINE": "1"}
+    log = (ARTIFACTS / "streamlit.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        process.terminate()
+        raise AssertionError("streamlit did not start; see test-artifacts/streamlit.log")
+    yield url, process
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = shutil.which("chromium")
+    assert executable, "Debian chromium is required (scripts/setup.sh dev installs it)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def settle(page: Page) -> None:
+    """Wait until the script run is over and every element has rendered."""
+    page.wait_for_selector("[data-testid=stMain] [data-testid=stElementContainer]", timeout=PAGE_MS)
+    busy = "[data-testid=stStatusWidget], [data-testid=stSkeleton]"
+    page.wait_for_function(f"!document.querySelector('{busy}')", timeout=PAGE_MS)
+    page.wait_for_timeout(800)
+
+
+def go(page: Page, title: str) -> None:
+    page.locator("[data-testid=stSidebarNav]").get_by_text(title, exact=True).click()
+    settle(page)
+
+
+def shoot(page: Page, name: str) -> None:
+    page.screenshot(path=ARTIFACTS / f"{name}.png")
+
+
+def set_number(page: Page, label: str, value: int) -> None:
+    field = page.get_by_label(label, exact=True)
+    field.fill(str(value))
+    field.press("Tab")
+
+
+def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
+    url, process = server
+    articles = pd.read_parquet(corpora_dir / "bbc_news.parquet").sample(N_DOCUMENTS, random_state=1)
+    csv = tmp_path / "bbc_articles.csv"
+    articles.rename(columns={"label": "category"}).to_csv(csv, index=False)
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.goto(url)
+    settle(page)
+    expect(page.get_by_role("heading", name="Prisma", exact=True)).to_be_visible()
+    expect(page.get_by_text("The workspace is empty.")).to_be_visible()
+    shoot(page, "1_home_empty")
+
+    go(page, "Datasets")
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(csv)
+    expect(page.get_by_text("Preview (first 20 rows)")).to_be_visible(timeout=PAGE_MS)
+    settle(page)
+    page.get_by_role("button", name="Create dataset").click()
+    expect(page.get_by_text(f"Created “bbc_articles”: {N_DOCUMENTS} documents from 1 file(s).")).to_be_visible(
+        timeout=PAGE_MS
+    )
+    settle(page)
+    shoot(page, "2_datasets")
+
+    go(page, "Embeddings")
+    page.get_by_role("button", name=f"Embed {N_DOCUMENTS} documents").click()
+    expect(page.get_by_text("Embedding documents")).to_be_visible(timeout=PAGE_MS)
+    shoot(page, "3_embeddings_running")
+    expect(page.get_by_text("is embedded with this model: you can train an SAE.")).to_be_visible(timeout=LONG_WORK_MS)
+    settle(page)
+    shoot(page, "3_embeddings")
+
+    go(page, "Train SAE")
+    set_number(page, "Expansion factor", 2)
+    set_number(page, "k (active features per document)", 8)
+    set_number(page, "Epochs", 20)
+    set_number(page, "Batch size", 32)
+    page.get_by_role("button", name="Train", exact=True).click()
+    expect(page.get_by_text("Training the sparse autoencoder")).to_be_visible(timeout=PAGE_MS)
+    page.locator("[data-testid=stVegaLiteChart]").first.wait_for(timeout=LONG_WORK_MS)
+    shoot(page, "4_train_running")
+    expect(page.get_by_role("heading", name="Runs on this dataset")).to_be_visible(timeout=LONG_WORK_MS)
+    settle(page)
+    expect(page.locator("[data-testid=stVegaLiteChart]")).to_have_count(3)  # curves + two heatmaps
+    shoot(page, "4_train")
+
+    go(page, "Features")
+    first_card = page.get_by_role("heading", name="Feature #").first.inner_text()
+    page.locator("[data-testid=stSelectbox]").filter(has_text="Feature").last.click()
+    page.locator("[role=option]").nth(2).click()
+    settle(page)
+    second_card = page.get_by_role("heading", name="Feature #").first.inner_text()
+    assert second_card != first_card
+    expect(page.get_by_text("Top-activating documents")).to_be_visible()
+    shoot(page, "5_features")
+
+    go(page, "Families")
+    graph = page.frame_locator("iframe[title='streamlit_agraph.agraph']")
+    graph.locator("canvas").first.wait_for(timeout=PAGE_MS)
+    page.wait_for_timeout(3000)  # let the layout settle before looking at the pixels
+    painted = graph.locator("canvas").first.evaluate(
+        """canvas => {
+            const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+            let painted = 0;
+            for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
+            return painted;
+        }"""
+    )
+    assert painted > 1000, "the family graph canvas is blank"
+    shoot(page, "6_families")
+
+    go(page, "Explore")
+    expect(page.get_by_text("Document", exact=True)).to_be_visible()
+    shoot(page, "7_explore_refract")
+    page.get_by_role("tab", name="Concept query").click()
+    settle(page)
+    page.locator("[data-testid=stMultiSelect]").first.click()
+    page.locator("[role=option]").filter(has_text="#").first.click()  # the first feature, not "select all"
+    page.keyboard.press("Escape")
+    settle(page)
+    matching = page.locator("[data-testid=stMetric]").filter(has_text="Matching documents")
+    expect(matching).to_be_visible()
+    assert int(matching.locator("[data-testid=stMetricValue]").inner_text().replace(",", "")) > 0
+    shoot(page, "7_explore_query")
+
+    page.get_by_role("tab", name="Downloads").click()
+    settle(page)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Labels (CSV)").click()
+    labels = pd.read_csv(download.value.path())
+    assert len(labels) == 2 * 384
+    assert {"feature_id", "label", "density", "family_id"} <= set(labels.columns)
+    print(f"peak RSS of the streamlit process: {peak_rss_mb(process.pid):.0f} MB")

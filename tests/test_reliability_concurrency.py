@@ -1,0 +1,189 @@
+"""Concurrent use: several processes writing one workspace at the same moment, as two analysts on one instance.
+
+Nothing may be lost or doubled, and no commit conflict may reach the user.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from app_helpers import new_app, open_page, texts
+from reliability_helpers import REPO, bbc_subset, sae_flags, write_parquet
+from reliability_vector_writer import VECTOR_DIM, VECTOR_KEY
+
+from prisma_core import pipeline
+from prisma_core.embed import EmbedConfig, model_key
+from prisma_core.ingest import IngestConfig
+from prisma_core.store import WORKSPACE_ENV, Workspace, _vectors_table_name
+from ui.jobs import Job, JobRegistry
+from ui.state import job_registry
+
+BY_ID = IngestConfig(text_column="text", id_column="id")
+START_DELAY_S = 25.0
+"""Workers start their work this long after being launched, once all have imported Prisma."""
+
+
+def start_worker(script: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / script), *args],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(worker: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
+    stdout, stderr = worker.communicate(timeout=timeout)
+    return worker.returncode, stdout, stderr
+
+
+def test_two_processes_saving_the_same_vectors_keep_one_complete_copy(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path / "workspace")
+    for number in range(12):
+        contents = [f"document {row} of dataset {number}" for row in range(30)]
+        documents = pd.DataFrame({"doc_id": [str(row) for row in range(30)], "title": None, "text": contents})
+        workspace.add_dataset(f"set {number}", documents, ["set.csv"], {})
+    start = str(time.time() + 8)
+    writers = [start_worker("reliability_vector_writer.py", str(workspace.path), start, str(v)) for v in (1, 2)]
+
+    seen_complete: set[str] = set()
+    while any(writer.poll() is None for writer in writers):
+        for dataset in workspace.datasets():
+            if dataset.dataset_id in seen_complete or workspace.has_vectors(dataset.dataset_id, VECTOR_KEY):
+                seen_complete.add(dataset.dataset_id)  # once complete, a dataset must stay readable
+                assert workspace.vectors(dataset.dataset_id, VECTOR_KEY).shape == (30, VECTOR_DIM)
+        time.sleep(0.05)
+
+    for writer in writers:
+        status, _, stderr = finish(writer)
+        assert status == 0, stderr
+    table = workspace.db.open_table(_vectors_table_name(VECTOR_KEY))
+    assert table.count_rows() == 12 * 30  # no second copies left
+    for dataset in workspace.datasets():
+        vectors = workspace.vectors(dataset.dataset_id, VECTOR_KEY)
+        assert vectors.shape == (30, VECTOR_DIM)
+        assert len(np.unique(vectors)) == 1  # all from one writer: never a mix of two copies
+
+
+@pytest.fixture(scope="module")
+def raced(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[Workspace, dict[str, int], list]:
+    """Two sessions at once, each: embed and train the shared dataset, then ingest, embed and train its own."""
+    root = tmp_path_factory.mktemp("raced")
+    workspace = Workspace(root / "workspace")
+    shared_id, _ = pipeline.ingest(
+        workspace, [write_parquet(bbc_subset(bbc, 8), root / "shared.parquet")], config=BY_ID
+    )
+    start = str(time.time() + START_DELAY_S)
+    workers = []
+    for number, name in enumerate(("alice", "bob")):
+        own = write_parquet(bbc_subset(bbc, 5, skip=8 + 5 * number), root / f"{name}.parquet")
+        commands = [
+            ["embed", "--dataset", shared_id],
+            ["train", "--dataset", shared_id, *sae_flags()],
+            ["run", str(own), "--name", name, "--text-column", "text", "--id-column", "id", *sae_flags()],
+        ]
+        workers.append(start_worker("reliability_cli_worker.py", str(workspace.path), start, json.dumps(commands)))
+    results = [finish(worker) for worker in workers]
+    return Workspace(workspace.path), {"shared": 40, "alice": 25, "bob": 25}, results
+
+
+def test_both_sessions_finish_without_a_conflict_reaching_the_user(raced) -> None:
+    _, _, results = raced
+    for status, stdout, stderr in results:
+        assert status == 0, stderr
+        assert "conflict" not in (stdout + stderr).lower() and "Traceback" not in stderr
+        assert stdout.count("run run-") == 2  # both trainings reported their run
+
+
+def test_no_dataset_vector_or_run_is_lost_or_doubled(raced) -> None:
+    workspace, sizes, _ = raced
+    key = model_key(EmbedConfig())
+    datasets = {dataset.name: dataset for dataset in workspace.datasets()}
+    assert sorted(datasets) == ["alice", "bob", "shared"]
+    vectors_table = workspace.db.open_table(_vectors_table_name(key))
+    assert vectors_table.count_rows() == 40 + 25 + 25  # the shared dataset embedded by both: kept once
+    expected_runs = {"shared": 2, "alice": 1, "bob": 1}
+    for name, dataset in datasets.items():
+        assert dataset.n_documents == sizes[name]
+        assert len(workspace.documents(dataset.dataset_id)) == sizes[name]
+        assert workspace.vectors(dataset.dataset_id, key).shape == (sizes[name], 384)
+        runs = workspace.runs(dataset.dataset_id)
+        assert len(runs) == expected_runs[name]
+        for run in runs:
+            loaded = pipeline.load_run(workspace, run.run_id)
+            assert loaded.codes.shape == (sizes[name], 384)
+            assert (loaded.codes.getnnz(axis=1) == 8).all()
+            assert len(loaded.features) == 384 and loaded.features["label"].notna().all()
+            assert loaded.families == workspace.families(run.run_id)
+    run_ids = {run.run_id for run in workspace.runs()}
+    assert {path.name for path in (workspace.path / "runs").iterdir()} == run_ids
+    for table in ("activations", "features", "interpretations"):
+        stored = workspace.db.open_table(table).search().select(["run_id"]).limit(None).to_pandas()["run_id"]
+        assert set(stored) == run_ids
+
+
+# -- a double click on "Train" starts one job -------------------------------------------------------------------
+
+TRAIN_BUTTON = "FormSubmitter:train_form-Train"
+
+
+def test_simultaneous_starts_of_one_job_run_it_once() -> None:
+    """Eight sessions' clicks arrive in the same instant: one job runs, all of them get it."""
+    registry = JobRegistry()
+    release, ready = threading.Event(), threading.Barrier(8)
+    calls = []
+
+    def work(progress) -> str:
+        calls.append(threading.get_ident())
+        release.wait(30)
+        return "trained"
+
+    def click() -> tuple[Job, bool]:
+        ready.wait(30)
+        return registry.start("train:ds-same", "Training", work)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: click(), range(8)))
+        time.sleep(0.2)
+        release.set()
+    assert sum(started for _, started in results) == 1
+    assert len({id(job) for job, _ in results}) == 1
+    job = registry.wait("train:ds-same", 30)
+    assert job.result == "trained" and len(calls) == 1
+
+
+def test_train_clicked_in_two_sessions_at_once_trains_once(tmp_path, bbc, monkeypatch) -> None:
+    monkeypatch.setenv(WORKSPACE_ENV, str(tmp_path / "workspace"))
+    workspace = Workspace(tmp_path / "workspace")
+    path = write_parquet(bbc_subset(bbc, 8), tmp_path / "bbc.parquet")
+    dataset_id, _ = pipeline.ingest(workspace, [path], "shared", BY_ID)
+    pipeline.embed_dataset(workspace, dataset_id)
+    sessions = [open_page(new_app(dataset_id), "train") for _ in range(2)]
+    for at in sessions:
+        for key, value in {"expansion": 1, "k": 8, "epochs": 300, "batch_size": 32}.items():
+            at.number_input(key=key).set_value(value)
+
+    sessions[0].button(key=TRAIN_BUTTON).click().run()
+    sessions[1].button(key=TRAIN_BUTTON).click().run()
+
+    key = f"train:{dataset_id}"
+    job = job_registry().get(key)
+    assert job.running, "the second click came after the training had finished: make it longer"
+    assert texts(sessions[1].info) == [
+        "A training run on this dataset is already in progress: its progress is shown above."
+    ]
+    assert job_registry().wait(key, 600).error is None
+    for at in sessions:
+        at.run()
+        assert not at.exception
+    assert [run.run_id for run in workspace.runs(dataset_id)] == [job.result.run_id]

@@ -1,0 +1,312 @@
+"""Safety: nothing a user supplies is unpickled or executed, rendered as markup, or used as a path.
+
+The code scan reads every module of the core, the UI helpers and the pages. Rendering checks drive the real app
+with AppTest on a run whose documents and labels are hostile.
+"""
+
+import ast
+import html
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from app_helpers import new_app, open_page
+from reliability_helpers import REPO, SMALL_SAE, bbc_subset
+from streamlit.testing.v1 import AppTest
+
+from prisma_core import pipeline
+from prisma_core.errors import IngestError, NotFoundError
+from prisma_core.ingest import IngestConfig
+from prisma_core.store import WORKSPACE_ENV, Workspace, resolve_workspace
+from ui.text import md
+
+SCANNED = sorted(
+    [
+        REPO / "app.py",
+        *(REPO / "prisma_core").rglob("*.py"),
+        *(REPO / "ui").rglob("*.py"),
+        *(REPO / "app_pages").glob("*.py"),
+    ]
+)
+UNSAFE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve", "marshal", "jsonpickle"}
+UNSAFE_CALLS = {"eval", "exec", "pd.read_pickle", "pandas.read_pickle", "torch.jit.load", "yaml.unsafe_load"}
+
+
+def dotted(node: ast.expr) -> str:
+    """`torch.load` for the expression torch.load; "" for anything that is not a plain dotted name."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and (base := dotted(node.value)):
+        return f"{base}.{node.attr}"
+    return ""
+
+
+def keyword_is(call: ast.Call, name: str, value: object) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value == value for k in call.keywords)
+
+
+def unsafe_loads(path: Path) -> list[str]:
+    """Every import of a pickle-based module and every call that can run code hidden in data, in one file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        where = f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            found += [f"{where} import {a.name}" for a in node.names if a.name.split(".")[0] in UNSAFE_MODULES]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in UNSAFE_MODULES:
+            found.append(f"{where} from {node.module} import")
+        elif isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name in UNSAFE_CALLS:
+                found.append(f"{where} {name}()")
+            elif name.endswith("torch.load") and not keyword_is(node, "weights_only", True):
+                found.append(f"{where} torch.load() without weights_only=True")
+            elif name in ("np.load", "numpy.load") and not keyword_is(node, "allow_pickle", False):
+                if any(k.arg == "allow_pickle" for k in node.keywords):
+                    found.append(f"{where} {name}(allow_pickle=...)")
+            elif name == "yaml.load" and not any(k.arg == "Loader" for k in node.keywords):
+                found.append(f"{where} yaml.load() without a safe Loader")
+    return found
+
+
+def test_the_scan_covers_the_core_the_ui_and_every_page() -> None:
+    names = {path.relative_to(REPO).as_posix() for path in SCANNED}
+    assert {"app.py", "prisma_core/sae/io.py", "prisma_core/ingest.py", "ui/state.py"} <= names
+    assert {f"app_pages/{page}.py" for page in ("datasets", "features", "families", "explore", "train")} <= names
+
+
+def test_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import pickle\nfrom joblib import load\nimport numpy as np\nimport torch\n"
+        "torch.load('w.pt')\ntorch.load('w.pt', weights_only=True)\nnp.load('a.npy', allow_pickle=True)\n"
+        "np.load('a.npy')\neval('1')\n"
+    )
+    assert [line.split(" ", 1)[1] for line in unsafe_loads(planted)] == [
+        "import pickle",
+        "from joblib import",
+        "torch.load() without weights_only=True",
+        "np.load(allow_pickle=...)",
+        "eval()",
+    ]
+
+
+def test_no_pickle_or_code_loading_anywhere_in_the_app() -> None:
+    assert [problem for path in SCANNED for problem in unsafe_loads(path)] == []
+
+
+def test_weights_are_read_with_safetensors_only() -> None:
+    source = (REPO / "prisma_core" / "sae" / "io.py").read_text()
+    assert "from safetensors.torch import load_file, save_file" in source
+    assert unsafe_loads(REPO / "prisma_core" / "sae" / "io.py") == []
+    # A pickle disguised as sae.safetensors is refused without being unpickled:
+    # tests/test_reliability_faults.py::test_damaged_or_foreign_weights_are_refused_with_a_message[pickle]
+
+
+# -- names never become paths -----------------------------------------------------------------------------------
+
+HOSTILE_NAMES = ["../../etc", "/etc/passwd", "..\\..\\windows", "C:\\evil", "a/../../b", "~root", "\x00nul", "."]
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {path for path in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_dataset_names_are_stored_values_not_paths(tmp_path: Path, name: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    workspace = Workspace(tmp_path / "workspace" / "deep")
+    before = files_under(tmp_path) - files_under(workspace.path)
+    documents = pd.DataFrame({"doc_id": [name], "title": [name], "text": ["a short note"]})
+    dataset_id = workspace.add_dataset(name, documents, [name], {})
+    workspace.rename_dataset(dataset_id, f"{name}/again")
+
+    assert workspace.dataset(dataset_id).name == f"{name}/again".strip()
+    assert workspace.dataset(dataset_id).sources == [name]
+    assert workspace.documents(dataset_id)["doc_id"].tolist() == [name]
+    assert dataset_id.startswith("ds-") and "/" not in dataset_id and ".." not in dataset_id
+    assert files_under(tmp_path) - files_under(workspace.path) == before  # nothing written outside the workspace
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd.txt", "/etc/hosts.txt", "..\\..\\boot.ini.txt"])
+def test_uploaded_file_names_are_labels_not_paths(tmp_path: Path, name: str) -> None:
+    workspace = Workspace(tmp_path / "workspace")
+    before = files_under(tmp_path) - files_under(workspace.path)
+    dataset_id, _ = pipeline.ingest(workspace, [(name, b"the text of the note")], None, IngestConfig())
+    assert workspace.documents(dataset_id)["doc_id"].tolist() == [name]
+    assert workspace.dataset(dataset_id).sources == [name]
+    assert files_under(tmp_path) - files_under(workspace.path) == before
+
+
+@pytest.mark.parametrize("hostile_id", ["../../victim", "run-1/../../victim", "x' OR '1'='1", "", "RUN-UPPER"])
+def test_ids_from_outside_are_refused_before_any_file_or_row_is_touched(tmp_path: Path, hostile_id: str) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    workspace = Workspace(tmp_path / "workspace" / "ws")
+    documents = pd.DataFrame({"doc_id": ["1"], "title": [None], "text": ["a note"]})
+    dataset_id = workspace.add_dataset("kept", documents, ["kept.csv"], {})
+    for action in (workspace.delete_run, workspace.delete_dataset, workspace.run, workspace.dataset):
+        with pytest.raises(NotFoundError):
+            action(hostile_id)
+    assert (victim / "precious.txt").read_text() == "keep me"
+    assert [d.dataset_id for d in workspace.datasets()] == [dataset_id]
+
+
+def test_workspace_folder_from_the_environment_is_resolved(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(WORKSPACE_ENV, str(tmp_path / "a" / ".." / "b"))
+    assert resolve_workspace() == (tmp_path / "b").resolve()
+    assert Workspace().path == (tmp_path / "b").resolve()
+    monkeypatch.setenv(WORKSPACE_ENV, "~/prisma-test-workspace")
+    assert resolve_workspace() == Path.home().resolve() / "prisma-test-workspace"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(WORKSPACE_ENV)
+    assert resolve_workspace() == (tmp_path / "prisma_data").resolve()
+    assert os.path.isabs(resolve_workspace("relative/folder"))
+
+
+# -- upload size limits -----------------------------------------------------------------------------------------
+
+
+def test_streamlit_upload_limit_matches_the_ingest_limit() -> None:
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    max_upload_mb = config["server"]["maxUploadSize"]
+    assert max_upload_mb * 2**20 == IngestConfig().max_file_bytes  # the browser refuses what Prisma would refuse
+    assert IngestConfig().max_total_bytes >= IngestConfig().max_file_bytes
+
+
+def test_size_limits_are_checked_before_any_file_is_read(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path / "workspace")
+    config = IngestConfig(max_file_bytes=1_000, max_total_bytes=1_500)
+    huge_garbage = ("huge.pdf", b"%PDF" + bytes(5_000))  # would be refused as a broken PDF if it were read
+    with pytest.raises(
+        IngestError, match=re.escape("huge.pdf: 5,004 bytes is more than the 1,000-byte limit per file")
+    ):
+        pipeline.ingest(workspace, [huge_garbage], None, config)
+    with pytest.raises(IngestError, match=re.escape("the files add up to 1,800 bytes, more than the 1,500-byte limit")):
+        pipeline.ingest(workspace, [("a.txt", b"a" * 900), ("b.txt", b"b" * 900)], None, config)
+    assert workspace.datasets() == []
+
+
+# -- user content is rendered inert in the app (AppTest) --------------------------------------------------------
+
+HOSTILE = [
+    "<script>alert('xss')</script>",
+    '<img src=x onerror="alert(1)">',
+    "[click me](javascript:alert(1))",
+    "<iframe src=javascript:alert(2)></iframe>",
+    '=HYPERLINK("http://evil.example","x") **bold** # heading',
+]
+UNESCAPED_MARKUP = re.compile(r"(?<!\\)<\s*/?\s*(script|img|iframe|svg)\b|(?<!\\)\]\((javascript|data):", re.I)
+PAGES = ["home", "datasets", "embeddings", "train", "features", "families", "explore"]
+
+
+def test_markup_check_tells_raw_markup_from_escaped_text() -> None:
+    for markup in HOSTILE[:4]:
+        assert UNESCAPED_MARKUP.search(markup) and not UNESCAPED_MARKUP.search(md(markup))
+
+
+@pytest.fixture(scope="module")
+def hostile_workspace(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> Path:
+    """A trained run whose dataset name, document ids, titles, texts, feature labels and family labels are hostile."""
+    frame = bbc_subset(bbc, 8)
+    for row in range(0, len(frame), 4):
+        markup = HOSTILE[row % len(HOSTILE)]
+        frame.loc[row, "title"] = markup
+        frame.loc[row, "text"] = f"{frame.loc[row, 'text']} {markup}"
+    frame.loc[:2, "id"] = [f"{markup} {row}" for row, markup in enumerate(HOSTILE[:3])]
+    workspace = Workspace(tmp_path_factory.mktemp("hostile"))
+    upload = [("hostile.csv", frame.to_csv(index=False).encode())]
+    dataset_id, _ = pipeline.ingest(workspace, upload, f"{HOSTILE[0]} news", IngestConfig(id_column="id"))
+    pipeline.embed_dataset(workspace, dataset_id)
+    run_id = pipeline.train_run(workspace, dataset_id, SMALL_SAE).run_id
+    labels = [
+        {
+            "feature_id": feature,
+            "label": f"{HOSTILE[feature % 2]} {HOSTILE[2]} f{feature}",
+            "description": f"{HOSTILE[3]} {HOSTILE[4]}",
+            "source": "llm-with-ideas",  # a non-keyword label is the one shown
+        }
+        for feature in range(384)
+    ]
+    workspace.add_interpretations(run_id, labels)
+    workspace.save_families(run_id, [family | {"label": HOSTILE[1]} for family in workspace.families(run_id)])
+    return workspace.path
+
+
+def element_protos(node: object) -> list[object]:
+    """Every element and block proto below an AppTest node, depth first."""
+    protos = [node.proto] if getattr(node, "proto", None) is not None else []
+    for child in getattr(node, "children", {}).values():
+        protos += element_protos(child)
+    return protos
+
+
+PLAIN_ELEMENTS = {"Text", "Code", "Arrow", "ArrowVegaLiteChart", "VegaLiteChart", "ComponentInstance", "Json"}
+"""Shown as plain text, table cells or chart data: never interpreted as markup."""
+
+
+def rendered_as_markdown(proto: object) -> list[str]:
+    """The strings of an element that Streamlit renders as markdown: bodies, labels, help, radio options."""
+    kind = proto.DESCRIPTOR.name
+    if kind == "Block":
+        which = proto.WhichOneof("type")
+        inner = getattr(proto, which) if which else None
+        return [inner.label] if inner is not None and "label" in inner.DESCRIPTOR.fields_by_name else []
+    if kind in PLAIN_ELEMENTS:
+        return []
+    strings = [getattr(proto, name) for name in ("body", "label", "help") if name in proto.DESCRIPTOR.fields_by_name]
+    if kind == "Radio":
+        strings += list(proto.options)
+    return [string for string in strings if isinstance(string, str)]
+
+
+def visit(page: str, workspace_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv(WORKSPACE_ENV, str(workspace_path))
+    at = open_page(new_app(), page)
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_hostile_content_is_shown_as_text_on_every_page(hostile_workspace, monkeypatch, page: str) -> None:
+    at = visit(page, hostile_workspace, monkeypatch)
+    protos = element_protos(at._tree)
+    markdown = [text for proto in protos for text in rendered_as_markdown(proto)]
+    assert [text for text in markdown if UNESCAPED_MARKUP.search(text)] == []
+    assert not [p for p in protos if p.DESCRIPTOR.name == "Markdown" and p.allow_html]
+    assert not [p for p in protos if p.DESCRIPTOR.name in ("Html", "IFrame")]
+    assert "alert(" in "".join(str(proto) for proto in protos)  # the hostile content is on the page
+
+
+def test_hostile_label_is_escaped_in_the_feature_card(hostile_workspace, monkeypatch) -> None:
+    at = visit("features", hostile_workspace, monkeypatch)
+    feature = at.selectbox(key="feature_pick").value
+    (title,) = [s.value for s in at.subheader if s.value.startswith(f"Feature #{feature}:")]
+    assert title == f"Feature #{feature}: " + md(f"{HOSTILE[feature % 2]} {HOSTILE[2]} f{feature}")
+    at.text_input(key="feature_search").input("<img src=x onerror=").run()
+    assert not at.exception
+    assert any(md("<img src=x onerror=") in caption.value for caption in at.caption)
+
+
+def test_hostile_labels_are_escaped_in_the_family_graph(hostile_workspace, monkeypatch) -> None:
+    at = visit("families", hostile_workspace, monkeypatch)
+    (component,) = at.get("component_instance")
+    graph = json.loads(json.loads(component.proto.json_args)["data"])
+    assert graph["nodes"]
+    for node in graph["nodes"]:  # the graph component builds each tooltip with innerHTML: it must get no markup
+        assert "<" not in node["label"] and "<" not in node["title"]
+        assert "&lt;" in node["title"]
+        assert html.unescape(node["title"]).startswith(f"#{node['id']} {HOSTILE[int(node['id']) % 2]}")
+
+
+def test_hostile_document_is_refracted_as_text(hostile_workspace, monkeypatch) -> None:
+    at = visit("explore", hostile_workspace, monkeypatch)
+    documents = Workspace(hostile_workspace).documents(Workspace(hostile_workspace).datasets()[0].dataset_id)
+    at.selectbox(key="refract_doc").select(0).run()
+    assert not at.exception
+    assert documents["text"].iloc[0] in [text.value for text in at.text]  # st.text: plain, never markup

@@ -1,0 +1,160 @@
+"""The feature card (Features page, and Families when a node is clicked) and its label editor."""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import streamlit as st
+
+from prisma_core import analysis
+from prisma_core.errors import PrismaError
+from prisma_core.pipeline import LoadedRun
+from ui import charts
+from ui.state import bump_revision, dataset_documents, workspace
+from ui.text import feature_name, md, snippet
+
+MANUAL_SOURCE = "manual"
+TOP_DOCUMENTS = 10
+CONTRAST_DOCUMENTS = 5
+NEAREST_FEATURES = 8
+FULL_TEXTS = 3
+
+
+def feature_row(run: LoadedRun, feature_id: int) -> pd.Series:
+    return run.features.set_index("feature_id").loc[int(feature_id)]
+
+
+def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
+    """Everything about one feature. `key` keeps widget keys apart when two pages show a card."""
+    row = feature_row(run, feature_id)
+    docs = dataset_documents(run.record.dataset_id)
+    st.subheader(f"Feature #{feature_id}: {md(row['label'])}")
+    if isinstance(row["description"], str) and row["description"]:
+        st.caption(md(row["description"]))
+    n_docs = run.codes.shape[0]
+    columns = st.columns(4)
+    columns[0].metric("Active on", f"{int(row['density']):,} docs", help=f"{row['density_fraction']:.1%} of {n_docs:,}")
+    columns[1].metric("Mean activation", f"{row['mean_activation']:.3f}", help="Average over the active documents.")
+    columns[2].metric("Max activation", f"{row['max_activation']:.3f}")
+    columns[3].metric("Label from", str(row["label_source"]))
+    if int(row["density"]) == 0:
+        st.info("This feature never fires on this dataset (a dead latent): it has no documents to show.")
+        return
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Activation histogram**")
+        st.altair_chart(charts.activation_histogram(analysis.feature_column(run.codes, feature_id)[1]), width="stretch")
+    with right:
+        st.markdown("**Nearest features** (decoder cosine, active features only)")
+        st.dataframe(
+            nearest_active(run, feature_id), hide_index=True, key=f"{key}_nearest", column_config=_number_columns()
+        )
+
+    st.markdown("**Top-activating documents**")
+    top = analysis.top_documents(run.codes, feature_id, TOP_DOCUMENTS)
+    top_docs = top.merge(docs, on="position", how="left")
+    st.dataframe(_document_table(top_docs, with_value=True), hide_index=True, key=f"{key}_top")
+    for doc in top_docs.head(FULL_TEXTS).itertuples():
+        with st.expander(f"Full text: {md(doc.doc_id)} (activation {doc.value:.3f})"):
+            st.text(doc.text)
+
+    st.markdown("**Contrast: documents where it is zero**")
+    zero = docs.set_index("position").loc[analysis.zero_documents(run.codes, feature_id, CONTRAST_DOCUMENTS)]
+    st.dataframe(_document_table(zero.reset_index(), with_value=False), hide_index=True, key=f"{key}_zero")
+
+    label_editor(run, feature_id, key)
+
+
+def nearest_active(run: LoadedRun, feature_id: int) -> pd.DataFrame:
+    """The closest features by decoder cosine among those that fire (dead features carry no meaning)."""
+    alive = run.features.loc[run.features["density"] > 0, ["feature_id", "label", "density"]]
+    nearest = analysis.nearest_features(run.directions, feature_id, len(run.features) - 1)
+    return nearest.merge(alive, on="feature_id", how="inner").head(NEAREST_FEATURES)
+
+
+def _document_table(frame: pd.DataFrame, with_value: bool) -> pd.DataFrame:
+    table = pd.DataFrame({"doc_id": frame["doc_id"], "title": frame["title"], "text": frame["text"].map(snippet)})
+    if with_value:
+        table.insert(0, "activation", frame["value"].round(4))
+    return table
+
+
+def _number_columns() -> dict[str, st.column_config.Column]:
+    return {"cosine": st.column_config.NumberColumn(format="%.3f"), "label": st.column_config.TextColumn(width="large")}
+
+
+def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
+    """All interpretations of the feature with their source; pick the preferred one or write your own.
+
+    LLM labels (another tab, added with the Ollama labelling) land in the same interpretations table.
+    """
+    run_id = run.record.run_id
+    interpretations = workspace().interpretations(run_id)
+    mine = interpretations[interpretations["feature_id"] == feature_id].sort_values("created_at")
+    st.markdown("**Label**")
+    choose, write = st.tabs(["Interpretations", "Write your own"])
+    with choose:
+        st.dataframe(
+            mine[["label", "description", "source", "created_at", "score_embedding", "preferred"]],
+            hide_index=True,
+            key=f"{key}_interpretations",
+        )
+        if len(mine) > 1:
+            options = mine["interpretation_id"].tolist()
+            by_id = mine.set_index("interpretation_id")
+            chosen = st.radio(
+                "Show this label",
+                options,
+                format_func=lambda i: md(f"{by_id.at[i, 'label']} ({by_id.at[i, 'source']})"),
+                key=f"{key}_prefer_{feature_id}",
+            )
+            if st.button("Use this label", key=f"{key}_prefer_button"):
+                _prefer(run_id, feature_id, chosen)
+    with write, st.form(f"{key}_manual_{feature_id}", clear_on_submit=True):
+        label = st.text_input("Label", max_chars=120, key=f"{key}_manual_label")
+        description = st.text_area("Description (optional)", max_chars=600, key=f"{key}_manual_description")
+        if st.form_submit_button("Save label"):
+            if not label.strip():
+                st.warning("Write a label first.")
+            else:
+                save_manual_label(run_id, feature_id, label, description)
+                st.rerun()
+
+
+def save_manual_label(run_id: str, feature_id: int, label: str, description: str = "") -> str:
+    """Store an analyst's label as a new interpretation and make it the one shown; returns its id."""
+    interpretation_id = uuid.uuid4().hex[:12]
+    ws = workspace()
+    ws.add_interpretations(
+        run_id,
+        [
+            {
+                "feature_id": int(feature_id),
+                "interpretation_id": interpretation_id,
+                "label": label.strip(),
+                "description": description.strip(),
+                "source": MANUAL_SOURCE,
+            }
+        ],
+    )
+    ws.prefer_interpretation(run_id, feature_id, interpretation_id)
+    bump_revision(run_id)
+    return interpretation_id
+
+
+def _prefer(run_id: str, feature_id: int, interpretation_id: str) -> None:
+    try:
+        workspace().prefer_interpretation(run_id, feature_id, interpretation_id)
+    except PrismaError as error:
+        st.error(md(error))
+        return
+    bump_revision(run_id)
+    st.rerun()
+
+
+def feature_options(run: LoadedRun) -> dict[int, str]:
+    """feature id -> display name, densest first (dead features last)."""
+    ranked = run.features.sort_values(["density", "feature_id"], ascending=[False, True])
+    return {int(f): feature_name(f, label) for f, label in zip(ranked["feature_id"], ranked["label"], strict=True)}

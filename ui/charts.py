@@ -1,0 +1,105 @@
+"""Altair chart builders. Every label shown in a chart comes from data fields, which Vega renders as text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from ui.text import feature_name
+
+PRIMARY = "#6C4AB6"  # the theme's primary colour (.streamlit/config.toml)
+METRIC_NAMES = {
+    "loss": "loss",
+    "fvu": "FVU (train)",
+    "fvu_holdout": "FVU (held out)",
+    "dead_fraction": "dead latents",
+}
+
+
+def training_curves(history: Sequence[dict[str, float]]) -> alt.Chart:
+    """Loss, FVU and dead fraction per optimiser step (history entries from training progress or a run record)."""
+    frame = pd.DataFrame(list(history))
+    metrics = [name for name in METRIC_NAMES if name in frame]
+    long = frame.melt(id_vars="step", value_vars=metrics, var_name="metric").dropna()
+    long["metric"] = long["metric"].map(METRIC_NAMES)
+    return (
+        alt.Chart(long, height=260)
+        .mark_line(point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x=alt.X("step:Q", title="optimiser step", axis=alt.Axis(format="d", tickMinStep=1)),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=True)),
+            color=alt.Color("metric:N", title=None, legend=alt.Legend(orient="top")),
+            tooltip=["metric:N", "step:Q", alt.Tooltip("value:Q", format=".4f")],
+        )
+    )
+
+
+def activation_histogram(values: np.ndarray, bins: int = 30) -> alt.Chart:
+    """Distribution of a feature's activation values over the documents where it is active."""
+    frame = pd.DataFrame({"activation": values.astype(float)})
+    return (
+        alt.Chart(frame, height=200)
+        .mark_bar(color=PRIMARY)
+        .encode(
+            x=alt.X("activation:Q", bin=alt.Bin(maxbins=bins), title="activation (active documents only)"),
+            y=alt.Y("count():Q", title="documents"),
+            tooltip=[alt.Tooltip("count():Q", title="documents")],
+        )
+    )
+
+
+def feature_bars(frame: pd.DataFrame, value: str = "value", title: str = "activation") -> alt.Chart:
+    """Horizontal bars, one per feature (columns feature_id, label, and `value`), strongest on top."""
+    named = frame.assign(
+        feature=[feature_name(f, label) for f, label in zip(frame["feature_id"], frame["label"], strict=True)]
+    )
+    return (
+        alt.Chart(named, height=alt.Step(26))
+        .mark_bar(color=PRIMARY)
+        .encode(
+            x=alt.X(f"{value}:Q", title=title),
+            y=alt.Y("feature:N", sort="-x", title=None, axis=alt.Axis(labelLimit=360)),
+            tooltip=["feature:N", alt.Tooltip(f"{value}:Q", format=".3f")],
+        )
+    )
+
+
+def heatmap(matrix: np.ndarray, names: Sequence[str], title: str, value_title: str) -> alt.Chart:
+    """A square matrix over features (rows and columns in `names` order)."""
+    rows, cols = np.indices(matrix.shape)
+    frame = pd.DataFrame(
+        {
+            "row": np.asarray(names)[rows.ravel()],
+            "column": np.asarray(names)[cols.ravel()],
+            "value": matrix.ravel().astype(float),
+        }
+    )
+    order = list(names)
+    axis = alt.Axis(labelLimit=160)
+    return (
+        alt.Chart(frame, title=title, height=420)
+        .mark_rect()
+        .encode(
+            x=alt.X("column:N", sort=order, title=None, axis=axis),
+            y=alt.Y("row:N", sort=order, title=None, axis=axis),
+            color=alt.Color("value:Q", title=value_title, scale=alt.Scale(scheme="purples")),
+            tooltip=["row:N", "column:N", alt.Tooltip("value:Q", format=".2f")],
+        )
+    )
+
+
+def group_prevalence(frame: pd.DataFrame) -> alt.Chart:
+    """Prevalence of features per group: columns group, feature (name), prevalence."""
+    return (
+        alt.Chart(frame, height=max(160, 22 * frame["feature"].nunique()))
+        .mark_rect()
+        .encode(
+            x=alt.X("group:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=160)),
+            y=alt.Y("feature:N", title=None, axis=alt.Axis(labelLimit=300)),
+            color=alt.Color("prevalence:Q", title="share of group", scale=alt.Scale(scheme="purples")),
+            tooltip=["group:N", "feature:N", alt.Tooltip("prevalence:Q", format=".1%")],
+        )
+    )

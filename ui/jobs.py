@@ -1,0 +1,113 @@
+"""Long work (embedding, training, the demo) in background threads that outlive reruns and page switches.
+
+One `JobRegistry` per process (the app keeps it in `st.cache_resource`). A job is keyed by what it works on, so a
+second click, from this session or another, finds the running job instead of starting a duplicate. The job only
+calls the core, which stores its results; the pages read them back from the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from prisma_core.errors import PrismaError
+from prisma_core.progress import Progress, ProgressCallback
+
+MAX_HISTORY = 2_000
+"""Metric points kept per job for the live chart (the trainer reports about 100 per run)."""
+
+Status = Literal["running", "done", "failed"]
+
+
+@dataclass
+class Job:
+    key: str
+    title: str
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    progress: Progress | None = None
+    stages: list[str] = field(default_factory=list)
+    """Stages in the order they first reported progress."""
+    history: list[dict[str, float]] = field(default_factory=list)
+    """One point per progress report that carried metrics: step plus the metrics (loss, fvu, dead_fraction...)."""
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def status(self) -> Status:
+        if self.finished is None:
+            return "running"
+        return "failed" if self.error is not None else "done"
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def seconds(self) -> float:
+        return (self.finished or time.time()) - self.started
+
+    @property
+    def error_message(self) -> str:
+        """What went wrong, for the analyst: core errors carry their own advice; anything else is named."""
+        if self.error is None:
+            return ""
+        if isinstance(self.error, PrismaError):
+            return str(self.error)
+        return f"Unexpected error ({type(self.error).__name__}): {self.error}"
+
+    def report(self, event: Progress) -> None:
+        """The progress callback handed to the core (called from the job's thread)."""
+        if event.stage not in self.stages:
+            self.stages.append(event.stage)
+        self.progress = event
+        if event.metrics and len(self.history) < MAX_HISTORY:
+            self.history.append({"step": float(event.done), **event.metrics})
+
+
+class JobRegistry:
+    """Process-wide: at most one running job per key; finished jobs stay until replaced, for their result."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def start(self, key: str, title: str, work: Callable[[ProgressCallback], Any]) -> tuple[Job, bool]:
+        """Run `work(progress)` in a daemon thread unless a job with this key is running.
+
+        Returns (the job, whether it was started now).
+        """
+        with self._lock:
+            current = self._jobs.get(key)
+            if current is not None and current.running:
+                return current, False
+            job = self._jobs[key] = Job(key, title)
+        threading.Thread(target=self._run, args=(job, work), name=f"prisma-{key}", daemon=True).start()
+        return job, True
+
+    def get(self, key: str) -> Job | None:
+        return self._jobs.get(key)
+
+    def running(self) -> list[Job]:
+        return [job for job in list(self._jobs.values()) if job.running]
+
+    def wait(self, key: str, timeout: float) -> Job | None:
+        """Block until the job with this key has finished (or the timeout passes); for tests and scripts."""
+        deadline = time.time() + timeout
+        while (job := self.get(key)) is not None and job.running and time.time() < deadline:
+            time.sleep(0.1)
+        return job
+
+    @staticmethod
+    def _run(job: Job, work: Callable[[ProgressCallback], Any]) -> None:
+        try:
+            job.result = work(job.report)
+        except BaseException as error:  # the thread must record every failure; the page shows it
+            job.error = error
+        finally:
+            job.finished = time.time()

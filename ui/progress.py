@@ -1,0 +1,86 @@
+"""Live view of a background job: progress bar, live metrics chart, and the outcome once it finishes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+from prisma_core.progress import ProgressCallback
+from ui import charts
+from ui.jobs import Job
+from ui.state import job_registry
+from ui.text import md
+
+POLL_SECONDS = 1.0
+STAGE_NAMES = {
+    "demo": "Preparing the demo corpus",
+    "embed": "Embedding documents",
+    "train_sae": "Training the sparse autoencoder",
+    "label": "Naming features with keywords",
+    "families": "Finding feature families",
+}
+_WATCHED_KEY = "watched_jobs"
+"""Jobs this session started or saw running: only their watchers get the success callback (e.g. a page switch)."""
+
+
+def job_panel(key: str, on_success: Callable[[Job], None] | None = None, live_chart: bool = False) -> Job | None:
+    """Show the job stored under `key`, if any. While it runs, the panel refreshes itself every POLL_SECONDS;
+    when it finishes, the whole page reruns so it shows the stored results, and a session that watched the job
+    gets `on_success(job)` once (e.g. to select the new run)."""
+    job = job_registry().get(key)
+    if job is None:
+        return None
+    if not job.running:
+        _finished(job, on_success)
+        return job
+    _watched().add(job.job_id)
+
+    @st.fragment(run_every=POLL_SECONDS)
+    def live() -> None:
+        current = job_registry().get(key)
+        if current is None or current.job_id != job.job_id or not current.running:
+            st.rerun()
+        _draw_running(current, live_chart)
+
+    live()
+    return job
+
+
+def start_job(key: str, title: str, work: Callable[[ProgressCallback], Any]) -> None:
+    """Start the job (or find it already running) and rerun, so the page draws its live panel."""
+    job, started = job_registry().start(key, title, work)
+    _watched().add(job.job_id)
+    if not started:
+        st.toast(f"{md(title)} is already running: showing its progress.")
+    st.rerun()
+
+
+def _watched() -> set[str]:
+    return st.session_state.setdefault(_WATCHED_KEY, set())
+
+
+def _draw_running(job: Job, live_chart: bool) -> None:
+    with st.status(f"{md(job.title)}: running for {job.seconds:.0f} s", expanded=True, state="running"):
+        event = job.progress
+        if event is None:
+            st.progress(0.0, text="Starting…")
+        else:
+            stage = STAGE_NAMES.get(event.stage, event.stage)
+            st.progress(event.fraction, text=f"{stage}: {md(event.message)}" if event.message else stage)
+        if live_chart and job.history:
+            st.altair_chart(charts.training_curves(job.history), width="stretch")
+
+
+def _finished(job: Job, on_success: Callable[[Job], None] | None) -> None:
+    """An error stays visible to everyone on the page; success reaches the sessions that watched the job, once."""
+    if job.error is not None:
+        st.error(f"{md(job.title)} failed: {md(job.error_message)}", icon=":material/error:")
+        return
+    watched = _watched()
+    if job.job_id in watched:
+        watched.discard(job.job_id)
+        if on_success is not None:
+            on_success(job)
+            st.rerun()

@@ -1,0 +1,204 @@
+"""What every page shares: the workspace, the job registry, cached loaders, and the dataset/run selection.
+
+Cached objects are keyed by the workspace path, so tests (and users) pointing PRISMA_WORKSPACE elsewhere get their
+own. Large read-only data (documents, a run's codes) uses st.cache_resource, which hands out the object itself
+instead of unpickling a copy on every rerun; pages treat it as read-only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from sentence_transformers import SentenceTransformer
+
+from prisma_core import pipeline
+from prisma_core.embed import EmbedConfig, load_model
+from prisma_core.errors import PrismaError
+from prisma_core.pipeline import LoadedRun
+from prisma_core.store import DatasetRecord, RunRecord, Workspace, resolve_workspace
+from ui.jobs import JobRegistry
+from ui.text import md
+
+PAGES = {
+    "home": "app_pages/home.py",
+    "datasets": "app_pages/datasets.py",
+    "embeddings": "app_pages/embeddings.py",
+    "train": "app_pages/train.py",
+    "features": "app_pages/features.py",
+    "families": "app_pages/families.py",
+    "explore": "app_pages/explore.py",
+}
+DATASET_KEY = "dataset_id"
+RUN_KEY = "run_id"
+FEATURE_KEY = "feature_id"
+"""The feature whose card is open; survives page switches (it is not a widget key)."""
+EMBED_CONFIG_KEY = "embed_config"
+PENDING_SELECTION_KEY = "pending_selection"
+
+
+# -- shared resources -----------------------------------------------------------------------------------------
+
+
+@st.cache_resource(show_spinner=False)
+def _workspace(path: str) -> Workspace:
+    return Workspace(path)
+
+
+def workspace() -> Workspace:
+    return _workspace(str(resolve_workspace()))
+
+
+@st.cache_resource(show_spinner=False)
+def job_registry() -> JobRegistry:
+    return JobRegistry()
+
+
+@st.cache_resource(show_spinner="Loading the embedding model…", max_entries=2)
+def encoder(model: str, device: str, precision: str) -> SentenceTransformer:
+    return load_model(model, device, precision)  # type: ignore[arg-type]
+
+
+@st.cache_resource(show_spinner="Loading documents…", max_entries=4)
+def documents(workspace_path: str, dataset_id: str) -> pd.DataFrame:
+    """position, doc_id, title, text of a dataset (documents never change once stored)."""
+    return _workspace(workspace_path).documents(dataset_id, ["position", "doc_id", "title", "text"])
+
+
+@st.cache_resource(show_spinner=False)
+def _revisions() -> dict[str, int]:
+    return {}
+
+
+def revision(run_id: str) -> int:
+    """Bumped whenever a run's labels or families change, so cached views of the run are reloaded."""
+    return _revisions().get(run_id, 0)
+
+
+def bump_revision(run_id: str) -> None:
+    _revisions()[run_id] = revision(run_id) + 1
+
+
+@st.cache_resource(show_spinner="Loading the run…", max_entries=4)
+def _loaded_run(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
+    return pipeline.load_run(_workspace(workspace_path), run_id)
+
+
+def loaded_run(run_id: str) -> LoadedRun:
+    return _loaded_run(str(workspace().path), run_id, revision(run_id))
+
+
+def dataset_documents(dataset_id: str) -> pd.DataFrame:
+    return documents(str(workspace().path), dataset_id)
+
+
+def embed_config() -> EmbedConfig:
+    """The embedding settings chosen on the Embeddings page (defaults until then); training uses the same space."""
+    return st.session_state.get(EMBED_CONFIG_KEY) or EmbedConfig()
+
+
+def set_embed_config(config: EmbedConfig) -> None:
+    st.session_state[EMBED_CONFIG_KEY] = config
+
+
+def secret(name: str) -> Any:
+    """A value from .streamlit/secrets.toml, or None when there is no secrets file or no such entry."""
+    try:
+        return st.secrets.get(name)
+    except (FileNotFoundError, st.errors.StreamlitSecretNotFoundError):
+        return None
+
+
+# -- selection (sidebar) --------------------------------------------------------------------------------------
+
+
+def select(dataset_id: str | None = None, run_id: str | None = None) -> None:
+    """Ask the sidebar to select a dataset/run on the next run (widget values cannot change once drawn)."""
+    st.session_state[PENDING_SELECTION_KEY] = (dataset_id, run_id)
+
+
+def sidebar() -> None:
+    """Dataset and run pickers shared by every page (drawn by the entrypoint)."""
+    ws = workspace()
+    datasets = {record.dataset_id: record for record in reversed(ws.datasets())}
+    pending_dataset, pending_run = st.session_state.pop(PENDING_SELECTION_KEY, (None, None))
+    _keep_valid(DATASET_KEY, datasets, pending_dataset)
+    with st.sidebar:
+        if not datasets:
+            st.caption("No dataset yet: add one on the Datasets page or run the demo on Home.")
+            return
+        dataset_id = st.selectbox(
+            "Dataset",
+            list(datasets),
+            format_func=lambda i: f"{datasets[i].name} ({datasets[i].n_documents:,} docs)",
+            key=DATASET_KEY,
+        )
+        runs = {run.run_id: run for run in reversed(ws.runs(dataset_id))}
+        _keep_valid(RUN_KEY, runs, pending_run)
+        if runs:
+            st.selectbox("SAE run", list(runs), format_func=lambda i: run_name(runs[i]), key=RUN_KEY)
+        else:
+            st.caption("No SAE run for this dataset yet.")
+        running = job_registry().running()
+        if running:
+            st.caption("Working: " + ", ".join(md(job.title) for job in running))
+
+
+def _keep_valid(key: str, options: dict[str, Any], pending: str | None) -> None:
+    if pending in options:
+        st.session_state[key] = pending
+    elif st.session_state.get(key) not in options:
+        st.session_state.pop(key, None)
+
+
+def run_name(run: RunRecord) -> str:
+    sae = run.config.get("sae", {})
+    fvu = run.metrics.get("fvu_holdout")
+    quality = f"FVU {fvu:.2f}" if isinstance(fvu, float) and fvu == fvu else "no holdout"
+    return f"{run.created_at[5:16].replace('T', ' ')} · x{sae.get('expansion_factor')} k{sae.get('k')} · {quality}"
+
+
+def current_dataset() -> DatasetRecord | None:
+    dataset_id = st.session_state.get(DATASET_KEY)
+    if not dataset_id:
+        return None
+    return next((d for d in workspace().datasets() if d.dataset_id == dataset_id), None)
+
+
+def require_dataset() -> DatasetRecord:
+    """The selected dataset; otherwise say where to get one and stop the page."""
+    dataset = current_dataset()
+    if dataset is None:
+        st.info("There is no dataset yet. Upload files on the Datasets page, or run the demo from Home.")
+        st.page_link(PAGES["datasets"], label="Go to Datasets", icon=":material/upload_file:")
+        st.stop()
+    return dataset
+
+
+def require_run() -> LoadedRun:
+    """The selected run, loaded; otherwise say how to train one and stop the page."""
+    dataset = require_dataset()
+    run_id = st.session_state.get(RUN_KEY)
+    if not run_id:
+        st.info(f"The dataset “{md(dataset.name)}” has no trained SAE yet. Train one on the Train SAE page.")
+        st.page_link(PAGES["train"], label="Go to Train SAE", icon=":material/model_training:")
+        st.stop()
+    try:
+        return loaded_run(run_id)
+    except PrismaError as error:  # e.g. its weights file was damaged: say so instead of showing a traceback
+        st.error(f"This SAE run cannot be opened: {md(error)} Delete it on the Train SAE page and train again.")
+        st.page_link(PAGES["train"], label="Go to Train SAE", icon=":material/model_training:")
+        st.stop()
+
+
+def open_feature(feature_id: int) -> None:
+    st.session_state[FEATURE_KEY] = int(feature_id)
+
+
+def current_feature(run: LoadedRun) -> int:
+    """The open feature card: the last one chosen, else the densest feature."""
+    chosen = st.session_state.get(FEATURE_KEY)
+    if chosen is not None and 0 <= int(chosen) < len(run.features):
+        return int(chosen)
+    return int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[0])

@@ -1,0 +1,39 @@
+"""User content (document text, titles, labels) is always shown as text: these helpers make it safe for markdown
+and HTML contexts. Streamlit already refuses raw HTML in markdown; markdown itself (links, images, headings) in a
+label must still not render, so it is escaped too."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pandas as pd
+
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
+SNIPPET_CHARS = 220
+
+
+def md(value: object) -> str:
+    """Any value as literal text inside st.markdown / st.caption / widget labels."""
+    text = "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", text).replace("\n", " ")
+
+
+def html_text(value: object, limit: int | None = None) -> str:
+    """Literal text for an HTML context (graph node labels and tooltips)."""
+    text = "" if value is None else str(value)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return html.escape(text, quote=True)
+
+
+def snippet(text: object, limit: int = SNIPPET_CHARS) -> str:
+    """The start of a document on one line, for tables."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def feature_name(feature_id: int, label: object) -> str:
+    """How a feature is named in pickers and charts: "#12 chest pain, cough" (plain text, not markdown)."""
+    shown = "" if label is None or (not isinstance(label, str) and pd.isna(label)) else str(label)
+    return f"#{int(feature_id)} {shown}".strip()
