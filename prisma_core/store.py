@@ -506,11 +506,22 @@ class Workspace:
                     "config": json.dumps(record.config),
                     "metrics": json.dumps(record.metrics),
                     "history": json.dumps(record.history),
-                    "weights_dir": record.weights_dir,
+                    "weights_dir": self._relative_to_workspace(record.weights_dir),
                     "versions": json.dumps(record.versions),
                 }
             ],
         )
+
+    def _relative_to_workspace(self, path: str) -> str:
+        """Paths inside the workspace are stored relative to it, so a moved or copied workspace keeps its runs."""
+        return Path(path).relative_to(self.path).as_posix() if Path(path).is_relative_to(self.path) else path
+
+    def _in_workspace(self, stored: str) -> Path:
+        """A stored path, resolved; an absolute one from a workspace since moved is looked up under runs/ here."""
+        path = Path(stored)
+        if not path.is_absolute():
+            return self.path / path
+        return path if path.exists() else self.path / "runs" / path.name
 
     def runs(self, dataset_id: str | None = None) -> list[RunRecord]:
         where = f"dataset_id = '{check_id(dataset_id)}'" if dataset_id else "true"
@@ -524,7 +535,7 @@ class Workspace:
                 config=json.loads(r.config),
                 metrics=json.loads(r.metrics),
                 history=json.loads(r.history),
-                weights_dir=str(self.path / "runs" / r.run_id),  # not the stored path: the folder may have moved
+                weights_dir=str(self._in_workspace(r.weights_dir)),
                 versions=json.loads(r.versions),
             )
             for r in frame.itertuples()
