@@ -273,7 +273,9 @@ class Workspace:
         table = self._table(name, schema)
         data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=table.schema)
         if data.num_rows:
-            _retry(lambda: table.add(data))
+            # Re-open on every attempt: when two sessions create the same table at once, the loser's append conflicts
+            # with the winner's create (an Overwrite) and only succeeds against the table as it now is.
+            _retry(lambda: self.db.open_table(name).add(data))
 
     def _delete(self, name: str, where: str) -> None:
         if self._has_table(name):
