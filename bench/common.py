@@ -169,6 +169,12 @@ def write_result(name: str, result: dict[str, Any], out_dir: Path) -> Path:
     return path
 
 
+def publish(name: str, result: dict[str, Any], args: argparse.Namespace, render: Callable[[dict], str]) -> None:
+    """Command-line ending shared by every benchmark: save the JSON result and print its markdown."""
+    write_result(name + ("_quick" if args.quick else ""), result, args.out)
+    print(render(result))
+
+
 def read_result(name: str, out_dir: Path) -> dict[str, Any]:
     return json.loads((out_dir / f"{name}.json").read_text())
 

@@ -108,8 +108,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main() -> None:
     args = common.parser(__doc__.splitlines()[0]).parse_args()
     result = run(args.quick)
-    common.write_result(NAME + ("_quick" if args.quick else ""), result, args.out)
-    print(markdown(result))
+    common.publish(NAME, result, args, markdown)
 
 
 if __name__ == "__main__":

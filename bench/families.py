@@ -211,8 +211,7 @@ def main() -> None:
         print(json.dumps(worker(args.worker, args.codes)))
         return
     result = run(args.quick, args.cache)
-    common.write_result(NAME + ("_quick" if args.quick else ""), result, args.out)
-    print(markdown(result))
+    common.publish(NAME, result, args, markdown)
 
 
 if __name__ == "__main__":

@@ -298,8 +298,7 @@ def main() -> None:
         args.result.write_text(json.dumps(worker(args.worker, args.data, json.loads(args.settings))))
         return
     result = run(args.quick, args.cache)
-    common.write_result(NAME + ("_quick" if args.quick else ""), result, args.out)
-    print(markdown(result))
+    common.publish(NAME, result, args, markdown)
 
 
 if __name__ == "__main__":

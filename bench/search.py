@@ -187,8 +187,7 @@ the index {result["index_seconds"]:.1f} s.
 def main() -> None:
     args = common.parser(__doc__.splitlines()[0]).parse_args()
     result = run(args.quick, args.cache)
-    common.write_result(NAME + ("_quick" if args.quick else ""), result, args.out)
-    print(markdown(result))
+    common.publish(NAME, result, args, markdown)
 
 
 if __name__ == "__main__":
