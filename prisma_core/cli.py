@@ -14,6 +14,7 @@ from typing import Any
 from tqdm import tqdm
 
 from prisma_core import pipeline
+from prisma_core.config_docs import field_docs
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import LabellingError, PrismaError
 from prisma_core.families import FamilyConfig
@@ -67,17 +68,19 @@ def _flag_type(annotation: Any) -> tuple[Any, list[Any] | None]:
 def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix: str = "") -> None:
     """One `--field-name` flag per dataclass field, typed, defaulting to None (= the config's own default)."""
     hints = typing.get_type_hints(config_type)
+    docs = field_docs(config_type)
     group = parser.add_argument_group(config_type.__name__)
     for field in dataclasses.fields(config_type):
-        flag = "--" + prefix + field.name.replace("_", "-")
+        flag = "--" + (prefix + field.name).replace("_", "-")
         kind, choices = _flag_type(hints[field.name])
         default = field.default if field.default is not dataclasses.MISSING else None
+        help_text = f"{docs[field.name]} (default: {default})".strip().replace("%", "%%")
         if kind is bool:
-            group.add_argument(flag, dest=prefix + field.name, action=argparse.BooleanOptionalAction, default=None)
-        else:
             group.add_argument(
-                flag, dest=prefix + field.name, type=kind, choices=choices, default=None, help=f"default: {default}"
+                flag, dest=prefix + field.name, action=argparse.BooleanOptionalAction, default=None, help=help_text
             )
+        else:
+            group.add_argument(flag, dest=prefix + field.name, type=kind, choices=choices, default=None, help=help_text)
 
 
 def config_from_args(config_type: type, args: argparse.Namespace, prefix: str = "") -> Any:

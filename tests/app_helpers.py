@@ -28,8 +28,8 @@ def new_app(dataset_id: str | None = None, run_id: str | None = None) -> AppTest
 
 
 def open_page(at: AppTest, page: str) -> AppTest:
-    """Switch to app_pages/<page>.py and run it."""
-    return at.switch_page(f"app_pages/{page}.py").run()
+    """Switch to pages/<page>.py and run it."""
+    return at.switch_page(f"pages/{page}.py").run()
 
 
 def wait_for_job(key: str) -> None:

@@ -41,7 +41,7 @@ def test_top_and_zero_documents(codes):
     assert top["value"].tolist() == pytest.approx([0.9, 0.8])
     zero = analysis.zero_documents(codes, 0, n=10)
     assert zero.tolist() == [2, 4, 5]
-    positions, values = analysis.feature_column(codes, 3)
+    positions, _ = analysis.feature_column(codes, 3)
     assert sorted(positions.tolist()) == [4, 5]
 
 

@@ -1,12 +1,9 @@
-"""The UI helpers without a browser: the background job registry, safe text, help texts from config docstrings."""
+"""The UI helpers without a browser: the background job registry and safe text."""
 
 import threading
 
 from prisma_core.errors import TrainingError
-from prisma_core.families import FamilyConfig
 from prisma_core.progress import Progress
-from prisma_core.sae import SAEConfig
-from ui.forms import field_help
 from ui.jobs import JobRegistry
 from ui.text import feature_name, html_text, md, snippet
 
@@ -58,11 +55,3 @@ def test_user_text_is_escaped_for_markdown_and_html():
     assert html_text("abcdefghij", limit=5) == "abcd…"
     assert snippet("a  b\n\nc", 10) == "a b c" and snippet("x" * 30, 10) == "x" * 9 + "…"
     assert feature_name(12, "chest · pain") == "#12 chest · pain" and feature_name(3, None) == "#3"
-
-
-def test_help_texts_come_from_the_config_docstrings():
-    sae_help = field_help(SAEConfig)
-    assert set(sae_help) == {f for f in SAEConfig.__dataclass_fields__}
-    assert sae_help["k"].startswith("Active features per document (the TopK)")
-    assert all(sae_help.values())
-    assert field_help(FamilyConfig)["tau"].startswith("Drop feature pairs whose normalised co-occurrence")

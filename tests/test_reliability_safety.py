@@ -29,7 +29,7 @@ SCANNED = sorted(
         REPO / "app.py",
         *(REPO / "prisma_core").rglob("*.py"),
         *(REPO / "ui").rglob("*.py"),
-        *(REPO / "app_pages").glob("*.py"),
+        *(REPO / "pages").glob("*.py"),
     ]
 )
 UNSAFE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve", "marshal", "jsonpickle"}
@@ -75,7 +75,7 @@ def unsafe_loads(path: Path) -> list[str]:
 def test_the_scan_covers_the_core_the_ui_and_every_page() -> None:
     names = {path.relative_to(REPO).as_posix() for path in SCANNED}
     assert {"app.py", "prisma_core/sae/io.py", "prisma_core/ingest.py", "ui/state.py"} <= names
-    assert {f"app_pages/{page}.py" for page in ("datasets", "features", "families", "explore", "train")} <= names
+    assert {f"pages/{page}.py" for page in ("datasets", "features", "families", "explore", "train")} <= names
 
 
 def test_scan_finds_what_it_looks_for(tmp_path: Path) -> None:

@@ -22,13 +22,13 @@ from ui.jobs import JobRegistry
 from ui.text import md
 
 PAGES = {
-    "home": "app_pages/home.py",
-    "datasets": "app_pages/datasets.py",
-    "embeddings": "app_pages/embeddings.py",
-    "train": "app_pages/train.py",
-    "features": "app_pages/features.py",
-    "families": "app_pages/families.py",
-    "explore": "app_pages/explore.py",
+    "home": "pages/home.py",
+    "datasets": "pages/datasets.py",
+    "embeddings": "pages/embeddings.py",
+    "train": "pages/train.py",
+    "features": "pages/features.py",
+    "families": "pages/families.py",
+    "explore": "pages/explore.py",
 }
 DATASET_KEY = "dataset_id"
 RUN_KEY = "run_id"

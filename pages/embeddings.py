@@ -5,15 +5,15 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
+from prisma_core.config_docs import field_docs
 from prisma_core.embed import DEFAULT_MODEL, EmbedConfig, model_key, plan_chunks, resolve_device, resolve_precision
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
-from ui.forms import field_help
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, dataset_documents, embed_config, encoder, require_dataset, set_embed_config, workspace
 from ui.text import md
 
-HELP = field_help(EmbedConfig)
+HELP = field_docs(EmbedConfig)
 PRECISIONS = ["auto", "fp32", "bf16"]
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis, pipeline
+from prisma_core.config_docs import field_docs
 from prisma_core.embed import model_key
 from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
@@ -12,14 +13,13 @@ from prisma_core.pipeline import RunSummary
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import RunRecord
 from ui import charts
-from ui.forms import field_help
 from ui.jobs import Job
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, RUN_KEY, embed_config, loaded_run, require_dataset, revision, select, workspace
 from ui.text import feature_name, md
 
-SAE_HELP = field_help(SAEConfig)
-FAMILY_HELP = field_help(FamilyConfig)
+SAE_HELP = field_docs(SAEConfig)
+FAMILY_HELP = field_docs(FamilyConfig)
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 HEATMAP_FEATURES = 20
 WARNINGS_KEY = "train_warnings"
