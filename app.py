@@ -1,4 +1,10 @@
-"""Prisma's entrypoint: routes to the pages and draws the shared dataset/run pickers."""
+"""Prisma's entrypoint: routes to the pages and draws the shared dataset/run pickers.
+
+Every page's URL differs from its file name on purpose. Streamlit still has a legacy router for a `pages/` folder,
+which handles the first run of a server process (and every AppTest run) before `st.navigation` switches it off;
+it runs a page file whose name matches the requested URL directly, skipping this script and its sidebar. With
+distinct URLs it finds no such file and runs this script, which routes as below.
+"""
 
 import streamlit as st
 
@@ -8,12 +14,12 @@ st.set_page_config(page_title="Prisma", page_icon=":material/change_history:", l
 page = st.navigation(
     [
         st.Page(PAGES["home"], title="Home", icon=":material/home:", default=True),
-        st.Page(PAGES["datasets"], title="Datasets", icon=":material/upload_file:"),
-        st.Page(PAGES["embeddings"], title="Embeddings", icon=":material/scatter_plot:"),
-        st.Page(PAGES["train"], title="Train SAE", icon=":material/model_training:"),
-        st.Page(PAGES["features"], title="Features", icon=":material/label:"),
-        st.Page(PAGES["families"], title="Families", icon=":material/account_tree:"),
-        st.Page(PAGES["explore"], title="Explore", icon=":material/travel_explore:"),
+        st.Page(PAGES["datasets"], title="Datasets", icon=":material/upload_file:", url_path="data"),
+        st.Page(PAGES["embeddings"], title="Embeddings", icon=":material/scatter_plot:", url_path="embed"),
+        st.Page(PAGES["train"], title="Train SAE", icon=":material/model_training:", url_path="train-sae"),
+        st.Page(PAGES["features"], title="Features", icon=":material/label:", url_path="feature-browser"),
+        st.Page(PAGES["families"], title="Families", icon=":material/account_tree:", url_path="family-graph"),
+        st.Page(PAGES["explore"], title="Explore", icon=":material/travel_explore:", url_path="explorer"),
     ]
 )
 sidebar()

@@ -159,15 +159,15 @@ def browse(server: Server, session: int) -> list[Visit]:
         return snapshot
 
     for round_number in range(N_ROUNDS):
-        features = visit("features", {"page": "features"})
+        features = visit("features", {"page": "feature-browser"})
         (picker,) = [node for node in nodes(features["tree"]) if node.get("key") == "feature_pick"]
         pick = picker["props"]["options"][(7 * session + 3 * round_number) % len(picker["props"]["options"])]
         visit("features: open a card", {"widget_state": {"feature_pick": pick}})
-        families = visit("families", {"page": "families"})
+        families = visit("families", {"page": "family-graph"})
         (shown,) = [node for node in nodes(families["tree"]) if node.get("key") == "family_shown"]
         family = shown["props"]["options"][1 + (session + round_number) % (len(shown["props"]["options"]) - 1)]
         visit("families: draw one family", {"widget_state": {"family_shown": family}})
-        visit("explore", {"page": "explore"})
+        visit("explore", {"page": "explorer"})
         if round_number % 2 == 0:
             visit("explore: search", {"widget_state": {"explore_tab": "Search"}})
             query = SEARCHES[(session + round_number) % len(SEARCHES)]
