@@ -99,7 +99,7 @@ def device_report() -> dict[str, Any]:
     """
     import torch
 
-    from prisma_core.embed import cpu_has_native_bf16, resolve_device, resolve_precision
+    from prisma_core.embed import EmbedConfig, cpu_has_native_bf16, model_key, resolve_device
 
     device = resolve_device("auto")
     return {
@@ -108,7 +108,7 @@ def device_report() -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "native_bf16": cpu_has_native_bf16(),
         "device": device,
-        "embedding_precision_auto": resolve_precision("auto", device),
+        "embedding_space_auto": model_key(EmbedConfig()),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "load_average_1m": os.getloadavg()[0],

@@ -120,7 +120,7 @@ reports the ratio: the machine is shared, so absolute times drift with its load 
 
 Device: {device["cpu"]}, {device["cores"]} cores, torch {device["torch"]} with {device["torch_threads"]} threads,
 compute device **{device["device"]}**, native bf16 (AMX / AVX-512 BF16): **{device["native_bf16"]}**, so the
-embedding precision `auto` resolves to **{device["embedding_precision_auto"]}**."""
+default embedding settings use the vector space **{device["embedding_space_auto"]}**."""
 
 
 def main() -> None:

@@ -6,7 +6,15 @@ import streamlit as st
 
 from prisma_core import pipeline
 from prisma_core.config_docs import field_docs
-from prisma_core.embed import DEFAULT_MODEL, EmbedConfig, model_key, plan_chunks, resolve_device, resolve_precision
+from prisma_core.embed import (
+    DEFAULT_MODEL,
+    EmbedConfig,
+    model_key,
+    plan_chunks,
+    resolve_backend,
+    resolve_device,
+    resolve_precision,
+)
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
 from ui.progress import job_panel, start_job
@@ -16,6 +24,7 @@ from ui.text import md
 HELP = field_docs(EmbedConfig)
 PRECISIONS = ["auto", "fp32", "bf16"]
 DEVICES = ["auto", "cpu", "cuda", "mps"]
+BACKENDS = ["auto", "torch", "openvino"]
 
 dataset = require_dataset()
 st.title("Embeddings")
@@ -40,17 +49,20 @@ def token_statistics(workspace_path: str, dataset_id: str, model: str, device: s
 def settings_form(current: EmbedConfig) -> EmbedConfig | None:
     model = st.text_input("Model", value=current.model, help=HELP["model"], key="embed_model")
     with st.expander("Advanced settings"):
-        left, middle, right, last = st.columns(4)
-        batch_size = left.number_input(
+        first, second, third, fourth, fifth = st.columns(5)
+        batch_size = first.number_input(
             "Batch size", min_value=1, value=current.batch_size, help=HELP["batch_size"], key="embed_batch"
         )
-        precision = middle.selectbox(
+        precision = second.selectbox(
             "Precision", PRECISIONS, index=PRECISIONS.index(current.precision), help=HELP["precision"], key="prec"
         )
-        device = right.selectbox(
+        backend = third.selectbox(
+            "Backend", BACKENDS, index=BACKENDS.index(current.backend), help=HELP["backend"], key="embed_backend"
+        )
+        device = fourth.selectbox(
             "Device", DEVICES, index=DEVICES.index(current.device), help=HELP["device"], key="embed_device"
         )
-        normalize = last.checkbox("Normalise", value=current.normalize, help=HELP["normalize"], key="embed_norm")
+        normalize = fifth.checkbox("Normalise", value=current.normalize, help=HELP["normalize"], key="embed_norm")
     try:
         return EmbedConfig(
             model=model.strip() or DEFAULT_MODEL,
@@ -58,6 +70,7 @@ def settings_form(current: EmbedConfig) -> EmbedConfig | None:
             normalize=normalize,
             precision=precision,
             device=device,
+            backend=backend,
         )
     except ValueError as error:
         st.error(md(error))
@@ -96,10 +109,15 @@ def show_summary(summary: EmbedSummary) -> None:
 config = settings_form(embed_config())
 if config is None:
     st.stop()
+try:
+    runtime = "OpenVINO" if resolve_backend(config) == "openvino" else "torch"
+except PrismaError as error:
+    st.error(f"{md(error)} Or set the backend back to auto.", icon=":material/error:")
+    st.stop()
 device = resolve_device(config.device)
 precision = resolve_precision(config.precision, device)
-speed = "bf16 fast path" if precision == "bf16" else "fp32"
-st.caption(f"Runs on **{device}** in **{speed}**. Vector space: {md(model_key(config))}")
+speed = f"{runtime} {precision}" + (", the fast path" if precision == "bf16" else "")
+st.caption(f"Runs on **{device}** with **{speed}**. Vector space: {md(model_key(config))}")
 
 with st.expander("Token statistics: how documents split into windows"):
     if st.toggle("Count tokens", key="count_tokens"):

@@ -4,7 +4,7 @@ import numpy as np
 from app_helpers import new_app, open_page, texts, wait_for_job
 
 from prisma_core import pipeline
-from prisma_core.embed import EmbedConfig, load_model, model_key, plan_chunks, resolve_device, resolve_precision
+from prisma_core.embed import EmbedConfig, load_model, model_key, plan_chunks, resolve_backend
 from prisma_core.ingest import IngestConfig
 from ui.state import job_registry
 
@@ -16,9 +16,12 @@ def test_embedded_dataset_offers_training_and_names_the_precision(trained_app):
     open_page(at, "embeddings")
     assert not at.exception
     assert at.sidebar.selectbox(key="dataset_id").value == trained_app.dataset_id
-    precision = resolve_precision("auto", resolve_device("auto"))
-    speed = "bf16 fast path" if precision == "bf16" else "fp32"
-    assert texts(at.caption)[0] == f"Runs on **cpu** in **{speed}**. Vector space: all-MiniLM-L6-v2|{precision}"
+    space = model_key(EmbedConfig())
+    if resolve_backend(EmbedConfig()) == "openvino":
+        assert space == "all-MiniLM-L6-v2|openvino-bf16"
+        assert texts(at.caption)[0] == f"Runs on **cpu** with **OpenVINO bf16, the fast path**. Vector space: {space}"
+    else:
+        assert texts(at.caption)[0] == f"Runs on **cpu** with **torch fp32**. Vector space: {space}"
     assert texts(at.success) == ["“BBC sample” is embedded with this model: you can train an SAE."]
     assert not [button for button in at.button if button.key == "embed_button"]
 
@@ -70,3 +73,15 @@ def test_unknown_model_shows_the_loading_error(trained_app):
     )
     assert "Use the bundled default 'all-MiniLM-L6-v2'" in error
     assert trained_app.workspace.has_vectors(trained_app.dataset_id, model_key(EmbedConfig()))
+
+
+def test_a_backend_that_cannot_run_here_is_explained(trained_app):
+    at = new_app(trained_app.dataset_id)
+    open_page(at, "embeddings")
+    at.selectbox(key="embed_backend").select("openvino")
+    at.selectbox(key="embed_device").select("cuda").run()
+    assert not at.exception
+    assert texts(at.error) == [
+        "The OpenVINO backend runs on the CPU only, not on 'cuda': choose torch. Or set the backend back to auto."
+    ]
+    assert not [button for button in at.button if button.key == "embed_button"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import common, embedding, end_to_end, families, fast_cpu, run_all, sae_training, search
+from prisma_core.embed import EmbedConfig, model_key, openvino_installed
 
 
 def positive(value: float) -> bool:
@@ -41,16 +42,16 @@ def test_embedding_quick_reports_ratios_truncation_and_cache_speedup() -> None:
     assert "Ratio Prisma / plain" in embedding.markdown(result)
 
 
-def test_fast_cpu_quick_compares_bf16_with_fp32() -> None:
+def test_fast_cpu_quick_compares_the_fast_paths_with_fp32() -> None:
     result = fast_cpu.run(quick=True)
     paths = result["paths"]
-    assert {"fp32", "bf16"} <= set(paths)
+    assert set(paths) == {"fp32", "bf16"} | ({"openvino_bf16"} if openvino_installed() else set())
     assert paths["fp32"]["cosine_to_fp32_min"] == pytest.approx(1.0, abs=1e-6)
-    assert 0.99 <= paths["bf16"]["cosine_to_fp32_min"] <= 1.0 + 1e-6
+    assert all(0.99 <= path["cosine_to_fp32_min"] <= 1.0 + 1e-6 for path in paths.values())
     assert all(positive(path["tokens_per_s"]) for path in paths.values())
     assert all(math.isfinite(value) and value >= 0 for value in result["sae"].values())  # 2 held-out documents
-    assert result["auto_precision"] == ("bf16" if result["native_bf16"] else "fp32")
-    assert "bf16 speed-up" in fast_cpu.markdown(result)
+    assert result["auto_space"] == model_key(EmbedConfig())
+    assert "Fastest path" in fast_cpu.markdown(result)
 
 
 def test_sae_training_quick_scores_both_trainers_alike(cache_dir: Path) -> None:

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from prisma_core import embed
 from prisma_core.embed import (
     DEFAULT_MODEL,
     EmbedConfig,
@@ -9,7 +10,9 @@ from prisma_core.embed import (
     embed_documents,
     embed_texts,
     load_model,
+    model_key,
     plan_chunks,
+    resolve_backend,
     resolve_precision,
 )
 from prisma_core.errors import EmbeddingError
@@ -84,12 +87,56 @@ def test_normalize_gives_unit_vectors(bbc):
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_bf16_fast_path_matches_fp32_direction(bbc):
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+@pytest.mark.parametrize("backend", ["torch", "openvino"])
+def test_bf16_fast_paths_match_fp32_direction(bbc, backend):
     texts = bbc["text"].head(16).tolist()
     fp32 = embed_texts(texts, FP32)
-    bf16 = embed_texts(texts, EmbedConfig(precision="bf16"))
-    cosine = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
-    assert cosine.min() >= 0.999
+    bf16 = embed_texts(texts, EmbedConfig(precision="bf16", backend=backend))
+    assert cosines(fp32, bf16).min() >= 0.999
+
+
+def test_openvino_backend_pools_exactly_what_torch_pools(bbc, encoder):
+    """Same windows, same pooling, same averaging: at fp32 the converted model gives the torch vectors."""
+    texts = [long_document(bbc, encoder, 3), *bbc["text"].head(5)]
+    torch_vectors = embed_documents(texts, FP32)
+    openvino_vectors = embed_documents(texts, EmbedConfig(precision="fp32", backend="openvino"))
+    assert openvino_vectors.chunking.chunks_per_doc.tolist() == torch_vectors.chunking.chunks_per_doc.tolist()
+    assert openvino_vectors.chunking.chunks_per_doc[0] == 3
+    np.testing.assert_allclose(openvino_vectors.vectors, torch_vectors.vectors, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("native_bf16", "installed", "config", "backend", "space"),
+    [
+        (True, True, EmbedConfig(), "openvino", "openvino-bf16"),
+        (True, False, EmbedConfig(), "torch", "bf16"),
+        (False, True, EmbedConfig(), "torch", "fp32"),
+        (True, True, EmbedConfig(precision="fp32"), "torch", "fp32"),
+        (True, True, EmbedConfig(backend="torch"), "torch", "bf16"),
+        (False, True, EmbedConfig(backend="openvino"), "openvino", "openvino-fp32"),
+    ],
+)
+def test_auto_backend_is_openvino_only_for_bf16_on_a_cpu_that_has_it(
+    monkeypatch, native_bf16, installed, config, backend, space
+):
+    monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: native_bf16)
+    monkeypatch.setattr(embed, "openvino_installed", lambda: installed)
+    assert resolve_backend(config) == backend
+    assert model_key(config) == f"{DEFAULT_MODEL}|{space}"
+
+
+def test_openvino_backend_that_cannot_run_says_why(monkeypatch):
+    with pytest.raises(EmbeddingError, match="CPU only"):
+        resolve_backend(EmbedConfig(backend="openvino", device="cuda"))
+    monkeypatch.setattr(embed, "openvino_installed", lambda: False)
+    with pytest.raises(EmbeddingError, match="pip install openvino"):
+        model_key(EmbedConfig(backend="openvino"))
+    with pytest.raises(ValueError, match="backend must be"):
+        EmbedConfig(backend="onnx")  # type: ignore[arg-type]
 
 
 def test_auto_precision_uses_bf16_only_where_the_cpu_has_it():
