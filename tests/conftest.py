@@ -4,9 +4,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from streamlit.runtime.pages_manager import PagesManager
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = Path(os.environ.get("PRISMA_CORPORA", REPO.parent / "shared" / "corpora"))
+
+
+@pytest.fixture(autouse=True)
+def app_routes_like_a_running_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest runs the app the way a running server does: routed by app.py's st.navigation.
+
+    Before every AppTest run Streamlit re-detects the `pages/` folder and routes that run with its legacy pages/
+    router, which a server uses for its very first run only (app.py's st.navigation turns it off for good). The
+    legacy router can run a page without app.py, so the sidebar and the page switches the app makes would be lost.
+    """
+    detect = PagesManager.__init__
+
+    def detect_then_use_navigation(self: PagesManager, *args: object, **kwargs: object) -> None:
+        detect(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(PagesManager, "__init__", detect_then_use_navigation)
 
 
 @pytest.fixture(scope="session")
