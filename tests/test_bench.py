@@ -39,6 +39,8 @@ def test_embedding_quick_reports_ratios_truncation_and_cache_speedup() -> None:
     assert truncation["window"] == 254
     assert cache["warm_new_dataset_from_cache"] == cache["documents"]
     assert cache["speedup_same_dataset"] > 1 and cache["speedup_new_dataset"] > 1
+    assert result["space"].endswith("|bf16") or result["space"].endswith("|fp32")  # torch on both sides
+    assert result["default_space"] == model_key(EmbedConfig())
     assert "Ratio Prisma / plain" in embedding.markdown(result)
 
 
