@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib.util
 import platform
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,10 @@ from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
+
+LOADING = threading.RLock()
+"""Held while a model is loaded or converted: sessions that ask at the same moment wait for one load instead of each
+loading (or converting) the model themselves, which the caches alone do not prevent."""
 
 Precision = Literal["auto", "fp32", "bf16"]
 Backend = Literal["auto", "torch", "openvino"]
@@ -114,9 +119,14 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-@functools.lru_cache(maxsize=4)
 def load_model(model: str, device: str = "auto", precision: Precision = "auto") -> SentenceTransformer:
     """Load (once per process) a sentence-transformers model on the resolved device and precision."""
+    with LOADING:
+        return _load_model(model, device, precision)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(model: str, device: str, precision: Precision) -> SentenceTransformer:
     device = resolve_device(device)
     try:
         encoder = SentenceTransformer(resolve_model_path(model), device=device)

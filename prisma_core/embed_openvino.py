@@ -16,7 +16,7 @@ import openvino
 import torch
 from sentence_transformers import SentenceTransformer
 
-from prisma_core.embed import Pooler, load_model
+from prisma_core.embed import LOADING, Pooler, load_model
 from prisma_core.errors import EmbeddingError
 
 _DYNAMIC = openvino.PartialShape([-1, -1])
@@ -57,7 +57,8 @@ def _compiled(model: str, precision: Literal["fp32", "bf16"]) -> openvino.Compil
 
 def openvino_pooler(model: str, precision: Literal["fp32", "bf16"]) -> Pooler:
     """A pooler on the compiled model; each call has its own inference request, so concurrent jobs can share it."""
-    compiled = _compiled(model, precision)
+    with LOADING:
+        compiled = _compiled(model, precision)
     tokenizer = load_model(model, "cpu", "fp32").tokenizer
 
     def pool(batch_ids: list[list[int]]) -> np.ndarray:

@@ -1,3 +1,5 @@
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 import torch
@@ -155,3 +157,20 @@ def test_embedding_reports_chunk_statistics(bbc):
 def test_unknown_model_raises_embedding_error(tmp_path):
     with pytest.raises(EmbeddingError, match="Could not load the embedding model"):
         load_model(str(tmp_path / "no-such-model"), "cpu", "fp32")
+
+
+def test_sessions_asking_for_a_model_at_once_share_one_load(monkeypatch):
+    """Five app sessions searching at the same moment must not each load (or convert) the model."""
+    constructed = []
+    real = embed.SentenceTransformer
+
+    def counting(*args, **kwargs):
+        constructed.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(embed, "SentenceTransformer", counting)
+    embed._load_model.cache_clear()
+    with ThreadPoolExecutor(5) as pool:
+        models = list(pool.map(lambda _: load_model(DEFAULT_MODEL, "cpu", "fp32"), range(5)))
+    assert len(constructed) == 1
+    assert all(model is models[0] for model in models)
