@@ -22,61 +22,44 @@ from bench import common
 BENCHMARKS = ["embedding", "fast_cpu", "sae_training", "families", "search", "end_to_end"]
 NOTES = """## Notes: conditions, gaps and what would close them
 
-**Conditions.** These full runs shared the 2 cores with other engineers' test suites (load average 5 to 12, see each
-section). torch's two OpenMP threads then wait on each other at every operation, which slows small operations (SAE
-steps, short batches) far more than big ones: absolute seconds here are 2x to 10x what an idle machine gives, and
-the absolute targets (families < 10 s, end to end < 90 s / 20 s) are judged under that load. Ratios come from
-interleaved runs and hold better. Re-run `.venv/bin/python -m bench.run_all` on an idle machine for the absolute
-targets.
+**Conditions.** These full runs (2026-11-22, 11:53 to 12:25 UTC) had the machine to themselves: an AMD EPYC with
+AVX-512 BF16 but no AMX, 2 cores, load average 1.4 to 2.1 (the benchmark itself). The numbers recorded before them
+(load average 5 to 12, other test suites sharing the cores) were 2x to 10x slower in absolute terms and understated
+every ratio that involves many small torch operations; they are replaced here. Ratios come from interleaved runs.
 
-**Embedding (1).** Met: chunk-and-average runs at the speed of plain `encode` on the same windows, and a warm
-re-run is hundreds of times faster than the cold one. The cold/warm comparison used the first 600 articles and the
-throughput comparison the first 300 (all of BBC for the truncation statistics), to fit the run into the time the
-loaded machine allowed.
+**Embedding (1).** Met: chunk-and-average runs at the speed of plain `encode` on the same windows (1.11x overall,
+both on torch bf16), and a warm re-run is hundreds of times faster than the cold one.
 
-**Fast CPU path (2).** Under the load of the full run (about 10) bf16 measured only 1.2x fp32 and OpenVINO 1.0x;
-every path waited on the CPU more than it computed. Earlier the same day, at load 5 to 7, the same 300 articles at
-batch 64 in two interleaved rounds gave: torch fp32 1,823 and 1,264 tokens/s, torch bf16 weights 3,525 and 2,560
-(1.9x to 2.0x), OpenVINO bf16 5,610 and 5,381 (3.1x to 4.3x fp32, 1.6x to 2.1x torch bf16), minimum cosine to fp32
-0.99994 (torch bf16) and 0.99998 (OpenVINO). The issue's idle-machine measurement is 3,960 vs 11,153 tokens/s
-(2.8x). The cosine target holds everywhere and the SAE trained on bf16 vectors is as good (held-out FVU within
-0.002). Proposal: an OpenVINO backend for CPUs with native bf16 (`openvino` 2026.4.1 from PyPI installs cleanly
-beside torch 2.13 and transformers 5, about 200 MB; `openvino.convert_model` on the sentence-transformers module
-with dynamic batch and length, compiled with `INFERENCE_PRECISION_HINT=bf16`; conversion took 29 s under load, so
-cache the converted model on disk once per model). Confirm it on an idle machine before adopting it: it is the
-path most likely to bring the cold end-to-end run under 90 s.
+**Fast CPU path (2).** Met on this CPU by the OpenVINO backend (2.68x torch fp32, minimum cosine 0.99998, the same
+SAE held-out FVU within 0.002), which `backend="auto"` now picks where the CPU has native bf16 and `openvino` is
+installed (it is in requirements.txt); torch with bf16 weights gives 2.13x. On CPUs without native bf16 the default
+stays torch fp32, so it is never slower there. OpenVINO converts the model once per process (about 4 s). Not tried:
+int8 (OpenVINO NNCF post-training quantization), which is the next step for the embedding-bound cold run below.
 
-**SAE training (3).** Only the first interleaved pair of the BBC comparison finished (the run was stopped for time;
-scaling with n and with documents was not measured in the full run, only in `--quick`). Both trainers ran at about
-1 s per step under load, where every torch operation pays for thread contention, so the ratio (1.09x) mostly counts
-operations per step; the quick run (less loaded, n = 768) gave 1.42x. At equal settings Prisma's held-out FVU is
-within 0.6% of latentsae's (0.3616 vs 0.3595) with 0.3% dead latents against latentsae's 18%. What would close the
-gap: fewer operations per step (the training forward builds the dense `latents` [batch, n] code, which the loss
-does not use; the AuxK top-k runs over all latents when few are dead), bf16 autocast for the encoder product on
-AMX CPUs, and re-measuring on an idle machine.
+**SAE training (3).** Met on the comparison the target names (real BBC embeddings, 40 epochs): 2.25x latentsae's
+samples/s at held-out FVU 0.3609 vs 0.3615 and 0.23% dead latents vs 18.2%. The scaling runs are single epochs on
+10,000 or 200,000 resampled vectors, timed over the whole training call, where fixed costs (the geometric-median
+init, per-epoch and final evaluation) weigh more: 1.12x to 1.40x. After one epoch at 6,144 and 12,288 latents
+Prisma's held-out FVU is worse than latentsae's (0.58 and 0.64 vs 0.53): at equal learning rate Prisma's constant
+rate gets less far in so few steps than latentsae's schedule; at 40 epochs both reach the same FVU.
 
-**Families (4).** Prisma's peak memory is a third to a half of the scipy AᵀA baseline's at n = 12,288 and far below
-2 GB; time is the gap. Profiled on the synthetic 12,288 x 200,000 codes under the same load: co-occurrence 11.2 s,
-one networkx maximum spanning forest over the 440,670 edges 12.9 s (three rounds are built).
-`scipy.sparse.csgraph.minimum_spanning_tree` on the negated weights of the same edges takes 0.47 s and returns a
-forest of the same total weight (11,324.42, 12,287 edges): replacing `nx.maximum_spanning_tree` in
-`families._oriented_forest` removes most of the time (mind zero weights, which csgraph treats as absent edges, and
-tie-breaking, which may pick different equal-weight edges). The co-occurrence count itself is slower than scipy's
-AᵀA (which needs up to 2.4x the memory); computing each feature block as a scipy product
-`A[:, block].T @ A` would keep the blocked memory bound at compiled speed.
+**Families (4).** Met: 4.9 s and 605 MB peak at 12,288 features over 200,000 documents (16.1 s before scipy's
+compiled spanning-forest routine replaced networkx's pure-Python Kruskal: about 4 s a round at 440,000 edges, three
+rounds). The blocked co-occurrence count keeps memory at a third to a half of scipy's plain AᵀA.
 
-**Search (5).** At LanceDB's defaults the IVF-PQ index finds about a quarter of the true top 10 and took minutes to
-build inside `save_vectors`; flat (exact) search through the store was about 1 s per query under load and exact
-numpy search over the same vectors 16x faster than that. So `INDEX_MIN_ROWS` was raised from 100,000 to 1,000,000
-(prisma_core/store.py) after this run. Where an index is used, `search_documents` should set `refine_factor(10)` and
-`nprobes(50)` (recall 0.82 at similar latency); an IVF-HNSW-SQ index, or exact numpy search over the dataset's
-vectors the explore pages already hold, would do better still.
+**Search (5).** Below `INDEX_MIN_ROWS` (1,000,000 vectors) the store searches exactly: about half a second at
+200,000 vectors, recall 1. Indexed tables are searched with `SEARCH_NPROBES` = 50 and `SEARCH_REFINE` = 10 (the
+store's settings: recall 0.78 at about the same latency as LanceDB's defaults, which find a quarter of the true top
+10).
+Exact numpy search over vectors already in memory is 20x faster than the store's flat search; the Explore page could
+use it for datasets it holds.
 
-**End to end (6).** Missed, under load about 7: the cold run spent 651 s embedding 1.08 million tokens (about
-1,700 tokens/s, where an idle machine gives about 11,000 at bf16) and the warm run 103 s training the SAE (600 steps
-at n = 3,072) plus about 40 s of process start, model load, ingest and storage. On an idle machine the estimate is
-about 100 s of embedding plus training and start-up, so the cold target still needs a faster embedding path (the
-OpenVINO proposal above, measured at 1.6x to 2.1x torch bf16) and the warm target a cheaper SAE step and start-up."""
+**End to end (6).** Missed. Cold: 114 s of the 138 s is embedding the 1.08 million tokens of BBC at about 9,000
+tokens/s, the fastest path measured on this CPU; 90 s would need about 14,000 tokens/s for the embedding alone
+(int8 above, or a smaller model). Warm: 31 s against 20 s. A profile of the warm run: about 9 s importing libraries
+(torch and sentence-transformers about 5 s, lancedb 3.5 s), 4.4 s converting the model to OpenVINO for the label
+scores, 5 s training, 3 s embedding 3,072 labels, the rest ingest and storage. Caching the converted model on disk
+(about -4 s) and importing sentence-transformers and lancedb only where they are used would bring it near 20 s."""
 
 
 def module(name: str) -> ModuleType:
