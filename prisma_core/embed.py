@@ -51,8 +51,8 @@ class EmbedConfig:
     device: str = "auto"
     """auto: cuda, then mps, then cpu."""
     backend: Backend = "auto"
-    """What runs the model. auto: OpenVINO on a CPU at bf16 when the openvino package is installed (about 2.9x torch
-    fp32 and 1.5x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py), else torch."""
+    """What runs the model. auto: OpenVINO on a CPU at bf16 when the openvino package is installed (about 2.7x torch
+    fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py), else torch."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

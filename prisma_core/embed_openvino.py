@@ -1,6 +1,6 @@
 """OpenVINO embedding backend: the sentence-transformers model converted once per process and compiled for the CPU.
 
-At bf16 it runs at about 2.9x torch fp32 (1.5x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
+At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
 fp32 vectors (bench/fast_cpu.py). It pools exactly what the torch model pools: the model's own pooling module is
 part of the converted graph.
 """
