@@ -135,6 +135,8 @@ def _fake_search() -> dict:
         "dim": 4,
         "queries": 2,
         "index_min_rows": 100_000,
+        "nprobes": 50,
+        "refine": 10,
         "save_seconds": 0.1,
         "index_seconds": 0.2,
         "exact": latency,
