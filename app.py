@@ -3,7 +3,9 @@
 Every page's URL differs from its file name on purpose. Streamlit still has a legacy router for a `pages/` folder,
 which handles the first run of a server process (and every AppTest run) before `st.navigation` switches it off;
 it runs a page file whose name matches the requested URL directly, skipping this script and its sidebar. With
-distinct URLs it finds no such file and runs this script, which routes as below.
+distinct URLs it finds no such file and runs this script, which routes as below. The one trace left: when the very
+first request after a server start is a page's URL (not the root), Streamlit shows "Page not found" over the right
+page.
 """
 
 import streamlit as st
