@@ -141,6 +141,7 @@ def _load_model(model: str, device: str, precision: Precision) -> SentenceTransf
     return encoder
 
 
+@functools.cache
 def openvino_installed() -> bool:
     return importlib.util.find_spec("openvino") is not None
 
