@@ -36,6 +36,23 @@ def codes_from_rows(
     return sp.csr_matrix((values, (positions, features)), shape=(n_docs, n_features), dtype=np.float32)
 
 
+STRONG_SHARE = 0.25
+"""An activation is strong when it reaches this share of its document's largest activation. TopK gives every
+document k active features; the strong ones are the handful that say what the document is about."""
+
+
+def strong_codes(codes: sp.csr_matrix, share: float = STRONG_SHARE) -> sp.csr_matrix:
+    """The codes with every activation below `share` of its document's largest one removed."""
+    strong = sp.csr_matrix(codes, copy=True)
+    lengths = np.diff(strong.indptr)
+    row_max = np.zeros(strong.shape[0], dtype=strong.dtype)
+    nonempty = lengths > 0
+    row_max[nonempty] = np.maximum.reduceat(strong.data, strong.indptr[:-1][nonempty])
+    strong.data[strong.data < share * np.repeat(row_max, lengths)] = 0
+    strong.eliminate_zeros()
+    return strong
+
+
 def feature_stats(codes: sp.csr_matrix) -> pd.DataFrame:
     """Per feature: density (documents active), density fraction, mean activation when active, max activation."""
     csc = codes.tocsc()

@@ -26,6 +26,7 @@ from prisma_core.interpret.ollama_labeller import OllamaConfig
 from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
+from prisma_core.themes import ThemeConfig
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -83,9 +84,11 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix:
             group.add_argument(flag, dest=prefix + field.name, type=kind, choices=choices, default=None, help=help_text)
 
 
-def config_from_args(config_type: type, args: argparse.Namespace, prefix: str = "") -> Any:
+def config_from_args(config_type: type, args: argparse.Namespace, prefix: str = "", base: Any = None) -> Any:
+    """The config from the flags given; fields without a flag keep `base`'s value (or the config's default)."""
     given = {f.name: getattr(args, prefix + f.name) for f in dataclasses.fields(config_type)}
-    return config_type(**{name: value for name, value in given.items() if value is not None})
+    given = {name: value for name, value in given.items() if value is not None}
+    return dataclasses.replace(base, **given) if base is not None else config_type(**given)
 
 
 # -- commands -----------------------------------------------------------------------------------------------------
@@ -133,13 +136,17 @@ def cmd_embed(workspace: Workspace, args: argparse.Namespace, dataset_id: str | 
 
 
 def cmd_train(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None) -> str:
+    dataset_id = dataset_id or _dataset_id(workspace, args)
+    embed_config = config_from_args(EmbedConfig, args, "embed_")
+    suggested = pipeline.suggested_sae_config(workspace, dataset_id, embed_config)
     bars = ProgressBars()
     summary = pipeline.train_run(
         workspace,
-        dataset_id or _dataset_id(workspace, args),
-        sae_config=config_from_args(SAEConfig, args),
-        embed_config=config_from_args(EmbedConfig, args, "embed_"),
+        dataset_id,
+        sae_config=config_from_args(SAEConfig, args, base=suggested),
+        embed_config=embed_config,
         family_config=config_from_args(FamilyConfig, args),
+        theme_config=config_from_args(ThemeConfig, args),
         progress=bars,
     )
     bars.close()
@@ -149,10 +156,24 @@ def cmd_train(workspace: Workspace, args: argparse.Namespace, dataset_id: str | 
     print(
         f"run {summary.run_id}: held-out FVU {m['fvu_holdout']:.3f} (variance explained "
         f"{m['variance_explained_holdout']:.1%}), train FVU {m['fvu_train']:.3f}, dead latents "
-        f"{m['dead_fraction']:.1%}, mean L0 {m['mean_l0']:.1f}, {summary.n_families} families"
+        f"{m['dead_fraction']:.1%}, mean L0 {m['mean_l0']:.1f}, {summary.n_themes} themes, "
+        f"{summary.n_families} families"
     )
     print("  seconds: " + ", ".join(f"{stage} {s:.1f}" for stage, s in summary.seconds.items()))
+    _print_themes(workspace.themes(summary.run_id))
     return summary.run_id
+
+
+def _print_themes(themes: Sequence[dict[str, Any]]) -> None:
+    for theme in themes:
+        print(f"  theme {theme['theme_id']}: {theme['label']} ({theme['n_documents']} documents)")
+
+
+def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
+    run_id = args.run or workspace.latest_run().run_id
+    themes = pipeline.rebuild_themes(workspace, run_id, config_from_args(ThemeConfig, args), ProgressBars())
+    print(f"run {run_id}: {themes.n_themes} themes")
+    _print_themes(workspace.themes(run_id))
 
 
 def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
@@ -287,11 +308,19 @@ def build_parser() -> argparse.ArgumentParser:
     embed = command("embed", "embed a dataset (chunk-and-average, cached)", cmd_embed, EmbedConfig)
     embed.add_argument("--dataset", help="dataset id (default: the newest)")
     train = command(
-        "train", "train an SAE run with labels and families", cmd_train, SAEConfig, EmbedConfig, FamilyConfig
+        "train",
+        "train an SAE run with themes, labels and families",
+        cmd_train,
+        SAEConfig,
+        EmbedConfig,
+        FamilyConfig,
+        ThemeConfig,
     )
     train.add_argument("--dataset", help="dataset id (default: the newest)")
     families = command("families", "recompute the families of a run", cmd_families, FamilyConfig)
     families.add_argument("--run", help="run id (default: the newest)")
+    themes = command("themes", "regroup a run's features into themes (e.g. --n-themes 8)", cmd_themes, ThemeConfig)
+    themes.add_argument("--run", help="run id (default: the newest)")
     export = command("export", "write a run's results to a folder", cmd_export)
     export.add_argument("--run", help="run id (default: the newest)")
     export.add_argument("--out", required=True, type=Path)
@@ -307,7 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
     label.add_argument("--families", action="store_true", help="also name the families, after the features")
     score.add_argument("--detect", action="store_true", help="also run the LLM detection check on LLM labels")
     run = command(
-        "run", "ingest, embed and train with defaults", cmd_run, IngestConfig, EmbedConfig, SAEConfig, FamilyConfig
+        "run",
+        "ingest, embed and train with defaults",
+        cmd_run,
+        IngestConfig,
+        EmbedConfig,
+        SAEConfig,
+        FamilyConfig,
+        ThemeConfig,
     )
     run.add_argument("files", nargs="+", type=Path)
     run.add_argument("--name")

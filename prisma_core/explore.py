@@ -6,10 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_texts
-from prisma_core.pipeline import LoadedRun
+from prisma_core.errors import NotFoundError
+from prisma_core.pipeline import LoadedRun, family_matrix
 from prisma_core.sae import encode, load_sae
 from prisma_core.store import Workspace
 
@@ -55,3 +57,55 @@ def search_features(run: LoadedRun, query: str) -> pd.DataFrame:
 def documents_by_positions(workspace: Workspace, dataset_id: str, positions: np.ndarray) -> pd.DataFrame:
     docs = workspace.documents(dataset_id, ["position", "doc_id", "title", "text"])
     return docs.set_index("position").loc[positions].reset_index()
+
+
+LEVELS = ("theme", "family", "feature")
+"""The levels of the concept hierarchy an analyst reads top-down."""
+MAP_POINTS = 5000
+"""Documents drawn on the corpus map at most (a seeded sample of larger corpora)."""
+
+
+def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame]:
+    """The documents x units matrix of one level and its units (unit, label), for concept queries and group
+    comparison at that level.
+
+    theme: 1 where the document belongs to the theme; family: the document's strongest activation among the
+    family's features; feature: the activations themselves.
+    """
+    if level == "theme":
+        if run.themes is None:
+            raise NotFoundError("This run was made before themes existed: regroup its features into themes first.")
+        return run.themes.members(), run.theme_info[["theme_id", "label"]].set_axis(["unit", "label"], axis=1)
+    if level == "family":
+        membership = family_matrix([f["members"] for f in run.families], run.codes.shape[1])
+        codes = _max_over_members(run.codes, membership)
+        units = pd.DataFrame(
+            {"unit": [f["family_id"] for f in run.families], "label": [f["label"] for f in run.families]}
+        )
+        return codes, units
+    if level == "feature":
+        return run.codes, run.features[["feature_id", "label"]].set_axis(["unit", "label"], axis=1)
+    raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+
+
+def _max_over_members(codes: sp.csr_matrix, membership: sp.csr_matrix) -> sp.csr_matrix:
+    """[n_documents, n_groups]: each document's largest activation among each group's features."""
+    columns = [codes[:, membership[:, g].indices].max(axis=1).tocsr() for g in range(membership.shape[1])]
+    return sp.hstack(columns, format="csr") if columns else sp.csr_matrix((codes.shape[0], 0), dtype=codes.dtype)
+
+
+def document_map(vectors: np.ndarray, max_points: int = MAP_POINTS, seed: int = 0) -> pd.DataFrame:
+    """A 2-D map of the documents (t-SNE of their embeddings' first 50 principal components): position, x, y.
+
+    Corpora larger than max_points are drawn from a seeded sample, so the map stays quick to compute and to read.
+    """
+    from sklearn.decomposition import PCA
+    from sklearn.manifold import TSNE
+
+    rng = np.random.default_rng(seed)
+    positions = np.sort(rng.choice(len(vectors), size=min(max_points, len(vectors)), replace=False))
+    unit = vectors[positions] / np.maximum(np.linalg.norm(vectors[positions], axis=1, keepdims=True), 1e-12)
+    reduced = PCA(n_components=min(50, *unit.shape), random_state=seed).fit_transform(unit)
+    perplexity = float(min(30, max(2, (len(positions) - 1) // 3)))
+    xy = TSNE(2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(reduced)
+    return pd.DataFrame({"position": positions, "x": xy[:, 0], "y": xy[:, 1]})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
-from prisma_core.embed import EmbedConfig, embed_documents, model_key
+from prisma_core.embed import EmbedConfig, embed_documents, embed_texts, model_key
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import (
     IngestConfig,
@@ -28,13 +28,8 @@ from prisma_core.ingest import (
     read_paths,
     read_sources,
 )
-from prisma_core.interpret.keywords import (
-    KEYWORD_SOURCE,
-    KeywordConfig,
-    family_keyword_label,
-    keyword_labels,
-)
-from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
+from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
+from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae import (
     SAEConfig,
@@ -43,9 +38,11 @@ from prisma_core.sae import (
     encode,
     load_sae,
     save_sae,
+    suggest_config,
     train_sae,
 )
 from prisma_core.store import RunRecord, Workspace, now_iso
+from prisma_core.themes import ThemeConfig, Themes, build_themes, themes_from_evidence
 
 _VERSIONED_PACKAGES = ("torch", "sentence-transformers", "lancedb", "numpy")
 
@@ -66,6 +63,7 @@ class RunSummary:
     run_id: str
     metrics: dict[str, Any]
     n_families: int
+    n_themes: int
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -77,8 +75,10 @@ class LoadedRun:
     record: RunRecord
     codes: sp.csr_matrix  # [n_documents, n_features]
     directions: np.ndarray  # [n_features, d] unit-norm decoder directions
-    features: pd.DataFrame  # stats + resolved label per feature
+    features: pd.DataFrame  # stats + resolved label + theme_id per feature
     families: list[dict[str, Any]]
+    themes: Themes | None  # None for runs made before themes existed
+    theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features
 
 
 # -- ingest ---------------------------------------------------------------------------------------------------
@@ -142,25 +142,34 @@ def embed_dataset(
     )
 
 
-# -- train: SAE run with its features, keyword labels and families -------------------------------------------
+# -- train: SAE run with its features, themes, keyword labels and families ---------------------------------
+
+
+def suggested_sae_config(workspace: Workspace, dataset_id: str, embed_config: EmbedConfig = EmbedConfig()) -> SAEConfig:
+    """SAE settings that suit the embedded dataset's size (the defaults of every entry point; explicit settings
+    win)."""
+    return suggest_config(*workspace.vectors(dataset_id, model_key(embed_config)).shape)
 
 
 def train_run(
     workspace: Workspace,
     dataset_id: str,
-    sae_config: SAEConfig = SAEConfig(),
+    sae_config: SAEConfig | None = None,
     embed_config: EmbedConfig = EmbedConfig(),
     family_config: FamilyConfig = FamilyConfig(),
     keyword_config: KeywordConfig = KeywordConfig(),
+    theme_config: ThemeConfig = ThemeConfig(),
     progress: ProgressCallback = ignore_progress,
 ) -> RunSummary:
-    """Train an SAE on the dataset's embeddings and store the run with features, keyword labels and families.
+    """Train an SAE on the dataset's embeddings and store the run with features, themes, keyword labels and
+    families. Without an sae_config, the settings suggested for the dataset's size are used.
 
     The run record is written last; on any failure the run's partial artefacts are removed and earlier runs and
     datasets are untouched.
     """
     key = model_key(embed_config)
     vectors = workspace.vectors(dataset_id, key)
+    sae_config = sae_config or suggest_config(len(vectors), vectors.shape[1])
     warnings = check_config(sae_config, len(vectors), vectors.shape[1])
     run_id, run_dir = workspace.new_run_dir()
     seconds: dict[str, float] = {}
@@ -174,17 +183,18 @@ def train_run(
         codes = _store_codes(workspace, run_id, result.model, vectors)
         workspace.save_features(run_id, analysis.feature_stats(codes))
         texts = workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
+        labeller = _KeywordLabeller(texts, vectors, embed_config, keyword_config)
         progress(Progress("label", 0, 1, "keyword labels"))
-        labels = keyword_labels(texts, codes, keyword_config)
-        score_config = covering_keywords(ScoreConfig(), keyword_config.n_top_documents)
-        labels["score_embedding"] = label_embedding_scores(
-            labels["feature_id"].tolist(), labels["label"].tolist(), codes, vectors, embed_config, score_config
-        ).scores
+        labels = _feature_labels(labeller, codes, vectors, embed_config, keyword_config)
         workspace.add_interpretations(run_id, labels.to_dict(orient="records"))
         seconds["analyse"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        n_families = len(_store_families(workspace, run_id, codes, labels, family_config, progress))
+        themes = _store_themes(workspace, run_id, codes, vectors, labeller, theme_config, progress)
+        seconds["themes"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        n_families = len(_store_families(workspace, run_id, codes, labeller, family_config, progress))
         seconds["families"] = time.perf_counter() - started
 
         record = RunRecord(
@@ -197,8 +207,9 @@ def train_run(
                 "embed": asdict(embed_config),
                 "families": asdict(family_config),
                 "keywords": asdict(keyword_config),
+                "themes": asdict(theme_config),
             },
-            metrics=result.metrics | {"n_families": n_families},
+            metrics=result.metrics | {"n_families": n_families, "n_themes": themes.n_themes},
             history=result.history,
             weights_dir=str(run_dir),
             versions=_versions(),
@@ -207,7 +218,37 @@ def train_run(
     except BaseException:
         workspace.delete_run(run_id)
         raise
-    return RunSummary(run_id, record.metrics, n_families, warnings, seconds)
+    return RunSummary(run_id, record.metrics, n_families, themes.n_themes, warnings, seconds)
+
+
+class _KeywordLabeller:
+    """Keyword labels for any group of documents, on one corpus (the vocabulary is counted once)."""
+
+    def __init__(self, texts: list[str], vectors: np.ndarray, embed_config: EmbedConfig, config: KeywordConfig) -> None:
+        self.texts, self.vectors, self.config = texts, vectors, config
+        label_config = replace(embed_config, batch_size=max(embed_config.batch_size, LABEL_BATCH_SIZE))
+        self.embed = lambda terms: embed_texts(terms, label_config)
+
+    def __call__(self, members: sp.spmatrix) -> pd.DataFrame:
+        """members: [n_units, n_documents] 0/1 -> unit, label, description, source."""
+        return keyword_labels(self.texts, members, self.vectors, self.embed, self.config)
+
+
+def _feature_labels(
+    labeller: _KeywordLabeller,
+    codes: sp.csr_matrix,
+    vectors: np.ndarray,
+    embed_config: EmbedConfig,
+    keyword_config: KeywordConfig,
+) -> pd.DataFrame:
+    labels = labeller(top_document_members(codes, keyword_config.n_top_documents)).rename(
+        columns={"unit": "feature_id"}
+    )
+    score_config = covering_keywords(ScoreConfig(), keyword_config.n_top_documents)
+    labels["score_embedding"] = label_embedding_scores(
+        labels["feature_id"].tolist(), labels["label"].tolist(), codes, vectors, embed_config, score_config
+    ).scores
+    return labels
 
 
 def _store_codes(workspace: Workspace, run_id: str, model: TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
@@ -218,15 +259,50 @@ def _store_codes(workspace: Workspace, run_id: str, model: TopKSAE, vectors: np.
     return codes
 
 
+def _store_themes(
+    workspace: Workspace,
+    run_id: str,
+    codes: sp.csr_matrix,
+    vectors: np.ndarray,
+    labeller: _KeywordLabeller,
+    config: ThemeConfig,
+    progress: ProgressCallback,
+) -> Themes:
+    themes = build_themes(codes, vectors, config, progress)
+    members = themes.members()
+    labels = labeller(members.T.tocsr())
+    feature_theme = themes.feature_theme()
+    rows = [
+        {
+            "theme_id": theme,
+            "label": labels.loc[theme, "label"],
+            "description": labels.loc[theme, "description"],
+            "label_source": KEYWORD_SOURCE,
+            "n_documents": int(members[:, theme].sum()),
+            "features": _strongest_first(np.flatnonzero(feature_theme == theme), themes.evidence[:, theme]),
+            "evidence": themes.evidence[:, theme],
+        }
+        for theme in range(themes.n_themes)
+    ]
+    workspace.save_themes(run_id, rows)
+    return themes
+
+
+def _strongest_first(features: np.ndarray, evidence: np.ndarray) -> list[int]:
+    return [int(f) for f in features[np.argsort(-evidence[features], kind="stable")]]
+
+
 def _store_families(
     workspace: Workspace,
     run_id: str,
     codes: sp.csr_matrix,
-    labels: pd.DataFrame,
+    labeller: _KeywordLabeller,
     config: FamilyConfig,
     progress: ProgressCallback,
 ) -> list[dict[str, Any]]:
-    label_of = dict(zip(labels["feature_id"], labels["label"], strict=True))
+    families = find_families(codes, config, progress)
+    family_codes = codes @ family_matrix([f.members for f in families], codes.shape[1])
+    labels = labeller(top_document_members(family_codes, labeller.config.n_top_documents))
     rows = [
         {
             "family_id": family.family_id,
@@ -234,13 +310,20 @@ def _store_families(
             "parent": family.parent,
             "members": family.members,
             "edges": family.edges,
-            "label": family_keyword_label(label_of[family.parent], [label_of[m] for m in family.members[1:]]),
+            "label": labels.loc[i, "label"],
             "label_source": KEYWORD_SOURCE,
         }
-        for family in find_families(codes, config, progress)
+        for i, family in enumerate(families)
     ]
     workspace.save_families(run_id, rows)
     return rows
+
+
+def family_matrix(members: Sequence[Sequence[int]], n_features: int) -> sp.csr_matrix:
+    """[n_features, n_families] 0/1: which features each family holds."""
+    rows = np.concatenate([np.asarray(m, np.int64) for m in members]) if members else np.empty(0, np.int64)
+    cols = np.repeat(np.arange(len(members)), [len(m) for m in members])
+    return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(n_features, len(members)))
 
 
 def rebuild_families(
@@ -251,7 +334,26 @@ def rebuild_families(
 ) -> list[dict[str, Any]]:
     """Recompute a run's families with another tau or number of iterations (replaces the stored set)."""
     run = load_run(workspace, run_id)
-    return _store_families(workspace, run_id, run.codes, run.features, config, progress)
+    return _store_families(workspace, run_id, run.codes, _run_labeller(workspace, run), config, progress)
+
+
+def rebuild_themes(
+    workspace: Workspace,
+    run_id: str,
+    config: ThemeConfig,
+    progress: ProgressCallback = ignore_progress,
+) -> Themes:
+    """Regroup a run's features into another number of themes (no retraining; replaces the stored themes)."""
+    run = load_run(workspace, run_id)
+    vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
+    return _store_themes(workspace, run_id, run.codes, vectors, _run_labeller(workspace, run), config, progress)
+
+
+def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
+    texts = workspace.documents(run.record.dataset_id, ["position", "text"])["text"].tolist()
+    vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
+    keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
+    return _KeywordLabeller(texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)
 
 
 def _versions() -> dict[str, str]:
@@ -301,7 +403,19 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         how="left",
     )
     directions = model.decoder_directions().detach().cpu().numpy()
-    return LoadedRun(record, codes, directions, features, workspace.families(record.run_id))
+    theme_rows = workspace.themes(record.run_id)
+    themes = None
+    if theme_rows:
+        member_share = record.config.get("themes", {}).get("member_share", ThemeConfig().member_share)
+        themes = themes_from_evidence(codes, np.stack([t["evidence"] for t in theme_rows], axis=1), member_share)
+        features["theme_id"] = themes.feature_theme()[features["feature_id"].to_numpy()]
+    else:
+        features["theme_id"] = -1
+    theme_info = pd.DataFrame(
+        [{k: v for k, v in row.items() if k != "evidence"} for row in theme_rows],
+        columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
+    )
+    return LoadedRun(record, codes, directions, features, workspace.families(record.run_id), themes, theme_info)
 
 
 def family_membership(families: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -317,11 +431,27 @@ def family_membership(families: Sequence[dict[str, Any]]) -> pd.DataFrame:
     ).astype({"feature_id": "int32", "family_id": "Int32", "parent": "Int32"})
 
 
+def document_themes(run: LoadedRun) -> pd.DataFrame:
+    """Per document (in stored order): theme_id (its strongest theme, -1 if none) and themes (the ids of every
+    theme it belongs to, most probable first)."""
+    n_docs = run.codes.shape[0]
+    if run.themes is None:
+        return pd.DataFrame({"theme_id": np.full(n_docs, -1, np.int32), "themes": [[] for _ in range(n_docs)]})
+    members = run.themes.members()
+    probabilities = run.themes.probabilities
+    themes = [
+        sorted(members.indices[members.indptr[d] : members.indptr[d + 1]].tolist(), key=lambda t: -probabilities[d, t])
+        for d in range(n_docs)
+    ]
+    return pd.DataFrame({"theme_id": run.themes.strongest(), "themes": themes})
+
+
 # -- export ----------------------------------------------------------------------------------------------------
 
 
 def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) -> list[Path]:
-    """Write features.parquet, activations.parquet, documents.parquet, families.json, sae.safetensors, config.json."""
+    """Write features.parquet, activations.parquet, documents.parquet, families.json, themes.json, sae.safetensors
+    and config.json."""
     run = load_run(workspace, run_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -340,6 +470,7 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
         "score_detection",
         "family_id",
         "parent",
+        "theme_id",
     ]
     features[feature_columns].to_parquet(out / "features.parquet", index=False)
     coo = run.codes.tocoo()
@@ -351,8 +482,10 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
         }
     ).to_parquet(out / "activations.parquet", index=False)
     metadata_frame = workspace.metadata(run.record.dataset_id)
-    pd.concat([docs[["doc_id", "title"]], metadata_frame], axis=1).to_parquet(out / "documents.parquet", index=False)
+    documents = pd.concat([docs[["doc_id", "title"]], document_themes(run), metadata_frame], axis=1)
+    documents.to_parquet(out / "documents.parquet", index=False)
     (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
+    (out / "themes.json").write_text(run.theme_info.to_json(orient="records", indent=2))
     weights = Path(run.record.weights_dir)
     (out / "sae.safetensors").write_bytes((weights / "sae.safetensors").read_bytes())
     run_config = {
@@ -372,6 +505,7 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
             "activations.parquet",
             "documents.parquet",
             "families.json",
+            "themes.json",
             "sae.safetensors",
             "config.json",
         )

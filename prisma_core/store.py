@@ -128,6 +128,19 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("label_source", pa.string()),
         ]
     ),
+    "themes": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("generation", pa.int32()),
+            ("theme_id", pa.int32()),
+            ("label", pa.string()),
+            ("description", pa.string()),
+            ("label_source", pa.string()),
+            ("n_documents", pa.int64()),
+            ("features", pa.string()),
+            ("evidence", pa.list_(pa.float32())),
+        ]
+    ),
 }
 
 
@@ -565,7 +578,7 @@ class Workspace:
     def delete_run(self, run_id: str) -> None:
         where = f"run_id = '{check_id(run_id)}'"
         self._delete("sae_runs", where)
-        for name in ("activations", "features", "interpretations", "families"):
+        for name in ("activations", "features", "interpretations", "families", "themes"):
             self._delete(name, where)
         shutil.rmtree(self.path / "runs" / run_id, ignore_errors=True)
 
@@ -648,29 +661,58 @@ class Workspace:
         _retry(lambda: table.update(where=chosen, values={"preferred": True}))
 
     def save_families(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
-        """Replace a run's families: the new generation is written before the old one is deleted."""
-        where = f"run_id = '{check_id(run_id)}'"
-        old = self._read("families", where, ["generation"])["generation"]
-        generation = int(old.max()) + 1 if len(old) else 0
-        self._add(
+        """Replace a run's families."""
+        self._replace_generation(
             "families",
+            run_id,
             [
                 row
                 | {
-                    "run_id": run_id,
-                    "generation": generation,
                     "members": json.dumps([int(m) for m in row["members"]]),
                     "edges": json.dumps([[int(p), int(c), float(w)] for p, c, w in row["edges"]]),
                 }
                 for row in rows
             ],
         )
-        self._delete("families", f"{where} AND generation < {generation}")
 
     def families(self, run_id: str) -> list[dict[str, Any]]:
-        frame = self._read("families", f"run_id = '{check_id(run_id)}'")
-        frame = frame[frame["generation"] == frame["generation"].max()].sort_values("family_id")
         return [
             {**row, "members": json.loads(row["members"]), "edges": [tuple(e) for e in json.loads(row["edges"])]}
-            for row in frame.drop(columns=["run_id", "generation"]).to_dict(orient="records")
+            for row in self._latest_generation("families", run_id, "family_id")
         ]
+
+    def save_themes(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's themes: theme_id, label, description, label_source, n_documents, features (ids),
+        evidence (one weight per feature)."""
+        self._replace_generation(
+            "themes",
+            run_id,
+            [
+                row
+                | {
+                    "features": json.dumps([int(f) for f in row["features"]]),
+                    "evidence": [float(e) for e in row["evidence"]],
+                }
+                for row in rows
+            ],
+        )
+
+    def themes(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's themes, theme 0 first; empty for runs made before themes existed."""
+        return [
+            {**row, "features": json.loads(row["features"]), "evidence": np.asarray(row["evidence"], np.float32)}
+            for row in self._latest_generation("themes", run_id, "theme_id")
+        ]
+
+    def _replace_generation(self, name: str, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's rows of a table: the new generation is written before the old one is deleted."""
+        where = f"run_id = '{check_id(run_id)}'"
+        old = self._read(name, where, ["generation"])["generation"]
+        generation = int(old.max()) + 1 if len(old) else 0
+        self._add(name, [row | {"run_id": run_id, "generation": generation} for row in rows])
+        self._delete(name, f"{where} AND generation < {generation}")
+
+    def _latest_generation(self, name: str, run_id: str, order: str) -> list[dict[str, Any]]:
+        frame = self._read(name, f"run_id = '{check_id(run_id)}'")
+        frame = frame[frame["generation"] == frame["generation"].max()].sort_values(order)
+        return frame.drop(columns=["run_id", "generation"]).to_dict(orient="records")

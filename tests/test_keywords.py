@@ -1,39 +1,95 @@
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
-from prisma_core.interpret.keywords import INACTIVE_LABEL, family_keyword_label, keyword_labels
+from prisma_core.embed import EmbedConfig, embed_texts
+from prisma_core.interpret.keywords import (
+    INACTIVE_LABEL,
+    SEPARATOR,
+    UNNAMED_LABEL,
+    KeywordConfig,
+    keyword_labels,
+    top_document_members,
+)
 
 CATEGORIES = ["business", "entertainment", "politics", "sport", "tech"]
 
 
-def category_codes(labels) -> sp.csr_matrix:
-    """One feature per BBC category, active (value 1) exactly on that category's articles; feature 5 never fires."""
-    rows = np.arange(len(labels))
-    cols = np.array([CATEGORIES.index(label) for label in labels])
-    return sp.csr_matrix((np.ones(len(labels), dtype=np.float32), (rows, cols)), shape=(len(labels), 6))
+def embed(texts: list[str]) -> np.ndarray:
+    return embed_texts(texts, EmbedConfig(batch_size=256))
 
 
-def test_keyword_labels_name_planted_topics(bbc):
-    sample = bbc.groupby("label").head(40)
-    labels = keyword_labels(sample["text"].tolist(), category_codes(sample["label"]))
-    assert labels["feature_id"].tolist() == list(range(6))
+def category_members(labels, extra_units: int = 1) -> sp.csr_matrix:
+    """[5 + extra_units, n_docs]: one unit per BBC category, holding exactly its articles; extra units are empty."""
+    cols = np.arange(len(labels))
+    rows = np.array([CATEGORIES.index(label) for label in labels])
+    return sp.csr_matrix((np.ones(len(labels), np.float32), (rows, cols)), shape=(5 + extra_units, len(labels)))
+
+
+@pytest.fixture(scope="module")
+def bbc_sample(bbc):
+    sample = bbc.groupby("label").head(40).reset_index(drop=True)
+    return sample, embed(sample["text"].tolist())
+
+
+def test_labels_name_planted_topics_with_unique_readable_terms(bbc_sample):
+    sample, vectors = bbc_sample
+    labels = keyword_labels(sample["text"].tolist(), category_members(sample["label"]), vectors, embed)
+    assert labels["unit"].tolist() == list(range(6))
     assert (labels["source"] == "keywords").all()
-    terms = {CATEGORIES[i]: labels.loc[i, "description"] for i in range(5)}
-    assert any(word in terms["sport"] for word in ("match", "champion", "olympic", "athletics", "race", "coach"))
-    assert any(word in terms["tech"] for word in ("users", "technology", "software", "mobile", "computer", "net"))
-    assert any(word in terms["politics"] for word in ("labour", "election", "party", "blair", "government"))
+    named = dict(zip(CATEGORIES, labels["label"][:5], strict=True))
+    descriptions = dict(zip(CATEGORIES, labels["description"][:5], strict=True))
+    sport_words = ("match", "champion", "cup", "players", "coach", "win", "game", "team", "season", "injury")
+    assert any(word in descriptions["sport"] for word in sport_words), descriptions["sport"]
+    assert any(w in descriptions["tech"] for w in ("users", "technology", "software", "mobile", "computer", "digital"))
+    assert any(w in descriptions["politics"] for w in ("labour", "election", "party", "blair", "government", "tory"))
     assert labels.loc[5, "label"] == INACTIVE_LABEL
-    assert all(label.count(" · ") == 2 for label in labels["label"][:5])
+    assert labels["label"].is_unique
+    for label in named.values():
+        terms = label.split(SEPARATOR)
+        assert len(terms) == 3
+        words = " ".join(terms).split()
+        assert all(len(word) >= 3 and word.isalpha() for word in words), label
+        assert not {"the", "and", "said", "year"} & set(words), label
 
 
-def test_keyword_labels_ignore_stop_words_and_numbers(bbc):
-    sample = bbc.groupby("label").head(20)
-    labels = keyword_labels(sample["text"].tolist(), category_codes(sample["label"]))
-    words = " ".join(labels["label"]).replace("·", " ").split()
-    assert not {"the", "and", "said", "2004"} & set(words) - {"said"}
-    assert not any(word.isdigit() for word in words)
+def test_a_term_must_be_shared_by_several_class_documents(bbc_sample):
+    """A name that appears in one class document only (a person, debris) never becomes a label term."""
+    sample, vectors = bbc_sample
+    texts = sample["text"].tolist()
+    texts[0] = texts[0] + " Zxqvbrandt Zxqvbrandt Zxqvbrandt"
+    texts[len(texts) // 2] = texts[len(texts) // 2] + " Zxqvbrandt"  # twice in the corpus, once per class
+    labels = keyword_labels(texts, category_members(sample["label"]), vectors, embed, KeywordConfig(n_candidates=50))
+    assert not labels["description"].str.contains("zxqvbrandt").any()
 
 
-def test_family_label_combines_parent_and_child_terms():
-    label = family_keyword_label("football · match · goal", ["goal · penalty · keeper", "penalty · referee · card"])
-    assert label == "football · match · penalty"
+def test_units_with_the_same_documents_get_labels_that_differ(bbc_sample):
+    sample, vectors = bbc_sample
+    members = category_members(sample["label"], extra_units=0)
+    doubled = sp.vstack([members, members[3]]).tocsr()  # unit 5 holds exactly the sport articles, as unit 3 does
+    labels = keyword_labels(sample["text"].tolist(), doubled, vectors, embed)
+    assert labels["label"].is_unique
+    sport, twin = labels.loc[3, "label"].split(SEPARATOR), labels.loc[5, "label"].split(SEPARATOR)
+    assert sport[:2] == twin[:2] and sport[2] != twin[2]
+
+
+def test_documents_without_shared_words_are_said_so_not_called_inactive(bbc_sample):
+    sample, _ = bbc_sample
+    chinese = ["数据科学是一门跨学科的领域它使用科学方法", "机器学习模型需要大量的训练数据才能表现良好"] * 3
+    dna = "ACGT" * 50_000
+    texts = sample["text"].tolist()[:20] + chinese + [dna, dna]
+    vectors = embed(texts)
+    members = sp.csr_matrix(
+        ([1.0] * 8, ([0] * 6 + [1] * 2, list(range(20, 28)))), shape=(2, len(texts)), dtype=np.float32
+    )
+    labels = keyword_labels(texts, members, vectors, embed)
+    assert labels["label"].tolist() == [f"{UNNAMED_LABEL} #0", f"{UNNAMED_LABEL} #1"]
+    assert labels["description"].str.contains("share no distinctive word").all()
+
+
+def test_top_document_members_keeps_the_strongest_active_documents():
+    codes = sp.csr_matrix(np.array([[0.9, 0.0], [0.1, 0.0], [0.5, 0.0], [0.0, 0.0]], dtype=np.float32))
+    members = top_document_members(codes, n_top=2)
+    assert members.shape == (2, 4)
+    assert members[0].indices.tolist() == [0, 2]
+    assert members[1].nnz == 0

@@ -1,15 +1,22 @@
-"""Keyword labels without an LLM: the distinctive terms of a feature's top documents (c-TF-IDF style).
+"""Keyword labels without an LLM: the words and phrases a concept's documents share and the rest of the corpus lacks.
 
-Each feature's top-activating documents form one "class" (as topics do in c-TF-IDF). A term scores
-p_class(t) * log(p_class(t) / p_corpus(t)), its term frequency weighted by how over-represented it is in the class
-compared with the whole corpus. Plain c-TF-IDF's idf, log(1 + A / tf_t), still ranks words such as "said" or "year"
-first when a class is a few dozen documents; the log-ratio sends every word used at its corpus rate to zero.
+A concept (feature, family or theme) is represented by a "class" of documents: its strongest documents. Labels are
+built in three steps:
+1. Candidates: words and two-word phrases found in at least `min_class_share` of the class documents (never in just
+   one, which keeps out names and debris of a single document), ranked by how over-represented their document
+   frequency is: p_class * log(p_class / p_corpus).
+2. Re-ranking (KeyBERT style): each candidate is embedded with the document model and scored by cosine to the
+   concept's distinctive direction (mean of its documents minus mean of the corpus), so the label is what tells its
+   documents apart in the space the concept lives in; maximal marginal relevance keeps the terms diverse
+   ("fracture" and "fractures" never both).
+3. Uniqueness: when two concepts would get the same label, the weaker one's last term is replaced by its best term
+   that the stronger does not use, so the labels say how they differ.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,79 +25,83 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
 
 KEYWORD_SOURCE = "keywords"
+SEPARATOR = " · "
 INACTIVE_LABEL = "(inactive feature)"
+UNNAMED_LABEL = "(no shared words)"
+_TOKEN = r"(?u)\b[^\W\d_]{3,24}\b"
+"""Words of 3 to 24 letters: no numbers, no two-letter fragments, no letter runs such as a DNA sequence."""
+_SIMILAR_TERMS = 0.8
+"""Cosine above which two candidate terms say the same thing (plural, spelling variant)."""
+
+Embedder = Callable[[list[str]], np.ndarray]
+"""Texts -> vectors [n, d] in the same space as the documents."""
 
 
 @dataclass(frozen=True)
 class KeywordConfig:
     n_top_documents: int = 20
-    """Top-activating documents per feature that form its class."""
+    """Strongest documents of a concept that form its class."""
     n_terms: int = 3
-    """Terms in the label."""
-    n_description_terms: int = 10
-    """Terms listed in the description."""
-    max_vocabulary: int = 30_000
+    """Words or phrases in a label."""
+    n_description_terms: int = 8
+    """Words or phrases listed in the description."""
+    n_candidates: int = 15
+    """Candidate terms per concept re-ranked with the embedding model."""
+    min_class_share: float = 0.15
+    """A candidate term must appear in at least this share of the class documents (and in at least two)."""
+    diversity: float = 0.4
+    """Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms."""
+    max_vocabulary: int = 50_000
+    """Most frequent words and phrases considered."""
     min_document_frequency: int = 2
+    """Words or phrases in fewer documents of the corpus are ignored."""
+
+    def __post_init__(self) -> None:
+        if min(self.n_top_documents, self.n_terms, self.n_candidates, self.min_document_frequency) < 1:
+            raise ValueError("n_top_documents, n_terms, n_candidates and min_document_frequency must be at least 1")
+        if not 0 < self.min_class_share <= 1 or not 0 <= self.diversity <= 1:
+            raise ValueError("min_class_share must be in (0, 1] and diversity in [0, 1]")
 
 
-def _top_document_membership(codes: sp.csr_matrix, n_top: int) -> sp.csr_matrix:
-    """[n_features, n_docs] weights: each feature's top documents, weighted by activation / max activation."""
-    csc = codes.tocsc()
-    rows, cols, weights = [], [], []
-    for feature in range(csc.shape[1]):
-        start, end = csc.indptr[feature], csc.indptr[feature + 1]
-        if start == end:
-            continue
+def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:
+    """[n_units, n_docs] 0/1: the `n_top` strongest documents of each column of codes [n_docs, n_units]."""
+    csc = sp.csc_matrix(codes)
+    rows, cols = [], []
+    for unit in range(csc.shape[1]):
+        start, end = csc.indptr[unit], csc.indptr[unit + 1]
         values = csc.data[start:end]
         top = np.argsort(-values, kind="stable")[:n_top]
-        rows.append(np.full(len(top), feature))
+        top = top[values[top] > 0]
+        rows.append(np.full(len(top), unit))
         cols.append(csc.indices[start:end][top])
-        weights.append(values[top] / values[top].max())
-    if not rows:
-        return sp.csr_matrix((csc.shape[1], csc.shape[0]), dtype=np.float32)
-    return sp.csr_matrix(
-        (np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))),
-        shape=(csc.shape[1], csc.shape[0]),
-    )
+    rows_all = np.concatenate(rows) if rows else np.empty(0, np.int64)
+    cols_all = np.concatenate(cols) if cols else np.empty(0, np.int64)
+    return sp.csr_matrix((np.ones(len(rows_all), np.float32), (rows_all, cols_all)), shape=(csc.shape[1], csc.shape[0]))
 
 
-def _distinctiveness(class_terms: sp.csr_matrix, corpus_terms: np.ndarray) -> sp.csr_matrix:
-    """[n_features, vocab] scores p_class * log(p_class / p_corpus); only over-represented terms stay non-zero."""
-    words_per_class = np.asarray(class_terms.sum(axis=1)).ravel()
-    rates = (sp.diags(1.0 / np.maximum(words_per_class, 1e-12)) @ class_terms).tocsr()
-    corpus_rate = corpus_terms / max(corpus_terms.sum(), 1.0)
-    rates.data = rates.data * np.log(rates.data / corpus_rate[rates.indices])
-    rates.data[rates.data < 0] = 0
-    rates.eliminate_zeros()
-    return rates
-
-
-def keyword_labels(texts: Sequence[str], codes: sp.csr_matrix, config: KeywordConfig = KeywordConfig()) -> pd.DataFrame:
-    """One label per feature: feature_id, label, description, source="keywords"."""
-    vectorizer = CountVectorizer(
-        stop_words="english",
-        token_pattern=r"(?u)\b[^\W\d_][^\W\d_]+\b",
-        min_df=min(config.min_document_frequency, len(texts)),
-        max_features=config.max_vocabulary,
-    )
-    doc_terms = vectorizer.fit_transform(texts).astype(np.float32)
-    vocabulary = vectorizer.get_feature_names_out()
-    membership = _top_document_membership(codes, config.n_top_documents)
-    scores = _distinctiveness(membership @ doc_terms, np.asarray(doc_terms.sum(axis=0)).ravel())
-    labels, descriptions = [], []
-    for feature in range(codes.shape[1]):
-        row = scores.getrow(feature)
-        if row.nnz == 0:
-            labels.append(INACTIVE_LABEL)
-            descriptions.append("This feature never fires on this dataset.")
-            continue
-        order = np.argsort(-row.data, kind="stable")
-        terms = vocabulary[row.indices[order[: config.n_description_terms]]]
-        labels.append(" · ".join(terms[: config.n_terms]))
-        descriptions.append("Distinctive words of its top documents: " + ", ".join(terms) + ".")
+def keyword_labels(
+    texts: Sequence[str],
+    members: sp.spmatrix,
+    doc_vectors: np.ndarray,
+    embed: Embedder,
+    config: KeywordConfig = KeywordConfig(),
+) -> pd.DataFrame:
+    """One unique label per concept (row of members [n_units, n_docs], 0/1): unit, label, description, source."""
+    members = sp.csr_matrix(members)
+    vocabulary, doc_terms = _document_terms(texts, config)
+    candidates = _candidates(members, doc_terms, config)
+    terms = sorted({int(t) for ranked in candidates for t in ranked})
+    term_vectors = _unit_rows(embed([vocabulary[t] for t in terms])) if terms else np.zeros((0, doc_vectors.shape[1]))
+    vector_of = dict(zip(terms, term_vectors, strict=True))
+    directions = _distinctive_directions(members, doc_vectors)
+    ranked = [_rerank(c, vector_of, directions[u], config.diversity) for u, c in enumerate(candidates)]
+    labels = _unique_labels(ranked, np.asarray(members.sum(axis=1)).ravel(), vocabulary, config.n_terms)
+    descriptions = [
+        _description(r, vocabulary, n, config) for r, n in zip(ranked, np.diff(members.indptr), strict=True)
+    ]
     return pd.DataFrame(
         {
-            "feature_id": np.arange(codes.shape[1], dtype=np.int32),
+            "unit": np.arange(members.shape[0], dtype=np.int32),
             "label": labels,
             "description": descriptions,
             "source": KEYWORD_SOURCE,
@@ -98,9 +109,106 @@ def keyword_labels(texts: Sequence[str], codes: sp.csr_matrix, config: KeywordCo
     )
 
 
-def family_keyword_label(parent_label: str, child_labels: Sequence[str], n_terms: int = 3) -> str:
-    """A family name from its members' keyword labels: the parent's terms first, then the commonest child terms."""
-    parent_terms = [t for t in parent_label.split(" · ") if t]
-    child_terms = Counter(t for label in child_labels for t in label.split(" · ") if t and t not in parent_terms)
-    terms = parent_terms[:2] + [term for term, _ in child_terms.most_common(n_terms)]
-    return " · ".join(terms[:n_terms]) or parent_label
+def _document_terms(texts: Sequence[str], config: KeywordConfig) -> tuple[np.ndarray, sp.csr_matrix]:
+    """(vocabulary, [n_docs, vocab] 0/1 presence) of words and two-word phrases, English stop words left out."""
+    vectorizer = CountVectorizer(
+        stop_words="english",
+        token_pattern=_TOKEN,
+        ngram_range=(1, 2),
+        binary=True,
+        min_df=min(config.min_document_frequency, len(texts)),
+        max_features=config.max_vocabulary,
+        dtype=np.float32,
+    )
+    try:
+        doc_terms = vectorizer.fit_transform(texts)
+    except ValueError:  # no word at all (e.g. only numbers, or a script without spaces between words)
+        return np.array([], dtype=object), sp.csr_matrix((len(texts), 0), dtype=np.float32)
+    return vectorizer.get_feature_names_out(), doc_terms.tocsr()
+
+
+def _candidates(members: sp.csr_matrix, doc_terms: sp.csr_matrix, config: KeywordConfig) -> list[np.ndarray]:
+    """Per unit, term ids shared by enough class documents, most over-represented first (at most n_candidates)."""
+    class_size = np.diff(members.indptr).astype(np.float64)
+    class_df = (members @ doc_terms).tocsr()
+    corpus_rate = np.asarray(doc_terms.sum(axis=0)).ravel() / max(doc_terms.shape[0], 1)
+    found = []
+    for unit in range(members.shape[0]):
+        start, end = class_df.indptr[unit], class_df.indptr[unit + 1]
+        counts, term_ids = class_df.data[start:end], class_df.indices[start:end]
+        rate = counts / max(class_size[unit], 1.0)
+        keep = (counts >= 2) & (rate >= config.min_class_share) & (rate > corpus_rate[term_ids])
+        score = rate[keep] * np.log(rate[keep] / corpus_rate[term_ids[keep]])
+        found.append(term_ids[keep][np.argsort(-score, kind="stable")[: config.n_candidates]])
+    return found
+
+
+def _distinctive_directions(members: sp.csr_matrix, doc_vectors: np.ndarray) -> np.ndarray:
+    """[n_units, d] unit vectors: mean of a unit's documents minus the corpus mean (documents at unit length)."""
+    unit_docs = _unit_rows(np.asarray(doc_vectors, dtype=np.float32))
+    sizes = np.maximum(np.asarray(members.sum(axis=1)).ravel(), 1.0)
+    means = np.asarray(members @ unit_docs) / sizes[:, None]
+    return _unit_rows(means - unit_docs.mean(axis=0))
+
+
+def _rerank(
+    candidates: np.ndarray, vector_of: dict[int, np.ndarray], direction: np.ndarray, diversity: float
+) -> list[int]:
+    """Candidates in maximal-marginal-relevance order; near-synonyms of a chosen term are dropped."""
+    remaining = [int(t) for t in candidates]
+    relevance = {t: float(vector_of[t] @ direction) for t in remaining}
+    chosen: list[int] = []
+    while remaining:
+
+        def marginal(term: int) -> float:
+            overlap = max((float(vector_of[term] @ vector_of[c]) for c in chosen), default=0.0)
+            return (1 - diversity) * relevance[term] - diversity * overlap
+
+        best = max(remaining, key=marginal)
+        remaining.remove(best)
+        if all(float(vector_of[best] @ vector_of[c]) < _SIMILAR_TERMS for c in chosen):
+            chosen.append(best)
+    return chosen
+
+
+def _unique_labels(ranked: list[list[int]], strength: np.ndarray, vocabulary: np.ndarray, n_terms: int) -> list[str]:
+    """Labels of n_terms terms; stronger units choose first, a weaker unit whose label is taken swaps in its next
+    best unused term (or, with none left, its id), so no two units share a label."""
+    labels = [""] * len(ranked)
+    taken: set[str] = set()
+    for unit in np.argsort(-strength, kind="stable"):
+        terms = [str(vocabulary[t]) for t in ranked[unit]]
+        if not terms:
+            labels[unit] = _empty_label(strength[unit], unit)
+            continue
+        label = SEPARATOR.join(_readable_order(terms[:n_terms]))
+        spare = iter(terms[n_terms:])
+        while label in taken:
+            extra = next(spare, None)
+            head = terms[: max(1, min(n_terms, len(terms)) - 1)]
+            label = SEPARATOR.join([*head, extra]) if extra else f"{SEPARATOR.join(terms[:n_terms])} (#{unit})"
+        taken.add(label)
+        labels[unit] = label
+    return labels
+
+
+def _readable_order(terms: list[str]) -> list[str]:
+    """A phrase first reads better than a word it contains ("heart failure · heart" -> keep both, phrase first)."""
+    return sorted(terms, key=lambda term: -len(re.findall(r"\w+", term)))
+
+
+def _empty_label(strength: float, unit: int) -> str:
+    return INACTIVE_LABEL if strength == 0 else f"{UNNAMED_LABEL} #{unit}"
+
+
+def _description(ranked: list[int], vocabulary: np.ndarray, n_documents: int, config: KeywordConfig) -> str:
+    if n_documents == 0:
+        return "Never active on this dataset."
+    if not ranked:
+        return "Its strongest documents share no distinctive word (read them to name it, or label it with an LLM)."
+    terms = [str(vocabulary[t]) for t in ranked[: config.n_description_terms]]
+    return "Words its strongest documents share: " + ", ".join(terms) + "."
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)

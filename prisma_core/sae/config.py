@@ -25,6 +25,8 @@ REFERENCE_LATENTS = 8192
 """lr = REFERENCE_LR / sqrt(n_latents / REFERENCE_LATENTS) when lr is None: the 1/sqrt(n) scaling of Gao et al.
 (2024) with a larger constant (7e-4 at 16,384 latents where they use 2e-4): theirs needed about three times the
 epochs for the same held-out FVU on corpora of a few thousand documents."""
+PREFIX_RATIO = 8
+"""Each nested feature group is this many times smaller than the next."""
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -38,6 +40,9 @@ class SAEConfig:
     """Active features per document (the TopK); every document is described by exactly k weighted features."""
     k_aux: int | None = None
     """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_latents."""
+    nested_levels: int = 4
+    """Matryoshka nesting: the first n_latents/8^j features (j = levels-1 ... 1) must also reconstruct each document on
+    their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
     aux_alpha: float = 1 / 32
     """Weight of the AuxK loss that revives dead latents; 0 turns it off."""
     epochs: int = 12
@@ -63,6 +68,7 @@ class SAEConfig:
             _at_least("expansion_factor", self.expansion_factor, 1),
             _at_least("k", self.k, 1),
             _at_least("k_aux", self.k_aux, 1),
+            _at_least("nested_levels", self.nested_levels, 1),
             _at_least("epochs", self.epochs, 1),
             _at_least("batch_size", self.batch_size, 2),
             _at_least("dead_after", self.dead_after, 1),
@@ -84,6 +90,14 @@ class SAEConfig:
 
     def n_latents(self, dim: int) -> int:
         return self.expansion_factor * dim
+
+    def prefixes(self, dim: int) -> tuple[int, ...]:
+        """Sizes of the nested feature groups trained to reconstruct on their own, smallest first, ending with all
+        features: e.g. (6, 48, 384, 3072) for 3072 features and 4 levels. Groups of fewer than 2 features are
+        skipped."""
+        n_latents = self.n_latents(dim)
+        sizes = {n_latents // PREFIX_RATIO**level for level in range(self.nested_levels)}
+        return tuple(sorted(size for size in sizes if size >= 2))
 
     def split_sizes(self, n_documents: int) -> tuple[int, int]:
         """(training documents, held-out documents); at least one is held out when holdout_fraction > 0."""

@@ -14,6 +14,26 @@ def fvu(x: torch.Tensor, x_hat: torch.Tensor) -> torch.Tensor:
     return (x - x_hat).pow(2).sum() / total_variance
 
 
+def matryoshka_fvu(
+    x: torch.Tensor,
+    decoder_rows: torch.Tensor,
+    b_pre: torch.Tensor,
+    top_values: torch.Tensor,
+    top_indices: torch.Tensor,
+    prefixes: tuple[int, ...],
+) -> torch.Tensor:
+    """Mean FVU of the reconstructions from the first m latents only, for every prefix size m (Matryoshka SAE,
+    Bussmann et al. 2025; Nabeshima 2024).
+
+    The TopK code is computed once over all latents; prefix m keeps the kept activations of latents < m. The
+    smallest prefixes must reconstruct the data alone, so their latents learn the broad concepts (a news desk, a
+    clinical specialty) and later latents refine them, instead of splitting broad concepts into many narrow ones.
+    x: [batch, d]; decoder_rows: [n_latents, d]; top_values, top_indices: [batch, k] -> scalar.
+    """
+    losses = [fvu(x, decode_rows(decoder_rows, top_values * (top_indices < m), top_indices) + b_pre) for m in prefixes]
+    return torch.stack(losses).mean()
+
+
 def topk_aux_loss(
     residual: torch.Tensor,
     pre_acts: torch.Tensor,

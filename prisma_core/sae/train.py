@@ -10,7 +10,7 @@ import torch
 from prisma_core.errors import TrainingError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae.config import SAEConfig, check_config
-from prisma_core.sae.loss import fvu, sae_loss, topk_aux_loss
+from prisma_core.sae.loss import fvu, matryoshka_fvu, sae_loss, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
 
 STAGE = "train_sae"
@@ -197,6 +197,7 @@ def _optimise(
     log_every = max(1, total_steps // HISTORY_POINTS)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=x_train.device.type in ("cpu", "cuda"))
     tracker = _DeadLatentTracker(model.n_latents, config.dead_after, x_train.device)
+    prefixes = config.prefixes(model.d)
     history: list[dict[str, float]] = []
     sums = torch.zeros(3, device=x_train.device)
     since_log = 0
@@ -207,7 +208,7 @@ def _optimise(
             if should_stop is not None and should_stop():
                 raise TrainingError(f"Training was cancelled at step {step} of {total_steps}; nothing was saved.")
             batch = x_train[order[batch_number * batch_size : (batch_number + 1) * batch_size]]
-            sums += _train_step(model, optimizer, tracker, batch, config)
+            sums += _train_step(model, optimizer, tracker, batch, config, prefixes)
             step += 1
             since_log += 1
             epoch_done = batch_number == steps_per_epoch - 1
@@ -232,13 +233,19 @@ def _optimise(
 
 
 def _train_step(
-    model: TopKSAE, optimizer: torch.optim.Optimizer, tracker: _DeadLatentTracker, x: torch.Tensor, config: SAEConfig
+    model: TopKSAE,
+    optimizer: torch.optim.Optimizer,
+    tracker: _DeadLatentTracker,
+    x: torch.Tensor,
+    config: SAEConfig,
+    prefixes: tuple[int, ...],
 ) -> torch.Tensor:
-    """One Adam step on batch x [batch, d]; returns detached (loss, fvu, aux_loss) [3]."""
+    """One Adam step on batch x [batch, d]; returns detached (loss, fvu of all features, aux_loss) [3]."""
     out = model(x)
     recon_fvu = fvu(x, out.recon)
+    objective = matryoshka_fvu(x, model.W_dec, model.b_pre, out.top_values, out.top_indices, prefixes)
     aux = topk_aux_loss(x - out.recon, out.pre_acts, tracker.dead_mask(), model.W_dec, config.k_aux)
-    loss = sae_loss(recon_fvu, aux, config.aux_alpha)
+    loss = sae_loss(objective, aux, config.aux_alpha)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     model.project_decoder_grad()

@@ -1,0 +1,279 @@
+"""Benchmark 7: does Prisma find what a person would look for? Recovery of known categories on labelled corpora.
+
+    .venv/bin/python -m bench.quality [--quick] [--corpora bbc_news,ag_news_test,mtsamples] [--no-bertopic]
+
+Each corpus runs through the default pipeline (the code the app and the CLI use: ingest, embed, train with the
+settings suggested for its size, themes, keyword labels, families). In the same run, on the same embeddings, the
+baselines: k-means with K = the number of categories, a 5-fold cross-validated logistic-regression probe (the
+ceiling: it is told the categories) and BERTopic with its default settings.
+
+Per level (theme, family, feature) and baseline:
+- best-F1: for each category, the best F1 between "document has the category" and "document belongs to this unit",
+  averaged over categories. A document belongs to a theme as `Themes.members` says, to a feature when the feature
+  is among its strong activations (`analysis.strong_codes`), to a family when one of its features is.
+- purity: the share of each unit's documents in its commonest category, averaged over units weighted by size.
+- coverage: the share of documents that belong to at least one unit.
+- shown: how many units an analyst sees (themes; families; features that fire).
+- duplicate labels: labels shared by two or more units of the level.
+- label score: mean embedding score (ROC-AUC of the label's similarity to the unit's documents vs the others); the
+  same labels shuffled across units give the chance baseline.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from bench import common
+
+NAME = "quality"
+TITLE = "7. Quality: recovery of known categories (themes, families, features vs k-means, probe, BERTopic)"
+COMMAND = ".venv/bin/python -m bench.quality"
+CORPORA = ("bbc_news", "ag_news_test", "mtsamples")
+QUICK_DOCS = 400
+TARGETS = {
+    "bbc_news": {"theme": 0.90, "feature": 0.75, "label_score": 0.85},
+    "ag_news_test": {"theme": 0.80},
+    "mtsamples": {"theme": 0.45, "label_score": 0.85},
+}
+MAX_THEMES = 50
+MIN_COVERAGE = 0.95
+SHUFFLE_SEED = 0
+
+
+def run(corpora: list[str], cache: Path, quick: bool = False, bertopic: bool = True) -> dict[str, Any]:
+    return {
+        "device": common.device_report(),
+        "quick": quick,
+        "corpora": {name: _corpus(name, cache, quick, bertopic) for name in corpora},
+    }
+
+
+def _corpus(name: str, cache: Path, quick: bool, bertopic: bool) -> dict[str, Any]:
+    from prisma_core import pipeline
+    from prisma_core.embed import EmbedConfig, model_key
+    from prisma_core.ingest import IngestConfig
+    from prisma_core.store import Workspace
+
+    workspace = Workspace(cache / "quality_workspace")
+    source = common.CORPORA_DIR / f"{name}.parquet"
+    dataset_name = f"{name}-{QUICK_DOCS if quick else 'all'}"
+    dataset = next((d for d in workspace.datasets() if d.name == dataset_name), None)
+    if dataset is None:
+        if quick:
+            subset = cache / f"{dataset_name}.parquet"
+            pd.read_parquet(source).sample(QUICK_DOCS, random_state=0).to_parquet(subset)
+            source = subset
+        dataset_id, _ = pipeline.ingest(workspace, [source], dataset_name, IngestConfig("text", id_column="id"))
+    else:
+        dataset_id = dataset.dataset_id
+    pipeline.embed_dataset(workspace, dataset_id)
+    vectors = workspace.vectors(dataset_id, model_key(EmbedConfig()))
+    categories = workspace.metadata(dataset_id)["label"].astype(str).to_numpy()
+
+    started = time.perf_counter()
+    summary = pipeline.train_run(workspace, dataset_id)
+    seconds = time.perf_counter() - started
+    run = pipeline.load_run(workspace, summary.run_id)
+    levels = _prisma_levels(run)
+    scores = _label_scores(run, vectors, levels)
+    result: dict[str, Any] = {
+        "n_documents": len(categories),
+        "n_categories": len(np.unique(categories)),
+        "train_seconds": seconds,
+        "fvu_holdout": run.record.metrics["fvu_holdout"],
+        "fvu_train": run.record.metrics["fvu_train"],
+        "dead_fraction": run.record.metrics["dead_fraction"],
+        "sae": {k: run.record.config["sae"][k] for k in ("expansion_factor", "k", "epochs", "nested_levels")},
+        "levels": {},
+        "theme_labels": run.theme_info["label"].tolist(),
+    }
+    for level, (members, labels) in levels.items():
+        result["levels"][level] = _recovery(members, categories) | {
+            "duplicate_labels": _duplicates(labels),
+            "label_score": scores[level][0],
+            "label_score_shuffled": scores[level][1],
+        }
+    for baseline, members in _baselines(vectors, categories, run.record.embedding_key, bertopic, workspace, dataset_id):
+        result["levels"][baseline] = _recovery(members, categories)
+    return result
+
+
+def _prisma_levels(run: Any) -> dict[str, tuple[sp.csr_matrix, list[str]]]:
+    """level -> (membership [n_documents, n_units] 0/1, the units' labels)."""
+    from prisma_core import analysis
+    from prisma_core.pipeline import family_matrix
+
+    strong = analysis.strong_codes(run.codes)
+    live = np.flatnonzero(np.diff(strong.tocsc().indptr) > 0)
+    family_members = (strong @ family_matrix([f["members"] for f in run.families], run.codes.shape[1])) > 0
+    feature_labels = run.features.set_index("feature_id")["label"]
+    return {
+        "theme": (run.themes.members(), run.theme_info["label"].tolist()),
+        "family": (sp.csr_matrix(family_members), [f["label"] for f in run.families]),
+        "feature": (sp.csr_matrix(strong[:, live] > 0), feature_labels.loc[live].tolist()),
+    }
+
+
+def _recovery(members: sp.spmatrix, categories: np.ndarray) -> dict[str, float]:
+    names, category = np.unique(categories, return_inverse=True)
+    truth = sp.csr_matrix(
+        (np.ones(len(category)), (np.arange(len(category)), category)), shape=(len(category), len(names))
+    )
+    member = sp.csr_matrix(members, dtype=np.float64)
+    member.data[:] = 1.0
+    overlap = (truth.T @ member).toarray()  # [categories, units]
+    unit_size = np.asarray(member.sum(axis=0)).ravel()
+    category_size = np.asarray(truth.sum(axis=0)).ravel()
+    f1 = 2 * overlap / np.maximum(unit_size[None, :] + category_size[:, None], 1)
+    shown = unit_size > 0
+    purity = overlap.max(axis=0)[shown].sum() / max(unit_size[shown].sum(), 1)
+    return {
+        "best_f1": float(f1.max(axis=1).mean()),
+        "purity": float(purity),
+        "coverage": float((np.diff(member.indptr) > 0).mean()),
+        "shown": int(shown.sum()),
+    }
+
+
+def _duplicates(labels: list[str]) -> int:
+    counts = pd.Series(labels).value_counts()
+    return int(counts[counts > 1].sum())
+
+
+def _label_scores(run: Any, vectors: np.ndarray, levels: dict) -> dict[str, tuple[float, float]]:
+    """level -> (mean embedding score of the labels, mean score of the same labels shuffled across units)."""
+    from prisma_core.explore import run_embed_config
+    from prisma_core.interpret.label_scores import label_embedding_scores
+
+    config = run_embed_config(run)
+    scores = {}
+    rng = np.random.default_rng(SHUFFLE_SEED)
+    for level, (members, labels) in levels.items():
+        units = list(range(len(labels)))
+        real = label_embedding_scores(units, labels, members, vectors, config).scores
+        shuffled = label_embedding_scores(units, list(rng.permutation(labels)), members, vectors, config).scores
+        scores[level] = (float(np.nanmean(real)), float(np.nanmean(shuffled)))
+    return scores
+
+
+def _baselines(
+    vectors: np.ndarray, categories: np.ndarray, embedding_key: str, bertopic: bool, workspace: Any, dataset_id: str
+) -> list[tuple[str, sp.csr_matrix]]:
+    from sklearn.cluster import KMeans
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import cross_val_predict
+
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    n_categories = len(np.unique(categories))
+    kmeans = KMeans(n_categories, n_init=10, random_state=0).fit_predict(unit)
+    probe = cross_val_predict(LogisticRegression(max_iter=2000, C=10.0), unit, categories, cv=5)
+    found = [("k-means K", _one_hot(kmeans)), ("probe (ceiling)", _one_hot(np.unique(probe, return_inverse=True)[1]))]
+    if bertopic:
+        texts = workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
+        found.append(("BERTopic", _one_hot(_bertopic_topics(texts, vectors))))
+    return found
+
+
+def _bertopic_topics(texts: list[str], vectors: np.ndarray) -> np.ndarray:
+    """BERTopic with default settings on the same vectors; outliers (-1) form one unit of their own."""
+    from bertopic import BERTopic
+
+    from prisma_core.embed import EmbedConfig, load_model
+
+    config = EmbedConfig()
+    model = BERTopic(embedding_model=load_model(config.model, "cpu", "fp32"))
+    topics, _ = model.fit_transform(texts, vectors)
+    return np.asarray(topics) + 1
+
+
+def _one_hot(labels: np.ndarray) -> sp.csr_matrix:
+    return sp.csr_matrix(
+        (np.ones(len(labels)), (np.arange(len(labels)), labels)), shape=(len(labels), labels.max() + 1)
+    )
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"## {TITLE}", "", f"Command: `{COMMAND}`", ""]
+    for name, corpus in result["corpora"].items():
+        lines += [
+            f"### {name}: {corpus['n_documents']:,} documents, {corpus['n_categories']} categories",
+            "",
+            f"SAE (suggested for this size): {corpus['sae']}; held-out FVU {corpus['fvu_holdout']:.3f} (train "
+            f"{corpus['fvu_train']:.3f}), dead latents {corpus['dead_fraction']:.1%}; pipeline "
+            f"{corpus['train_seconds']:.0f} s.",
+            "",
+            f"Themes: {', '.join(corpus['theme_labels'])}.",
+            "",
+        ]
+        rows = [
+            [
+                level,
+                values["best_f1"],
+                values["purity"],
+                values["coverage"],
+                values["shown"],
+                values.get("duplicate_labels", "-"),
+                _score(values),
+            ]
+            for level, values in corpus["levels"].items()
+        ]
+        lines += [
+            common.markdown_table(
+                ["level", "mean best-F1", "purity", "coverage", "shown", "duplicate labels", "label score (shuffled)"],
+                rows,
+            ),
+            "",
+            *_verdicts(name, corpus),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _score(values: dict[str, Any]) -> str:
+    if "label_score" not in values:
+        return "-"
+    return f"{values['label_score']:.3f} ({values['label_score_shuffled']:.3f})"
+
+
+def _verdicts(name: str, corpus: dict[str, Any]) -> list[str]:
+    levels = corpus["levels"]
+    theme = levels["theme"]
+    checks = [
+        (
+            f"themes at or above k-means K ({levels['k-means K']['best_f1']:.3f})",
+            theme["best_f1"],
+            levels["k-means K"]["best_f1"],
+        ),
+        (f"at most {MAX_THEMES} themes", -theme["shown"], -MAX_THEMES),
+        (f"coverage >= {MIN_COVERAGE:.0%}", theme["coverage"], MIN_COVERAGE),
+    ]
+    targets = TARGETS.get(name, {})
+    if "theme" in targets:
+        checks.append((f"theme best-F1 >= {targets['theme']}", theme["best_f1"], targets["theme"]))
+    if "feature" in targets:
+        checks.append((f"feature best-F1 >= {targets['feature']}", levels["feature"]["best_f1"], targets["feature"]))
+    if "label_score" in targets:
+        feature_score = levels["feature"]["label_score"]
+        checks.append((f"feature label score >= {targets['label_score']}", feature_score, targets["label_score"]))
+    duplicates = sum(levels[level]["duplicate_labels"] for level in ("theme", "feature"))
+    checks.append(("no duplicate theme or feature labels", -duplicates, 0))
+    return [f"- {what}: **{common.verdict(measured, target)}**" for what, measured, target in checks]
+
+
+def main() -> None:
+    arguments = common.parser(__doc__.splitlines()[0])
+    arguments.add_argument("--corpora", default=",".join(CORPORA), help="comma-separated corpus names")
+    arguments.add_argument("--no-bertopic", action="store_true", help="skip the BERTopic baseline")
+    args = arguments.parse_args()
+    corpora = args.corpora.split(",")
+    common.publish(NAME, run(corpora, args.cache, args.quick, not args.no_bertopic), args, render)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Themes: the few broad subjects of a corpus (the desks of a newspaper, the specialties of a clinic), each made of
+SAE features, that an analyst reads first.
+
+Themes are found after training, so their number can change without retraining:
+1. Seed: spherical k-means on the documents' embeddings (unit length, corpus mean removed). With no number given,
+   the number that best separates the documents (cosine silhouette on a seeded sample) is chosen in a range that
+   grows with the corpus.
+2. Evidence: each feature gets a weight per theme, log(P(theme | feature) / P(theme)), from how its activation is
+   spread over the themes' documents: a feature that fires mostly on sports articles is strong evidence for the
+   sports theme, one that fires everywhere is evidence for none.
+3. A document's theme scores are the sum of its activations times that evidence (a naive-Bayes vote of its
+   features), so every theme assignment is explained by the document's own features. Documents are re-assigned
+   by their scores and the evidence recomputed until the assignment settles (two rounds suffice in practice).
+4. A feature belongs to the theme it is the strongest evidence for; a document to its strongest theme and to any
+   theme with at least `member_share` of its probability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.cluster import KMeans
+from sklearn.metrics import silhouette_score
+
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+
+STAGE = "themes"
+NO_THEME = -1
+_SEED = 0
+"""Seeds k-means and the silhouette sample: the same codes always give the same themes."""
+_SILHOUETTE_SAMPLE = 3000
+_REFINE_ROUNDS = 3
+_CANDIDATES = 12
+"""Numbers of themes tried when choosing from the data (spread geometrically over the range)."""
+_SMOOTHING = 0.5
+"""Pseudo-activation spread over the themes by their size, so a rarely active feature is weak evidence."""
+
+
+@dataclass(frozen=True)
+class ThemeConfig:
+    n_themes: int | None = None
+    """Number of themes; empty chooses it from the data, between 3 and a maximum that grows with the corpus (about 12
+    for 1,000 documents, 50 for 100,000)."""
+    member_share: float = 0.3
+    """A document also belongs to a second theme when that theme has at least this probability for it."""
+
+    def __post_init__(self) -> None:
+        if self.n_themes is not None and not 2 <= self.n_themes <= MAX_THEMES:
+            raise ValueError(f"n_themes must be between 2 and {MAX_THEMES}, got {self.n_themes}")
+        if not 0 < self.member_share <= 1:
+            raise ValueError(f"member_share must be above 0 and at most 1, got {self.member_share}")
+
+
+MIN_THEMES = 3
+MAX_THEMES = 100
+
+
+@dataclass(frozen=True)
+class Themes:
+    evidence: np.ndarray
+    """[n_features, n_themes] float32: log(P(theme | feature) / P(theme)); 0 for features that never fire."""
+    probabilities: np.ndarray
+    """[n_documents, n_themes] float32: each document's theme probabilities (rows sum to 1; all 0 for a document
+    without active features)."""
+    member_share: float
+
+    @property
+    def n_themes(self) -> int:
+        return self.evidence.shape[1]
+
+    def feature_theme(self) -> np.ndarray:
+        """[n_features] int32: the theme each feature is the strongest evidence for, NO_THEME when it is evidence
+        for none (it never fires, or fires alike everywhere)."""
+        best = self.evidence.argmax(axis=1).astype(np.int32)
+        return np.where(self.evidence.max(axis=1) > 0, best, NO_THEME).astype(np.int32)
+
+    def strongest(self) -> np.ndarray:
+        """[n_documents] int32: each document's most probable theme, NO_THEME without active features."""
+        best = self.probabilities.argmax(axis=1).astype(np.int32)
+        return np.where(self.probabilities.max(axis=1) > 0, best, NO_THEME).astype(np.int32)
+
+    def members(self) -> sp.csr_matrix:
+        """[n_documents, n_themes] 0/1: the themes each document belongs to (strongest, plus any with at least
+        member_share probability)."""
+        strongest = self.strongest()
+        member = self.probabilities >= self.member_share
+        has_theme = strongest >= 0
+        member[np.flatnonzero(has_theme), strongest[has_theme]] = True
+        return sp.csr_matrix(member, dtype=np.float32)
+
+
+def max_themes(n_documents: int) -> int:
+    """Upper end of the automatic range: about 12 themes for 1,000 documents, 50 for 100,000."""
+    return int(np.clip(round(12 * (max(n_documents, 1) / 1000) ** 0.31), MIN_THEMES + 1, 50))
+
+
+def build_themes(
+    codes: sp.spmatrix,
+    doc_vectors: np.ndarray,
+    config: ThemeConfig = ThemeConfig(),
+    progress: ProgressCallback = ignore_progress,
+) -> Themes:
+    """Themes of a run. codes: [n_documents, n_features] activations; doc_vectors: [n_documents, d] embeddings."""
+    codes = sp.csr_matrix(codes, dtype=np.float32)
+    points = _centred_unit(doc_vectors)
+    assignment = _seed_assignment(points, config, progress)
+    n_themes = int(assignment.max()) + 1
+    for _ in range(_REFINE_ROUNDS):
+        evidence = feature_evidence(codes, assignment, n_themes)
+        scores = np.asarray(codes @ evidence)
+        has_features = np.diff(codes.indptr) > 0
+        refined = np.where(has_features, scores.argmax(axis=1), assignment)
+        if np.array_equal(refined, assignment):
+            break
+        assignment = refined
+    evidence = feature_evidence(codes, assignment, n_themes)
+    return themes_from_evidence(codes, evidence[:, _by_size(assignment, n_themes)], config.member_share)
+
+
+def themes_from_evidence(codes: sp.spmatrix, evidence: np.ndarray, member_share: float) -> Themes:
+    """Themes from stored evidence [n_features, n_themes]: the documents' probabilities are recomputed from codes."""
+    codes = sp.csr_matrix(codes, dtype=np.float32)
+    return Themes(np.asarray(evidence, np.float32), _probabilities(codes, evidence), member_share)
+
+
+def feature_evidence(codes: sp.csr_matrix, assignment: np.ndarray, n_themes: int) -> np.ndarray:
+    """[n_features, n_themes] log(P(theme | feature) / P(theme)) from each feature's activation mass per theme."""
+    onehot = sp.csr_matrix(
+        (np.ones(len(assignment), np.float32), (np.arange(len(assignment)), assignment)),
+        shape=(len(assignment), n_themes),
+    )
+    mass = np.asarray((codes.T @ onehot).todense(), dtype=np.float64)
+    prior = np.maximum(mass.sum(axis=0), 1e-12) / max(mass.sum(), 1e-12)
+    share = (mass + _SMOOTHING * prior) / (mass.sum(axis=1, keepdims=True) + _SMOOTHING)
+    evidence = np.log(share / prior)
+    evidence[mass.sum(axis=1) == 0] = 0.0
+    return evidence.astype(np.float32)
+
+
+def _probabilities(codes: sp.csr_matrix, evidence: np.ndarray) -> np.ndarray:
+    scores = np.asarray(codes @ evidence, dtype=np.float64)
+    scores -= scores.max(axis=1, keepdims=True)
+    weights = np.exp(scores)
+    probabilities = weights / weights.sum(axis=1, keepdims=True)
+    probabilities[np.diff(codes.indptr) == 0] = 0.0
+    return probabilities.astype(np.float32)
+
+
+def _centred_unit(vectors: np.ndarray) -> np.ndarray:
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    centred = unit - unit.mean(axis=0)
+    return (centred / np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
+def _seed_assignment(points: np.ndarray, config: ThemeConfig, progress: ProgressCallback) -> np.ndarray:
+    """k-means labels [n_documents] for the given number of themes, or for the best-separating number."""
+    candidates = _candidate_counts(config, len(points))
+    rng = np.random.default_rng(_SEED)
+    sample = rng.choice(len(points), size=min(_SILHOUETTE_SAMPLE, len(points)), replace=False)
+    best_score, best = -np.inf, np.zeros(len(points), dtype=np.int64)
+    for done, n_themes in enumerate(candidates, start=1):
+        labels = KMeans(n_themes, n_init=4, random_state=_SEED).fit_predict(points)
+        score = _silhouette(points[sample], labels[sample]) if len(candidates) > 1 else 0.0
+        if score > best_score:
+            best_score, best = score, labels
+        progress(Progress(STAGE, done, len(candidates), f"Trying {n_themes} themes", {"separation": score}))
+    return best
+
+
+def _candidate_counts(config: ThemeConfig, n_documents: int) -> list[int]:
+    if config.n_themes is not None:
+        return [min(config.n_themes, n_documents)]
+    high = min(max_themes(n_documents), n_documents)
+    low = min(MIN_THEMES, high)
+    if high <= low:
+        return [low]
+    return sorted({round(low * (high / low) ** (i / (_CANDIDATES - 1))) for i in range(_CANDIDATES)})
+
+
+def _silhouette(points: np.ndarray, labels: np.ndarray) -> float:
+    if len(np.unique(labels)) < 2:
+        return -1.0
+    return float(silhouette_score(points, labels, metric="cosine"))
+
+
+def _by_size(assignment: np.ndarray, n_themes: int) -> np.ndarray:
+    """Theme ids ordered by decreasing number of documents, so theme 0 is the largest."""
+    return np.argsort(-np.bincount(assignment, minlength=n_themes), kind="stable")
