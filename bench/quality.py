@@ -198,8 +198,8 @@ def _one_hot(labels: np.ndarray) -> sp.csr_matrix:
     )
 
 
-def render(result: dict[str, Any]) -> str:
-    lines = [f"## {TITLE}", "", f"Command: `{COMMAND}`", ""]
+def markdown(result: dict[str, Any]) -> str:
+    lines = []
     for name, corpus in result["corpora"].items():
         lines += [
             f"### {name}: {corpus['n_documents']:,} documents, {corpus['n_categories']} categories",
@@ -272,7 +272,7 @@ def main() -> None:
     arguments.add_argument("--no-bertopic", action="store_true", help="skip the BERTopic baseline")
     args = arguments.parse_args()
     corpora = args.corpora.split(",")
-    common.publish(NAME, run(corpora, args.cache, args.quick, not args.no_bertopic), args, render)
+    common.publish(NAME, run(corpora, args.cache, args.quick, not args.no_bertopic), args, markdown)
 
 
 if __name__ == "__main__":

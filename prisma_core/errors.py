@@ -31,3 +31,7 @@ class NotFoundError(StoreError):
 
 class LabellingError(PrismaError):
     """An LLM labelling request failed (unreachable host, unknown model, bad answer)."""
+
+
+class SettingsError(PrismaError, ValueError):
+    """A setting is out of its range (names the setting, its range and the value given)."""

@@ -35,7 +35,10 @@ def refract_document(run: LoadedRun, position: int) -> pd.DataFrame:
 
 
 def with_labels(frame: pd.DataFrame, run: LoadedRun) -> pd.DataFrame:
-    return frame.merge(run.features[["feature_id", "label"]], on="feature_id", how="left")
+    """Adds each feature's label and `strong`: whether it is one of the handful of concepts that matter for the
+    document (see analysis.STRONG_SHARE); the others are weak traces, best folded away."""
+    strong = frame["value"] >= analysis.STRONG_SHARE * frame["value"].max() if len(frame) else frame["value"] > 0
+    return frame.assign(strong=strong).merge(run.features[["feature_id", "label"]], on="feature_id", how="left")
 
 
 def search_documents(workspace: Workspace, run: LoadedRun, query: str, limit: int = 10) -> pd.DataFrame:

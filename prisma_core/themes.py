@@ -2,7 +2,8 @@
 SAE features, that an analyst reads first.
 
 Themes are found after training, so their number can change without retraining:
-1. Seed: spherical k-means on the documents' embeddings (unit length, corpus mean removed). With no number given,
+1. Seed: spherical k-means on the documents' embeddings (unit length, corpus mean removed, first 50 principal
+   components). With no number given,
    the number that best separates the documents (cosine silhouette on a seeded sample) is chosen in a range that
    grows with the corpus.
 2. Evidence: each feature gets a weight per theme, log(P(theme | feature) / P(theme)), from how its activation is
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from sklearn.cluster import KMeans
+from sklearn.decomposition import PCA
 from sklearn.metrics import silhouette_score
 
+from prisma_core.errors import SettingsError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 
 STAGE = "themes"
@@ -32,6 +35,7 @@ _SEED = 0
 """Seeds k-means and the silhouette sample: the same codes always give the same themes."""
 _SILHOUETTE_SAMPLE = 3000
 _REFINE_ROUNDS = 3
+_COMPONENTS = 50
 _CANDIDATES = 12
 """Numbers of themes tried when choosing from the data (spread geometrically over the range)."""
 _SMOOTHING = 0.5
@@ -48,9 +52,9 @@ class ThemeConfig:
 
     def __post_init__(self) -> None:
         if self.n_themes is not None and not 2 <= self.n_themes <= MAX_THEMES:
-            raise ValueError(f"n_themes must be between 2 and {MAX_THEMES}, got {self.n_themes}")
+            raise SettingsError(f"n_themes must be between 2 and {MAX_THEMES}, got {self.n_themes}")
         if not 0 < self.member_share <= 1:
-            raise ValueError(f"member_share must be above 0 and at most 1, got {self.member_share}")
+            raise SettingsError(f"member_share must be above 0 and at most 1, got {self.member_share}")
 
 
 MIN_THEMES = 3
@@ -104,7 +108,7 @@ def build_themes(
 ) -> Themes:
     """Themes of a run. codes: [n_documents, n_features] activations; doc_vectors: [n_documents, d] embeddings."""
     codes = sp.csr_matrix(codes, dtype=np.float32)
-    points = _centred_unit(doc_vectors)
+    points = _document_points(doc_vectors)
     assignment = _seed_assignment(points, config, progress)
     n_themes = int(assignment.max()) + 1
     for _ in range(_REFINE_ROUNDS):
@@ -148,10 +152,12 @@ def _probabilities(codes: sp.csr_matrix, evidence: np.ndarray) -> np.ndarray:
     return probabilities.astype(np.float32)
 
 
-def _centred_unit(vectors: np.ndarray) -> np.ndarray:
+def _document_points(vectors: np.ndarray) -> np.ndarray:
+    """Documents at unit length, corpus mean removed, on their first principal components (k-means and the
+    silhouette then run several times faster at the same grouping), at unit length again."""
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    centred = unit - unit.mean(axis=0)
-    return (centred / np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    reduced = PCA(n_components=min(_COMPONENTS, *unit.shape), random_state=_SEED).fit_transform(unit)
+    return (reduced / np.maximum(np.linalg.norm(reduced, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 def _seed_assignment(points: np.ndarray, config: ThemeConfig, progress: ProgressCallback) -> np.ndarray:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import common, embedding, end_to_end, families, fast_cpu, run_all, sae_training, search
+from bench import common, embedding, end_to_end, families, fast_cpu, quality, run_all, sae_training, search
 from prisma_core.embed import EmbedConfig, model_key, openvino_installed
 
 
@@ -111,6 +111,26 @@ def test_end_to_end_quick_runs_the_cli_cold_then_warm() -> None:
     assert "0 computed" in warm["stdout"]
     assert positive(result["speedup"])
     assert "Cold" in end_to_end.markdown(result)
+
+
+def test_quality_quick_scores_every_level_against_the_baselines(cache_dir: Path) -> None:
+    result = quality.run(["bbc_news"], cache_dir, quick=True, bertopic=False)
+    corpus = result["corpora"]["bbc_news"]
+    assert corpus["n_documents"] == quality.QUICK_DOCS and corpus["n_categories"] == 5
+    levels = corpus["levels"]
+    assert set(levels) == {"theme", "family", "feature", "k-means K", "probe (ceiling)"}
+    for values in levels.values():
+        assert fraction(values["best_f1"]) and fraction(values["purity"]) and fraction(values["coverage"])
+    assert 3 <= levels["theme"]["shown"] <= quality.MAX_THEMES
+    assert levels["theme"]["coverage"] == 1.0  # every document with an active feature has a theme
+    assert len(corpus["theme_labels"]) == levels["theme"]["shown"]
+    assert levels["k-means K"]["shown"] == 5
+    assert levels["probe (ceiling)"]["best_f1"] > 0.8  # 400 BBC articles, 5 well separated desks
+    for level in ("theme", "feature"):
+        assert levels[level]["duplicate_labels"] == 0
+        assert levels[level]["label_score"] > levels[level]["label_score_shuffled"]
+    text = quality.markdown(result)
+    assert "mean best-F1" in text and "themes at or above k-means K" in text
 
 
 def test_cli_stage_seconds_are_parsed() -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from prisma_core.sae import suggest_config
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,6 +53,7 @@ def metric(output: str, name: str) -> float:
 def test_run_reports_quality_within_targets(bbc_run):
     result, _ = bbc_run
     assert "2225 documents" in result.stdout
+    assert re.search(r"theme 0: .+ \((\d+) documents\)", result.stdout)
     assert "2225 from cache" in result.stdout
     assert metric(result.stdout, "held-out FVU") <= 0.45
     assert metric(result.stdout, "dead latents") <= 0.05
@@ -58,9 +61,10 @@ def test_run_reports_quality_within_targets(bbc_run):
 
 def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc):
     _, out = bbc_run
+    suggested = suggest_config(len(bbc), 384)  # the CLI's defaults suit the corpus size
     features = pd.read_parquet(out / "features.parquet")
-    assert len(features) == 8 * 384
-    assert {"feature_id", "density", "label", "description", "family_id", "parent"} <= set(features.columns)
+    assert len(features) == suggested.n_latents(384)
+    assert {"feature_id", "density", "label", "description", "family_id", "parent", "theme_id"} <= set(features.columns)
     assert features["label"].notna().all()
     activations = pd.read_parquet(out / "activations.parquet")
     assert activations.groupby("doc_id").size().eq(32).all()
@@ -71,14 +75,41 @@ def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc):
     documents = pd.read_parquet(out / "documents.parquet")
     assert documents["doc_id"].tolist() == bbc["id"].tolist()
     assert documents["label"].tolist() == bbc["label"].tolist()
+    themes = json.loads((out / "themes.json").read_text())
+    assert 3 <= len(themes) <= 50
+    assert documents["theme_id"].between(0, len(themes) - 1).all()  # every article has a strongest theme
+    assert all(row.theme_id == row.themes[0] for row in documents.itertuples())
+    assert sorted(t["theme_id"] for t in themes) == list(range(len(themes)))
+    assert len({t["label"] for t in themes}) == len(themes)
+    theme_of = features.set_index("feature_id")["theme_id"]
+    assert all((theme_of.loc[t["features"]] == t["theme_id"]).all() for t in themes)
     families = json.loads((out / "families.json").read_text())
     assert families and all(f["members"][0] == f["parent"] for f in families)
     children = {e["child"] for f in families for e in f["edges"]}
     in_family = features.dropna(subset=["family_id"])
     assert set(in_family.loc[in_family["parent"].notna(), "feature_id"]) <= children
     config = json.loads((out / "config.json").read_text())
-    assert config["config"]["sae"]["seed"] == 0 and config["config"]["sae"]["k"] == 32
-    assert (out / "sae.safetensors").stat().st_size > 8 * 384 * 384 * 4
+    sae = config["config"]["sae"]
+    assert (sae["seed"], sae["k"], sae["expansion_factor"]) == (0, suggested.k, suggested.expansion_factor)
+    assert config["metrics"]["n_themes"] == len(themes)
+    assert (out / "sae.safetensors").stat().st_size > suggested.n_latents(384) * 384 * 4 * 2
+
+
+def test_themes_regroup_without_retraining(bbc_run, bbc_workspace):
+    from prisma_core import pipeline
+
+    workspace, _ = bbc_workspace
+    before = pipeline.load_run(workspace)
+    result = prisma("themes", "--n-themes", "4", workspace=workspace.path)
+    assert result.returncode == 0, result.stderr
+    assert "4 themes" in result.stdout and len(re.findall(r"^  theme \d+: ", result.stdout, re.MULTILINE)) == 4
+    after = pipeline.load_run(workspace)
+    assert after.record.run_id == before.record.run_id and after.themes.n_themes == 4
+    assert (after.codes != before.codes).nnz == 0  # the SAE and its activations are untouched
+    assert after.theme_info["n_documents"].sum() >= after.codes.shape[0]  # every document in at least one
+    refused = prisma("themes", "--n-themes", "1", workspace=workspace.path)
+    assert refused.returncode == 2 and "n_themes must be between 2" in refused.stderr
+    assert pipeline.load_run(workspace).themes.n_themes == 4  # a refused setting changes nothing
 
 
 def test_list_shows_the_run(bbc_run, bbc_workspace):

@@ -22,8 +22,7 @@ def best_f1(members: sp.spmatrix, categories: np.ndarray) -> float:
         truth = categories == category
         scores.append(
             max(
-                2 * truth[member[:, t].indices].sum() / (truth.sum() + member[:, t].nnz)
-                for t in range(member.shape[1])
+                2 * truth[member[:, t].indices].sum() / (truth.sum() + member[:, t].nnz) for t in range(member.shape[1])
             )
         )
     return float(np.mean(scores))

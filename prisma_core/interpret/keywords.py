@@ -24,6 +24,8 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
 
+from prisma_core.errors import SettingsError
+
 KEYWORD_SOURCE = "keywords"
 SEPARATOR = " · "
 INACTIVE_LABEL = "(inactive feature)"
@@ -58,9 +60,9 @@ class KeywordConfig:
 
     def __post_init__(self) -> None:
         if min(self.n_top_documents, self.n_terms, self.n_candidates, self.min_document_frequency) < 1:
-            raise ValueError("n_top_documents, n_terms, n_candidates and min_document_frequency must be at least 1")
+            raise SettingsError("n_top_documents, n_terms, n_candidates and min_document_frequency must be at least 1")
         if not 0 < self.min_class_share <= 1 or not 0 <= self.diversity <= 1:
-            raise ValueError("min_class_share must be in (0, 1] and diversity in [0, 1]")
+            raise SettingsError("min_class_share must be in (0, 1] and diversity in [0, 1]")
 
 
 def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:
