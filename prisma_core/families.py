@@ -26,9 +26,9 @@ class FamilyConfig:
     """Drop feature pairs whose normalised co-occurrence (see `cooccurrence_edges`) is below this, in [0, 1]."""
     iterations: int = 3
     """Rounds of "find families, remove their parents, rebuild the forest on the remaining features"."""
-    min_family_size: int = 2
-    """Smallest family reported, parent included (2 = a parent and at least one child). The parents of smaller
-    families are still removed before the next round."""
+    min_family_size: int = 3
+    """Smallest family reported, parent included (3 = a parent and at least two children; lone pairs would flood
+    the list). The parents of smaller families are still removed before the next round."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.tau <= 1.0:

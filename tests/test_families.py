@@ -16,6 +16,9 @@ CHILDREN_PER_PARENT = 3
 N_NOISE = 10
 N_PLANTED = N_PARENTS * (1 + CHILDREN_PER_PARENT) + N_NOISE
 
+PAIRS = FamilyConfig(min_family_size=2)
+"""The SPEC's algorithm on small hand-made codes, where a family may be a parent and one child."""
+
 
 def children_of(parent: int) -> list[int]:
     first = N_PARENTS + CHILDREN_PER_PARENT * parent
@@ -98,7 +101,7 @@ def test_edges_point_from_denser_to_sparser_feature_and_ties_go_to_lower_id() ->
     documents = [[1, 3]] * 4 + [[3]] * 6 + [[5, 6]] * 5 + [[0]] * 3
     codes = codes_from_documents(documents, n_features=7)
 
-    families = find_families(codes)
+    families = find_families(codes, PAIRS)
 
     assert families == [
         Family(family_id=0, iteration=0, parent=3, members=[3, 1], edges=[(3, 1, pytest.approx(1.0))]),
@@ -111,7 +114,7 @@ def test_feature_implied_by_two_denser_features_belongs_to_both_families() -> No
     documents = [[0, 1, 2]] * 3 + [[0]] * 7 + [[1]] * 5
     codes = codes_from_documents(documents, n_features=3)
 
-    families = find_families(codes)
+    families = find_families(codes, PAIRS)
 
     assert [(family.parent, family.members) for family in families] == [(0, [0, 2]), (1, [1, 2])]
 
@@ -124,10 +127,10 @@ def test_threshold_drops_weak_edges() -> None:
     i, j, weight = cooccurrence_edges(codes, tau=0.1)
     assert (i.tolist(), j.tolist()) == ([0], [1])
     assert weight[0] == pytest.approx(0.2)
-    assert find_families(codes, FamilyConfig(tau=0.1))[0].members == [0, 1]
+    assert find_families(codes, FamilyConfig(tau=0.1, min_family_size=2))[0].members == [0, 1]
 
     assert len(cooccurrence_edges(codes, tau=0.25)[0]) == 0
-    assert find_families(codes, FamilyConfig(tau=0.25)) == []
+    assert find_families(codes, FamilyConfig(tau=0.25, min_family_size=2)) == []
 
 
 def test_no_cooccurrence_gives_no_families() -> None:
@@ -141,7 +144,7 @@ def test_second_round_surfaces_grandchild_family_once_parent_is_removed() -> Non
     documents = [[0]] * 40 + [[0, 2]] * 10 + [[0, 1]] * 8 + [[0, 1, 3]] * 6 + [[0, 1, 4]] * 4
     codes = codes_from_documents(documents, n_features=5)
 
-    families = find_families(codes, FamilyConfig(iterations=3))
+    families = find_families(codes, FamilyConfig(iterations=3, min_family_size=2))
 
     assert [(family.family_id, family.iteration, family.parent) for family in families] == [(0, 0, 0), (1, 1, 1)]
     assert set(families[0].members) == {0, 1, 2, 3, 4}

@@ -1,9 +1,10 @@
 """Which documents score a label, and the embedding score of many labels at once (no LLM).
 
 Every interpretation of a feature is scored on the same documents, so the scores of its labels compare:
-- positives: the feature's activating documents ranked below its `n_shown` strongest, which a labeller may have
-  been shown (keyword labels are built from the top 20, Ollama sees the top `n_evidence` = 8), in a seeded random
-  order, at most `max_positives` of them. These are "held out": the label never saw them.
+- positives: the documents that contain the feature (it is among the document's strong activations, see
+  `analysis.strong_codes`: a weak trace of a feature is not its concept) ranked below its `n_shown` strongest, which
+  a labeller may have been shown (keyword labels are built from the top 20, Ollama sees the top `n_evidence` = 8),
+  in a seeded random order, at most `max_positives` of them. These are "held out": the label never saw them.
 - fallback: a feature active on too few documents to hold `min_positives` of them out is scored on all its
   activating documents instead. That score is in-sample, hence optimistic; `ScoringDocuments.basis` says so.
 - a feature active on fewer than `min_positives` documents (or on every document) gets no score (NaN): a
@@ -20,6 +21,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from prisma_core.analysis import strong_codes
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.interpret.scoring import holdout_split
 
@@ -131,7 +133,7 @@ def label_embedding_scores(
     """
     if len(feature_ids) != len(labels):
         raise ValueError(f"got {len(feature_ids)} feature ids for {len(labels)} labels")
-    csc = sp.csc_matrix(codes)
+    csc = sp.csc_matrix(strong_codes(sp.csr_matrix(codes)))
     documents = {feature: scoring_documents(csc, feature, config) for feature in set(feature_ids)}
     basis = [documents[feature].basis for feature in feature_ids]
     scores = np.full(len(labels), np.nan)
