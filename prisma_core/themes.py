@@ -3,9 +3,8 @@ SAE features, that an analyst reads first.
 
 Themes are found after training, so their number can change without retraining:
 1. Seed: spherical k-means on the documents' embeddings (unit length, corpus mean removed, first 50 principal
-   components). With no number given,
-   the number that best separates the documents (cosine silhouette on a seeded sample) is chosen in a range that
-   grows with the corpus.
+   components). With no number given, the largest number that separates the documents about as well as the best
+   one (cosine silhouette on a seeded sample, within 5%) is chosen in a range that grows with the corpus.
 2. Evidence: each feature gets a weight per theme, log(P(theme | feature) / P(theme)), from how its activation is
    spread over the themes' documents: a feature that fires mostly on sports articles is strong evidence for the
    sports theme, one that fires everywhere is evidence for none.
@@ -36,6 +35,8 @@ _SEED = 0
 _SILHOUETTE_SAMPLE = 3000
 _REFINE_ROUNDS = 3
 _COMPONENTS = 50
+SEPARATION_TOLERANCE = 0.05
+"""Relative silhouette difference below which two numbers of themes count as separating the documents equally."""
 _CANDIDATES = 12
 """Numbers of themes tried when choosing from the data (spread geometrically over the range)."""
 _SMOOTHING = 0.5
@@ -161,18 +162,20 @@ def _document_points(vectors: np.ndarray) -> np.ndarray:
 
 
 def _seed_assignment(points: np.ndarray, config: ThemeConfig, progress: ProgressCallback) -> np.ndarray:
-    """k-means labels [n_documents] for the given number of themes, or for the best-separating number."""
+    """k-means labels [n_documents] for the given number of themes, or for the number chosen from the data: the
+    largest whose separation is within SEPARATION_TOLERANCE of the best one. Separations that close are within the
+    noise of a sampled silhouette, and merging two real subjects costs an analyst more than splitting one."""
     candidates = _candidate_counts(config, len(points))
     rng = np.random.default_rng(_SEED)
     sample = rng.choice(len(points), size=min(_SILHOUETTE_SAMPLE, len(points)), replace=False)
-    best_score, best = -np.inf, np.zeros(len(points), dtype=np.int64)
+    found = []
     for done, n_themes in enumerate(candidates, start=1):
         labels = KMeans(n_themes, n_init=4, random_state=_SEED).fit_predict(points)
         score = _silhouette(points[sample], labels[sample]) if len(candidates) > 1 else 0.0
-        if score > best_score:
-            best_score, best = score, labels
+        found.append((score, labels))
         progress(Progress(STAGE, done, len(candidates), f"Trying {n_themes} themes", {"separation": score}))
-    return best
+    best = max(score for score, _ in found)
+    return [labels for score, labels in found if score >= best - SEPARATION_TOLERANCE * abs(best)][-1]
 
 
 def _candidate_counts(config: ThemeConfig, n_documents: int) -> list[int]:
