@@ -41,7 +41,7 @@ def test_features_page_opens_on_the_themes(trained_app, run):
     assert any("a **theme** is a broad subject" in c.value for c in at.caption)
     # the largest theme is open: its top documents belong to it, most certain first
     assert texts(at.subheader)[1] == f"Theme 0: {run.theme_info.at[0, 'label']}"
-    documents = at.dataframe(key="features_theme_documents").value
+    documents = table(at, "doc_id", "certainty")
     members = run.themes.members()[:, 0].toarray().ravel() > 0
     positions = trained_app.frame.reset_index().set_index("id").loc[documents["doc_id"], "index"]
     assert members[positions].all()
@@ -54,7 +54,7 @@ def test_drill_down_shows_the_themes_families_and_features(trained_app, run):
     at.selectbox(key="features_theme_pick").select(theme).run()
     assert not at.exception
     assert texts(at.subheader)[1] == f"Theme {theme}: {run.theme_info.at[theme, 'label']}"
-    families = at.dataframe(key="features_theme_families").value
+    families = table(at, "family", "general concept")
     assert families["family"].tolist() == [f["family_id"] for f in theme_families(run, theme)]
     features = at.dataframe(key="features_theme_features").value
     assert features["feature_id"].tolist() == list(run.theme_info.at[theme, "features"])

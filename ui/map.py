@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core.explore import document_map
-from prisma_core.pipeline import LoadedRun, document_themes
+from prisma_core.pipeline import LoadedRun
 from ui.state import dataset_documents, workspace
 from ui.text import snippet
 
@@ -32,7 +32,7 @@ def map_points(run: LoadedRun) -> pd.DataFrame:
     """position, x, y, theme (name), doc_id, title, text (start) for every drawn document."""
     record = run.record
     points = map_positions(str(workspace().path), record.run_id, record.dataset_id, record.embedding_key)
-    strongest = document_themes(run)["theme_id"].to_numpy()
+    strongest = run.themes.strongest()
     labels = run.theme_info.set_index("theme_id")["label"]
     names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else NO_THEME_NAME for t in set(strongest.tolist())}
     docs = dataset_documents(record.dataset_id).set_index("position")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 import streamlit as st
 
 from prisma_core import pipeline
@@ -18,7 +19,16 @@ from prisma_core.themes import MAX_THEMES, NO_THEME, ThemeConfig
 from ui.jobs import Job
 from ui.map import NO_THEME_NAME, document_map_view
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, RUN_KEY, dataset_documents, loaded_run, open_feature, revision_bumper, workspace
+from ui.state import (
+    PAGES,
+    RUN_KEY,
+    dataset_documents,
+    loaded_run,
+    open_feature,
+    revision,
+    revision_bumper,
+    workspace,
+)
 from ui.text import md, snippet
 
 HIERARCHY_CAPTION = (
@@ -55,9 +65,10 @@ def theme_name(run: LoadedRun, theme_id: int) -> str:
     return f"Theme {int(theme_id)}: {run.theme_info.set_index('theme_id').at[int(theme_id), 'label']}"
 
 
-def theme_documents(run: LoadedRun, theme_id: int, n: int) -> pd.DataFrame:
-    """The n documents most clearly about the theme (highest probability among its members): position, share."""
-    members = run.themes.members()[:, theme_id].toarray().ravel() > 0
+def theme_documents(run: LoadedRun, theme_id: int, n: int, members: sp.csc_matrix | None = None) -> pd.DataFrame:
+    """The n documents most clearly about the theme (highest probability among its members): position, share.
+    members: run.themes.members() as CSC, when the caller already has it."""
+    members = (run.themes.members().tocsc() if members is None else members)[:, theme_id].toarray().ravel() > 0
     probability = run.themes.probabilities[:, theme_id]
     positions = np.flatnonzero(members)
     order = positions[np.argsort(-probability[positions], kind="stable")][:n]
@@ -71,14 +82,20 @@ def theme_families(run: LoadedRun, theme_id: int) -> list[dict]:
     return sorted(chosen, key=lambda f: -len(f["members"]))
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def _themes_table(workspace_path: str, run_id: str, revision: int) -> pd.DataFrame:
+    return themes_table(loaded_run(run_id))
+
+
 def themes_table(run: LoadedRun) -> pd.DataFrame:
     """One row per theme (in run.theme_info order): theme, label, documents, share, families, features, examples."""
+    members = run.themes.members().tocsc()
     docs = dataset_documents(run.record.dataset_id)
     names = docs["title"].where(docs["title"].fillna("").str.strip() != "", docs["text"].map(lambda t: snippet(t, 60)))
     n_docs = max(run.codes.shape[0], 1)
     rows = []
     for info in run.theme_info.itertuples():
-        top = theme_documents(run, int(info.theme_id), TOP_TITLES)["position"]
+        top = theme_documents(run, int(info.theme_id), TOP_TITLES, members)["position"]
         rows.append(
             {
                 "theme": int(info.theme_id),
@@ -105,19 +122,20 @@ def open_theme(theme_id: int) -> None:
     st.session_state[THEME_KEY] = int(theme_id)
 
 
-def themes_overview(run: LoadedRun, key: str, selectable: bool = True) -> bool:
-    """The themes table; returns whether a row was just clicked (which opens that theme)."""
+def themes_overview(run: LoadedRun, key: str) -> int | None:
+    """The themes table. A clicked row opens its theme (when it differs from the last click); returns the theme of
+    the selected row, if any."""
     st.caption(HIERARCHY_CAPTION)
     if run.themes is None:
         st.info("This run was made before Prisma grouped features into themes: group them below.")
-        return False
-    table = themes_table(run)
+        return None
+    table = _themes_table(str(workspace().path), run.record.run_id, revision(run.record.run_id))
     number = st.column_config.NumberColumn
     event = st.dataframe(
         table,
         hide_index=True,
         key=f"{key}_themes_table",
-        on_select="rerun" if selectable else "ignore",
+        on_select="rerun",
         selection_mode="single-row",
         column_config={
             "theme": number("theme", format="%d"),
@@ -132,13 +150,14 @@ def themes_overview(run: LoadedRun, key: str, selectable: bool = True) -> bool:
     st.caption(
         f"{len(table)} themes; a document can belong to more than one, so the shares may add up to more than 100%."
     )
-    rows = event.selection.rows if selectable else []
-    picked_key = f"{key}_themes_table_pick"
-    if rows and st.session_state.get(picked_key) != int(table["theme"].iloc[rows[0]]):
-        st.session_state[picked_key] = int(table["theme"].iloc[rows[0]])
-        open_theme(st.session_state[picked_key])
-        return True
-    return False
+    rows = event.selection.rows
+    if not rows:
+        return None
+    picked_key, picked = f"{key}_themes_table_pick", int(table["theme"].iloc[rows[0]])
+    if st.session_state.get(picked_key) != picked:
+        st.session_state[picked_key] = picked
+        open_theme(picked)
+    return picked
 
 
 def home_themes() -> None:
@@ -147,7 +166,8 @@ def home_themes() -> None:
     if run is None or run.themes is None:
         return
     st.subheader("What this collection is about")
-    if themes_overview(run, key="home"):
+    if (picked := themes_overview(run, key="home")) is not None:
+        open_theme(picked)
         st.switch_page(PAGES["features"])
     st.caption("Click a theme to see its documents, families and features on the Features page.")
     document_map_view(run)
