@@ -3,6 +3,7 @@ and download everything."""
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -10,12 +11,13 @@ from prisma_core import analysis, pipeline
 from prisma_core.errors import PrismaError
 from prisma_core.explore import documents_by_positions, refract_document, refract_text, search_documents
 from prisma_core.pipeline import LoadedRun, family_membership
-from ui import charts
+from ui import charts, levels
 from ui.cards import feature_options
+from ui.map import document_map_view
 from ui.state import dataset_documents, loaded_run, require_dataset, require_run, revision, workspace
 from ui.text import feature_name, md, snippet
 
-TABS = ["Refract", "Search", "Concept query", "Compare groups", "Downloads"]
+TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
 MAX_GROUPS = 30
 DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
@@ -38,6 +40,8 @@ def show_concepts(frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info("No feature is active on this text.")
         return
+    frame, weak = levels.split_strong(frame)
+    st.markdown(f"**The {len(frame)} concepts that matter most here**, strongest first")
     st.altair_chart(charts.feature_bars(frame), width="stretch")
     st.dataframe(
         frame,
@@ -45,6 +49,14 @@ def show_concepts(frame: pd.DataFrame) -> None:
         key="refraction_table",
         column_config={"value": st.column_config.NumberColumn("activation", format="%.4f")},
     )
+    if not weak.empty:
+        with st.expander(f"{len(weak)} weaker concepts (less than a quarter of the strongest)"):
+            st.dataframe(
+                weak,
+                hide_index=True,
+                key="refraction_weak_table",
+                column_config={"value": st.column_config.NumberColumn("activation", format="%.4f")},
+            )
 
 
 def refract_tab() -> None:
@@ -57,6 +69,8 @@ def refract_tab() -> None:
             format_func=lambda p: f"{docs.at[p, 'doc_id']} · {docs.at[p, 'title'] or snippet(docs.at[p, 'text'], 60)}",
             key="refract_doc",
         )
+        if (themes_line := levels.document_theme_caption(run, position)) is not None:
+            st.caption(themes_line)
         show_concepts(refract_document(run, position))
         with st.expander("Document text"):
             st.text(docs.at[position, "text"])
@@ -112,6 +126,10 @@ def concept_query_tab() -> None:
         "Documents where some concepts are present **and** others are absent, e.g. *bronchiolitis* but not "
         "*suspected*: something keyword search cannot express."
     )
+    level = levels.level_picker("query_level")
+    if level != "feature":
+        level_matches(levels.level_query(run, level))
+        return
     names = options.__getitem__
     must = st.multiselect("Must be active", list(options), format_func=names, key="must")
     must_not = st.multiselect("Must NOT be active", list(options), format_func=names, key="must_not")
@@ -131,6 +149,29 @@ def concept_query_tab() -> None:
     st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results")
     if len(table) > SHOWN_MATCHES:
         st.caption(f"Showing {SHOWN_MATCHES} of {len(table):,}; the download holds them all.")
+    full = matches[["doc_id", "title", "text"]].join(
+        ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True)
+    )
+    st.download_button(
+        "Download matching documents (CSV)",
+        lambda: full.to_csv(index=False),
+        file_name="matching_documents.csv",
+        mime="text/csv",
+        key="download_matches",
+    )
+
+
+def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
+    """The documents of a theme- or family-level concept query, with the same table and download as features."""
+    if found is None:
+        return
+    positions, values = found
+    st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
+    if not len(positions):
+        return
+    matches = documents_by_positions(ws, dataset.dataset_id, positions)
+    table = pd.concat([document_table(matches), values], axis=1)
+    st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results")
     full = matches[["doc_id", "title", "text"]].join(
         ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True)
     )
@@ -174,6 +215,13 @@ def compare_tab() -> None:
         return
     column = st.selectbox("Compare groups of", list(frame.columns), key="group_column")
     groups = grouping(frame[column])
+    level = levels.level_picker("compare_level")
+    if level != "feature":
+        sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
+        st.dataframe(sizes, hide_index=True, key="group_sizes")
+        if (by_level := levels.level_comparison(run, level, groups)) is not None:
+            levels.show_level_comparison(by_level, DISTINCTIVE_PER_GROUP)
+        return
     result = comparison(str(ws.path), run.record.run_id, revision(run.record.run_id), groups)
     sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
     st.dataframe(sizes, hide_index=True, key="group_sizes")
@@ -230,6 +278,15 @@ def downloads_tab() -> None:
         key="download_families",
     )
     st.download_button(
+        "Themes (JSON)", lambda: exported("themes.json"), "themes.json", "application/json", key="download_themes"
+    )
+    st.download_button(
+        "Documents with their themes (Parquet)",
+        lambda: exported("documents.parquet"),
+        "documents.parquet",
+        key="download_documents",
+    )
+    st.download_button(
         "SAE weights (safetensors)", lambda: exported("sae.safetensors"), "sae.safetensors", key="download_weights"
     )
     st.download_button(
@@ -239,7 +296,15 @@ def downloads_tab() -> None:
 
 
 tabs = st.tabs(TABS, key="explore_tab", on_change="rerun")
-for tab, draw in zip(tabs, (refract_tab, search_tab, concept_query_tab, compare_tab, downloads_tab), strict=True):
+
+
+def map_tab() -> None:
+    document_map_view(run)
+
+
+for tab, draw in zip(
+    tabs, (refract_tab, search_tab, concept_query_tab, compare_tab, map_tab, downloads_tab), strict=True
+):
     if tab.open:
         with tab:
             draw()

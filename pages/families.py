@@ -14,6 +14,7 @@ from prisma_core.pipeline import LoadedRun
 from ui.cards import feature_card
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
 from ui.text import html_text, md
+from ui.themes import families_by_theme
 
 HELP = field_docs(FamilyConfig)
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#FFC914", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]
@@ -98,6 +99,7 @@ def families_table(run: LoadedRun, families: list[dict]) -> None:
 
 rebuild_form(run)
 families = sorted(run.families, key=lambda f: -len(f["members"]))
+families = families_by_theme(run, families)
 if not families:
     st.info("No families at this τ: lower τ and rebuild, or train with more documents.")
     st.stop()

@@ -7,6 +7,7 @@ from prisma_core.pipeline import family_membership
 from ui.cards import feature_card, feature_options
 from ui.state import current_feature, open_feature, require_run
 from ui.text import md
+from ui.themes import regroup_form, theme_detail, themes_overview
 
 PICK_KEY = "feature_pick"
 TABLE_PICK_KEY = "features_table_pick"
@@ -18,6 +19,11 @@ st.markdown(
     "Labels start as distinctive keywords of the documents that activate the feature; rename any feature on its "
     "card. Click a row (or use the picker) to open a feature's card."
 )
+st.subheader("Themes")
+themes_overview(run, key="features")
+theme_detail(run, key="features")
+regroup_form(run)
+st.subheader("All features")
 
 query = st.text_input("Search labels and descriptions", key="feature_search", placeholder="e.g. cardiac")
 matches = search_features(run, query).merge(family_membership(run.families), on="feature_id", how="left")

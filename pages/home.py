@@ -9,6 +9,7 @@ from ui.jobs import Job
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, current_dataset, embed_config, run_name, secret, select, workspace
 from ui.text import md
+from ui.themes import home_themes
 
 DEMO_JOB = "demo"
 
@@ -18,6 +19,7 @@ st.markdown(
     "light into colours. Upload documents, train a sparse autoencoder on their embeddings, and explore the "
     "concepts it finds: what they mean, which documents carry them, and how they group into families."
 )
+home_themes()
 
 
 def open_demo_results(job: Job) -> None:

@@ -93,7 +93,8 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
 
 def _max_over_members(codes: sp.csr_matrix, membership: sp.csr_matrix) -> sp.csr_matrix:
     """[n_documents, n_groups]: each document's largest activation among each group's features."""
-    columns = [codes[:, membership[:, g].indices].max(axis=1).tocsr() for g in range(membership.shape[1])]
+    by_feature, membership = codes.tocsc(), membership.tocsc()  # column slices of CSR would scan every document
+    columns = [by_feature[:, membership[:, g].indices].max(axis=1).tocsr() for g in range(membership.shape[1])]
     return sp.hstack(columns, format="csr") if columns else sp.csr_matrix((codes.shape[0], 0), dtype=codes.dtype)
 
 

@@ -1,5 +1,6 @@
 """Explore page: refraction, semantic search, concept queries and group comparison, checked against the core."""
 
+import pandas as pd
 import pytest
 from app_helpers import new_app, open_page, table, texts
 
@@ -24,11 +25,11 @@ def test_refract_a_document(trained_app, run):
     at = explore(trained_app, "Refract")
     at.selectbox(key="refract_doc").select(17).run()
     assert not at.exception
-    shown = table(at, "feature_id", "value", "label")
+    shown = pd.concat([at.dataframe(key="refraction_table").value, at.dataframe(key="refraction_weak_table").value])
     expected = refract_document(run, 17)
     assert shown["feature_id"].tolist() == expected["feature_id"].tolist()
     assert shown["value"].tolist() == pytest.approx(expected["value"].tolist())
-    assert len(shown) == 8  # k
+    assert len(shown) == 8  # k: the strong ones, then the weak ones folded away
     assert len(at.get("vega_lite_chart")) == 1
     assert texts(at.get("text")) == [trained_app.frame["text"].iloc[17]]
 
@@ -40,7 +41,9 @@ def test_refract_typed_text(trained_app, run):
     at.text_area(key="refract_text").input(text)
     at.button(key="refract_button").click().run()
     assert not at.exception
-    shown = table(at, "feature_id", "value", "label")
+    shown = at.dataframe(key="refraction_table").value
+    if "refraction_weak_table" in [d.key for d in at.dataframe]:
+        shown = pd.concat([shown, at.dataframe(key="refraction_weak_table").value])
     expected = refract_text(run, text)
     assert shown["feature_id"].tolist() == expected["feature_id"].tolist()
     assert shown["value"].tolist() == pytest.approx(expected["value"].tolist(), rel=1e-4)
@@ -99,6 +102,8 @@ def test_downloads_are_offered(trained_app):
         "Labels (CSV)",
         "Activations per document and feature (Parquet)",
         "Families (JSON)",
+        "Themes (JSON)",
+        "Documents with their themes (Parquet)",
         "SAE weights (safetensors)",
         "Run configuration and metrics (JSON)",
     ]

@@ -7,13 +7,15 @@ from app_helpers import new_app, open_page, table, texts
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig, find_families
 from ui.state import FEATURE_KEY, bump_revision
+from ui.themes import ALL_THEMES
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
 
 def families_page(trained_app):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
-    return open_page(at, "families")
+    open_page(at, "families")
+    return at.selectbox(key="family_theme").select(ALL_THEMES).run()  # every family, not one theme's
 
 
 def graph_data(at) -> dict:

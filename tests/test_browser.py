@@ -1,12 +1,14 @@
 """End to end in a real browser: `streamlit run app.py` driven by Playwright in headless Debian Chromium.
 
-Uploads a CSV of 200 BBC articles, embeds, trains a small SAE, checks the family graph is drawn, opens a feature
-card, runs a concept query and downloads the labels. Screenshots of every page go to test-artifacts/.
+Uploads a CSV of 200 BBC articles, embeds, trains a small SAE, checks the themes (Home, Features) and the map of
+the documents are drawn, checks the family graph is drawn, opens a feature card, runs a concept query and downloads
+the labels, themes and documents. Screenshots of every page go to test-artifacts/.
 CI installs chromium (scripts/setup.sh dev); nothing is installed here.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -124,6 +126,19 @@ def shoot(page: Page, name: str) -> None:
     page.screenshot(path=ARTIFACTS / f"{name}.png")
 
 
+def painted_pixels(canvas) -> int:
+    """How many pixels of a canvas are not transparent (a blank chart paints none)."""
+    canvas.wait_for(timeout=PAGE_MS)
+    return canvas.evaluate(
+        """canvas => {
+            const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+            let painted = 0;
+            for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
+            return painted;
+        }"""
+    )
+
+
 def set_number(page: Page, label: str, value: int) -> None:
     field = page.get_by_label(label, exact=True)
     field.fill(str(value))
@@ -175,7 +190,17 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     expect(page.locator("[data-testid=stVegaLiteChart]")).to_have_count(3)  # curves + two heatmaps
     shoot(page, "4_train")
 
+    go(page, "Home")
+    expect(page.get_by_role("heading", name="What this collection is about")).to_be_visible(timeout=PAGE_MS)
+    expect(page.locator(".st-key-home_themes_table")).to_be_visible()
+    assert painted_pixels(page.locator(".st-key-document_map canvas").first) > 1000, "the map is blank"
+    shoot(page, "1_home_themes")
+
     go(page, "Features")
+    expect(page.get_by_role("heading", name="Themes", exact=True)).to_be_visible()
+    expect(page.locator(".st-key-features_themes_table")).to_be_visible()
+    expect(page.get_by_role("heading", name="Theme 0:")).to_be_visible()
+    expect(page.locator(".st-key-features_theme_features")).to_be_visible()
     first_card = page.get_by_role("heading", name="Feature #").first.inner_text()
     page.locator("[data-testid=stSelectbox]").filter(has_text="Feature").last.click()
     page.locator("[role=option]").nth(2).click()
@@ -198,6 +223,7 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
         }"""
     )
     assert painted > 1000, "the family graph canvas is blank"
+    expect(page.locator("[data-testid=stSelectbox]").filter(has_text="Theme").first).to_be_visible()
     shoot(page, "6_families")
 
     go(page, "Explore")
@@ -214,9 +240,19 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     assert int(matching.locator("[data-testid=stMetricValue]").inner_text().replace(",", "")) > 0
     shoot(page, "7_explore_query")
 
+    page.get_by_role("tab", name="Map").click()
+    settle(page)
+    assert painted_pixels(page.locator(".st-key-document_map canvas").first) > 1000, "the map is blank"
+    shoot(page, "7_explore_map")
+
     page.get_by_role("tab", name="Downloads").click()
     settle(page)
     labels = pd.read_csv(download(page, "Labels (CSV)"))
     assert len(labels) == 2 * 384
-    assert {"feature_id", "label", "density", "family_id"} <= set(labels.columns)
+    assert {"feature_id", "label", "density", "family_id", "theme_id"} <= set(labels.columns)
+    themes = json.loads(download(page, "Themes (JSON)").read_text())
+    assert themes and {"theme_id", "label", "n_documents", "features"} <= set(themes[0])
+    documents = pd.read_parquet(download(page, "Documents with their themes (Parquet)"))
+    assert len(documents) == N_DOCUMENTS
+    assert {"doc_id", "theme_id", "themes"} <= set(documents.columns)
     print(f"peak RSS of the streamlit process: {peak_rss_mb(process.pid):.0f} MB")

@@ -20,6 +20,7 @@ STAGE_NAMES = {
     "train_sae": "Training the sparse autoencoder",
     "label": "Naming features with keywords",
     "families": "Finding feature families",
+    "themes": "Grouping features into themes",
 }
 _WATCHED_KEY = "watched_jobs"
 """Jobs this session started or saw running: only their watchers get the success callback (e.g. a page switch)."""

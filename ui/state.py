@@ -7,6 +7,7 @@ instead of unpickling a copy on every rerun; pages treat it as read-only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -78,6 +79,16 @@ def revision(run_id: str) -> int:
 
 def bump_revision(run_id: str) -> None:
     _revisions()[run_id] = revision(run_id) + 1
+
+
+def revision_bumper(run_id: str) -> Callable[[], None]:
+    """bump_revision for a background job's thread (which has no Streamlit context): call it when the job is done."""
+    revisions = _revisions()
+
+    def bump() -> None:
+        revisions[run_id] = revisions.get(run_id, 0) + 1
+
+    return bump
 
 
 @st.cache_resource(show_spinner="Loading the run…", max_entries=4)

@@ -1,0 +1,133 @@
+"""Explore at every level of the hierarchy (theme, family, feature), and refraction's strong/weak split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+import streamlit as st
+
+from prisma_core import analysis
+from prisma_core.errors import PrismaError
+from prisma_core.explore import LEVELS, level_units
+from prisma_core.pipeline import LoadedRun
+from ui import charts
+from ui.state import loaded_run, revision, workspace
+from ui.text import md
+
+LEVEL_NAMES = {"theme": "Themes", "family": "Families", "feature": "Features"}
+LEVEL_HELP = (
+    "Themes are broad subjects, families groups of related concepts, features single concepts. A document counts "
+    "for a theme when it belongs to it, for a family when any of the family's features is active on it."
+)
+
+
+def level_picker(key: str, default: str = "feature") -> str:
+    """Which level of the hierarchy to work at (theme, family or feature)."""
+    return st.radio(
+        "Work with",
+        LEVELS,
+        index=LEVELS.index(default),
+        format_func=LEVEL_NAMES.__getitem__,
+        horizontal=True,
+        key=key,
+        help=LEVEL_HELP,
+    )
+
+
+@st.cache_resource(show_spinner="Preparing this level…", max_entries=6)
+def _units(workspace_path: str, run_id: str, revision: int, level: str) -> tuple[sp.csr_matrix, pd.DataFrame]:
+    return level_units(loaded_run(run_id), level)
+
+
+def units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame]:
+    """(documents x units matrix, units: unit, label) of the level, cached per run revision."""
+    run_id = run.record.run_id
+    return _units(str(workspace().path), run_id, revision(run_id), level)
+
+
+def unit_names(level: str, frame: pd.DataFrame) -> dict[int, str]:
+    """column index -> "Theme 2: label" / "Family 14: label" (plain text)."""
+    word = LEVEL_NAMES[level][:-1] if level != "family" else "Family"
+    pairs = zip(frame["unit"], frame["label"], strict=True)
+    return {i: f"{word} {int(u)}: {label}" for i, (u, label) in enumerate(pairs)}
+
+
+def level_query(run: LoadedRun, level: str) -> tuple[np.ndarray, pd.DataFrame] | None:
+    """Must / must-not pickers at a theme or family level. Returns the matching positions and, per match, the
+    value of each "must" unit; None when nothing is chosen or the level is unavailable."""
+    try:
+        codes, frame = units(run, level)
+    except PrismaError as error:
+        st.info(md(error))
+        return None
+    names = unit_names(level, frame)
+    word = LEVEL_NAMES[level].lower()
+    must = st.multiselect("Must be present", list(names), format_func=names.__getitem__, key=f"must_{level}")
+    must_not = st.multiselect(
+        "Must NOT be present", list(names), format_func=names.__getitem__, key=f"must_not_{level}"
+    )
+    if not must and not must_not:
+        st.caption(f"Choose at least one of the {word}.")
+        return None
+    positions = analysis.concept_query(codes, dict.fromkeys(must, 0.0), dict.fromkeys(must_not, 0.0))
+    values = pd.DataFrame({names[c]: codes[positions, c].toarray().ravel().round(4) for c in must})
+    return positions, values
+
+
+def level_comparison(run: LoadedRun, level: str, groups: pd.Series) -> pd.DataFrame | None:
+    """group_comparison at a theme or family level, with a `feature` column naming the unit (for the tables and
+    heatmap the Compare tab already draws)."""
+    try:
+        codes, frame = units(run, level)
+    except PrismaError as error:
+        st.info(md(error))
+        return None
+    names = unit_names(level, frame)
+    result = analysis.group_comparison(codes, groups)
+    return result.assign(feature=[names[int(c)] for c in result["feature_id"]])
+
+
+def show_level_comparison(result: pd.DataFrame, per_group: int) -> None:
+    top = result.groupby("group", sort=True).head(per_group)
+    st.markdown(f"**Most distinctive of each group** (top {per_group} by difference)")
+    st.dataframe(
+        top[["group", "feature", "n_documents", "prevalence", "prevalence_rest", "difference", "lift"]].rename(
+            columns={"feature": "concept"}
+        ),
+        hide_index=True,
+        key="distinctive_level_table",
+        column_config={
+            "n_documents": st.column_config.NumberColumn("documents"),
+            "prevalence": st.column_config.NumberColumn("in group", format="percent"),
+            "prevalence_rest": st.column_config.NumberColumn("elsewhere", format="percent"),
+            "difference": st.column_config.NumberColumn(format="%.3f"),
+            "lift": st.column_config.NumberColumn(format="%.2f"),
+        },
+    )
+    shown = result[result["feature"].isin(top["feature"].unique())]
+    st.altair_chart(charts.group_prevalence(shown), width="stretch")
+
+
+def split_strong(frame: pd.DataFrame, share: float = analysis.STRONG_SHARE) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A refraction (feature_id, value, label; strongest first) split as analysis.strong_codes splits a document:
+    activations at least `share` of the largest are strong, the rest weak."""
+    if frame.empty:
+        return frame, frame
+    strong = frame["value"] >= share * frame["value"].max()
+    return frame[strong].reset_index(drop=True), frame[~strong].reset_index(drop=True)
+
+
+def document_theme_caption(run: LoadedRun, position: int) -> str | None:
+    """ "Themes of this document: Theme 1: … (72%) · Theme 4: … (31%)" as markdown-safe text, or None."""
+    if run.themes is None:
+        return None
+    members = run.themes.members()[position].indices
+    probability = run.themes.probabilities[position]
+    labels = run.theme_info.set_index("theme_id")["label"]
+    ordered = sorted(members.tolist(), key=lambda t: -probability[t])
+    if not ordered:
+        return "This document belongs to no theme (no concept is active on it)."
+    return "Themes of this document: " + " · ".join(
+        f"{md(f'Theme {t}: {labels.get(t)}')} ({probability[t]:.0%})" for t in ordered
+    )

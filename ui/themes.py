@@ -1,0 +1,310 @@
+"""The concept hierarchy as the analyst reads it, top-down: themes -> families -> features.
+
+Home and Features open on the themes table; choosing a theme shows its top documents, its families and its
+features. The number of themes can be changed here (a background job; no retraining).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+import streamlit as st
+
+from prisma_core import pipeline
+from prisma_core.errors import PrismaError
+from prisma_core.pipeline import LoadedRun
+from prisma_core.progress import ProgressCallback
+from prisma_core.themes import MAX_THEMES, NO_THEME, ThemeConfig
+from ui.jobs import Job
+from ui.map import NO_THEME_NAME, document_map_view
+from ui.progress import job_panel, start_job
+from ui.state import (
+    PAGES,
+    RUN_KEY,
+    dataset_documents,
+    loaded_run,
+    open_feature,
+    revision,
+    revision_bumper,
+    workspace,
+)
+from ui.text import md, snippet
+
+HIERARCHY_CAPTION = (
+    "How to read it: a **theme** is a broad subject of the collection (like a section of a newspaper). A theme "
+    "holds **families**: a general concept with the more specific concepts that appear with it. The smallest "
+    "unit is a **feature**: one concept the model learned, named by a few keywords."
+)
+THEME_KEY = "theme_id"
+"""The theme whose details are open; survives page switches (it is not a widget key)."""
+TOP_TITLES = 3
+TOP_DOCUMENTS = 10
+ALL_THEMES = -2
+
+
+def regroup_job_key(run_id: str) -> str:
+    return f"themes:{run_id}"
+
+
+def selected_run() -> LoadedRun | None:
+    """The run picked in the sidebar, or None when there is none (or it cannot be opened)."""
+    run_id = st.session_state.get(RUN_KEY)
+    if not run_id:
+        return None
+    try:
+        return loaded_run(run_id)
+    except PrismaError:
+        return None
+
+
+def theme_name(run: LoadedRun, theme_id: int) -> str:
+    """How a theme is named in pickers and charts: "Theme 2: surgery · incision" (plain text, not markdown)."""
+    if theme_id == NO_THEME:
+        return NO_THEME_NAME
+    return f"Theme {int(theme_id)}: {run.theme_info.set_index('theme_id').at[int(theme_id), 'label']}"
+
+
+def theme_documents(run: LoadedRun, theme_id: int, n: int, members: sp.csc_matrix | None = None) -> pd.DataFrame:
+    """The n documents most clearly about the theme (highest probability among its members): position, share.
+    members: run.themes.members() as CSC, when the caller already has it."""
+    members = (run.themes.members().tocsc() if members is None else members)[:, theme_id].toarray().ravel() > 0
+    probability = run.themes.probabilities[:, theme_id]
+    positions = np.flatnonzero(members)
+    order = positions[np.argsort(-probability[positions], kind="stable")][:n]
+    return pd.DataFrame({"position": order, "share": probability[order]})
+
+
+def theme_families(run: LoadedRun, theme_id: int) -> list[dict]:
+    """The families whose parent feature belongs to the theme, largest first."""
+    theme_of = run.features.set_index("feature_id")["theme_id"]
+    chosen = [f for f in run.families if int(theme_of.get(f["parent"], NO_THEME)) == theme_id]
+    return sorted(chosen, key=lambda f: -len(f["members"]))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _themes_table(workspace_path: str, run_id: str, revision: int) -> pd.DataFrame:
+    return themes_table(loaded_run(run_id))
+
+
+def themes_table(run: LoadedRun) -> pd.DataFrame:
+    """One row per theme (in run.theme_info order): theme, label, documents, share, families, features, examples."""
+    members = run.themes.members().tocsc()
+    docs = dataset_documents(run.record.dataset_id)
+    names = docs["title"].where(docs["title"].fillna("").str.strip() != "", docs["text"].map(lambda t: snippet(t, 60)))
+    n_docs = max(run.codes.shape[0], 1)
+    rows = []
+    for info in run.theme_info.itertuples():
+        top = theme_documents(run, int(info.theme_id), TOP_TITLES, members)["position"]
+        rows.append(
+            {
+                "theme": int(info.theme_id),
+                "label": info.label,
+                "documents": int(info.n_documents),
+                "share": info.n_documents / n_docs,
+                "families": len(theme_families(run, int(info.theme_id))),
+                "features": len(info.features),
+                "examples": " · ".join(str(names.iloc[p]) for p in top),
+            }
+        )
+    return pd.DataFrame(rows, columns=["theme", "label", "documents", "share", "families", "features", "examples"])
+
+
+def current_theme(run: LoadedRun) -> int:
+    """The open theme: the last one chosen, else the largest (theme 0)."""
+    chosen = st.session_state.get(THEME_KEY)
+    if chosen is not None and 0 <= int(chosen) < len(run.theme_info):
+        return int(chosen)
+    return 0
+
+
+def open_theme(theme_id: int) -> None:
+    st.session_state[THEME_KEY] = int(theme_id)
+
+
+def themes_overview(run: LoadedRun, key: str) -> int | None:
+    """The themes table. A clicked row opens its theme (when it differs from the last click); returns the theme of
+    the selected row, if any."""
+    st.caption(HIERARCHY_CAPTION)
+    if run.themes is None:
+        st.info("This run was made before Prisma grouped features into themes: group them below.")
+        return None
+    table = _themes_table(str(workspace().path), run.record.run_id, revision(run.record.run_id))
+    number = st.column_config.NumberColumn
+    event = st.dataframe(
+        table,
+        hide_index=True,
+        key=f"{key}_themes_table",
+        on_select="rerun",
+        selection_mode="single-row",
+        column_config={
+            "theme": number("theme", format="%d"),
+            "label": st.column_config.TextColumn("theme (keywords)", width="medium"),
+            "documents": number("documents", help="Documents that belong to the theme."),
+            "share": number("share", format="percent", help="Share of all documents."),
+            "families": number("families", help="Families of concepts in the theme."),
+            "features": number("features", help="Single concepts (features) in the theme."),
+            "examples": st.column_config.TextColumn("example documents", width="large"),
+        },
+    )
+    st.caption(
+        f"{len(table)} themes; a document can belong to more than one, so the shares may add up to more than 100%."
+    )
+    rows = event.selection.rows
+    if not rows:
+        return None
+    picked_key, picked = f"{key}_themes_table_pick", int(table["theme"].iloc[rows[0]])
+    if st.session_state.get(picked_key) != picked:
+        st.session_state[picked_key] = picked
+        open_theme(picked)
+    return picked
+
+
+def home_themes() -> None:
+    """Home: the themes of the selected run and the map of its documents; a clicked theme opens on Features."""
+    run = selected_run()
+    if run is None or run.themes is None:
+        return
+    st.subheader("What this collection is about")
+    if (picked := themes_overview(run, key="home")) is not None:
+        open_theme(picked)
+        st.switch_page(PAGES["features"])
+    st.caption("Click a theme to see its documents, families and features on the Features page.")
+    document_map_view(run)
+
+
+def families_by_theme(run: LoadedRun, families: list[dict]) -> list[dict]:
+    """Families page: a theme picker (one theme at a time keeps the graph readable); returns its families."""
+    if run.themes is None or not families:
+        return families
+    counts = {t: len(theme_families(run, t)) for t in run.theme_info["theme_id"]}
+    options = [ALL_THEMES, *[t for t, n in counts.items() if n]]
+    default = current_theme(run) if counts.get(current_theme(run)) else (options[1] if len(options) > 1 else ALL_THEMES)
+    theme_id = st.selectbox(
+        "Theme",
+        options,
+        index=options.index(default),
+        format_func=lambda t: (
+            f"All themes ({len(families)} families)"
+            if t == ALL_THEMES
+            else f"{theme_name(run, t)} ({counts[t]} families)"
+        ),
+        key="family_theme",
+        help="Families are drawn one theme at a time; a family belongs to the theme of its general concept.",
+    )
+    return families if theme_id == ALL_THEMES else theme_families(run, theme_id)
+
+
+def theme_detail(run: LoadedRun, key: str) -> None:
+    """A theme picker and the chosen theme's top documents, families and features (click a feature to open it)."""
+    if run.themes is None or run.theme_info.empty:
+        return
+    pick_key = f"{key}_theme_pick"
+    st.session_state[pick_key] = current_theme(run)
+    theme_id = st.selectbox(
+        "Theme",
+        run.theme_info["theme_id"].tolist(),
+        format_func=lambda t: theme_name(run, t),
+        key=pick_key,
+        on_change=lambda: open_theme(st.session_state[pick_key]),
+    )
+    info = run.theme_info.set_index("theme_id").loc[theme_id]
+    st.subheader(md(theme_name(run, theme_id)))
+    if isinstance(info["description"], str) and info["description"]:
+        st.caption(md(info["description"]))
+
+    docs = dataset_documents(run.record.dataset_id)
+    top = theme_documents(run, theme_id, TOP_DOCUMENTS).merge(docs, on="position", how="left")
+    st.markdown(f"**Documents most about this theme** ({int(info['n_documents']):,} belong to it)")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "doc_id": top["doc_id"],
+                "title": top["title"],
+                "text": top["text"].map(snippet),
+                "certainty": top["share"],
+            }
+        ),
+        hide_index=True,
+        key=f"{key}_theme_documents",
+        column_config={"certainty": st.column_config.NumberColumn(format="percent", help="How sure Prisma is.")},
+    )
+
+    left, right = st.columns(2)
+    families = theme_families(run, theme_id)
+    label_of = run.features.set_index("feature_id")["label"]
+    with left:
+        st.markdown(f"**Families in this theme** ({len(families)})")
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "family": [f["family_id"] for f in families],
+                    "label": [f["label"] for f in families],
+                    "features": [len(f["members"]) for f in families],
+                    "general concept": [f"#{f['parent']} {label_of.get(f['parent'], '')}" for f in families],
+                },
+                columns=["family", "label", "features", "general concept"],
+            ),
+            hide_index=True,
+            key=f"{key}_theme_families",
+        )
+    with right:
+        features = run.features.set_index("feature_id").loc[list(info["features"])].reset_index()
+        st.markdown(f"**Features in this theme** ({len(features)}, most typical first; click one to open it)")
+        event = st.dataframe(
+            features[["feature_id", "label", "density"]],
+            hide_index=True,
+            key=f"{key}_theme_features",
+            on_select="rerun",
+            selection_mode="single-row",
+            column_config={
+                "feature_id": st.column_config.NumberColumn("feature", format="%d"),
+                "density": st.column_config.NumberColumn("documents", help="Documents the feature is active on."),
+            },
+        )
+        rows = event.selection.rows
+        picked_key = f"{key}_theme_features_pick"
+        if rows and st.session_state.get(picked_key) != int(features["feature_id"].iloc[rows[0]]):
+            st.session_state[picked_key] = int(features["feature_id"].iloc[rows[0]])
+            open_feature(st.session_state[picked_key])
+
+
+def regroup_form(run: LoadedRun) -> None:
+    """Change the number of themes: regroups the run's features in the background (no retraining)."""
+    run_id = run.record.run_id
+    job_key = regroup_job_key(run_id)
+    with st.expander("Change the number of themes", expanded=job_key in _active_jobs()):
+        st.caption(
+            "Fewer themes give broader subjects, more themes finer ones. Regrouping keeps every feature and family; "
+            "it takes a little while (the themes are named again)."
+        )
+        job = job_panel(job_key, on_success=_regrouped)
+        running = job is not None and job.running
+        n_docs = run.codes.shape[0]
+        current = run.themes.n_themes if run.themes is not None else min(8, n_docs)
+        left, right = st.columns([1, 3], vertical_alignment="bottom")
+        n_themes = left.number_input(
+            "Number of themes", 2, max(2, min(MAX_THEMES, n_docs)), current, key="n_themes", disabled=running
+        )
+        if right.button("Regroup", key="regroup", icon=":material/workspaces:", disabled=running):
+            stored = run.record.config.get("themes", {})
+            config = ThemeConfig(n_themes=int(n_themes), member_share=stored.get("member_share", 0.3))
+            ws, bump = workspace(), revision_bumper(run_id)
+            _active_jobs().add(job_key)
+
+            def regroup(progress: ProgressCallback) -> int:
+                n_made = pipeline.rebuild_themes(ws, run_id, config, progress).n_themes
+                bump()  # every session reloads the run, whichever page it is on
+                return n_made
+
+            start_job(job_key, f"Regrouping into {int(n_themes)} themes", regroup)
+
+
+def _active_jobs() -> set[str]:
+    return st.session_state.setdefault("theme_jobs", set())
+
+
+def _regrouped(job: Job) -> None:
+    _active_jobs().discard(job.key)
+    st.session_state.pop(THEME_KEY, None)
+    st.toast(f"Regrouped into {job.result} themes.")
