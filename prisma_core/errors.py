@@ -5,6 +5,10 @@ class PrismaError(Exception):
     """Base class: the message says what went wrong and what to do about it."""
 
 
+class SettingsError(PrismaError, ValueError):
+    """A setting is out of its range (names the setting and its allowed values)."""
+
+
 class IngestError(PrismaError):
     """A file could not be read into a dataset (names the file and the problem)."""
 

@@ -6,7 +6,10 @@ needs to show. The UI and the CLI call these and nothing deeper.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,6 +23,7 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_documents, model_key
+from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import (
     IngestConfig,
@@ -42,6 +46,7 @@ from prisma_core.sae import (
     check_config,
     encode,
     load_sae,
+    resolve_device,
     save_sae,
     train_sae,
 )
@@ -162,6 +167,7 @@ def train_run(
     key = model_key(embed_config)
     vectors = workspace.vectors(dataset_id, key)
     warnings = check_config(sae_config, len(vectors), vectors.shape[1])
+    resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
     run_id, run_dir = workspace.new_run_dir()
     seconds: dict[str, float] = {}
     try:
@@ -173,7 +179,7 @@ def train_run(
         started = time.perf_counter()
         codes = _store_codes(workspace, run_id, result.model, vectors)
         workspace.save_features(run_id, analysis.feature_stats(codes))
-        texts = workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
+        texts = _texts_of_dataset_still_there(workspace, dataset_id)
         progress(Progress("label", 0, 1, "keyword labels"))
         labels = keyword_labels(texts, codes, keyword_config)
         score_config = covering_keywords(ScoreConfig(), keyword_config.n_top_documents)
@@ -203,11 +209,22 @@ def train_run(
             weights_dir=str(run_dir),
             versions=_versions(),
         )
+        _texts_of_dataset_still_there(workspace, dataset_id)
         workspace.add_run(record)
     except BaseException:
-        workspace.delete_run(run_id)
+        with contextlib.suppress(StoreError):  # the error that stopped the run is the one to report
+            workspace.delete_run(run_id)
         raise
     return RunSummary(run_id, record.metrics, n_families, warnings, seconds)
+
+
+def _texts_of_dataset_still_there(workspace: Workspace, dataset_id: str) -> list[str]:
+    """The dataset's texts; NotFoundError when it was deleted (say, from another session) while its SAE trained."""
+    try:
+        workspace.dataset(dataset_id)
+    except NotFoundError:
+        raise NotFoundError("The dataset was deleted while its SAE was training; nothing was saved.") from None
+    return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
 
 
 def _store_codes(workspace: Workspace, run_id: str, model: TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
@@ -320,11 +337,60 @@ def family_membership(families: Sequence[dict[str, Any]]) -> pd.DataFrame:
 # -- export ----------------------------------------------------------------------------------------------------
 
 
+EXPORT_FILES = (
+    "features.parquet",
+    "activations.parquet",
+    "documents.parquet",
+    "families.json",
+    "sae.safetensors",
+    "config.json",
+)
+EXPORT_MARKER = ".prisma-export"
+"""Written into every export folder: the files named in EXPORT_FILES there were written by an export."""
+
+
 def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) -> list[Path]:
-    """Write features.parquet, activations.parquet, documents.parquet, families.json, sae.safetensors, config.json."""
+    """Write features.parquet, activations.parquet, documents.parquet, families.json, sae.safetensors, config.json.
+
+    Everything is written to a temporary folder next to `out_dir` first and moved in once complete, so a failed
+    export leaves nothing half-written. Refuses a folder inside the workspace (except the app's own `exports/`)
+    and never overwrites a file an earlier export did not write.
+    """
+    out = export_target(workspace, Path(out_dir))
     run = load_run(workspace, run_id)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".prisma-export-", dir=out.parent))
+    try:
+        _write_export(workspace, run, staging)
+        out.mkdir(exist_ok=True)
+        (out / EXPORT_MARKER).touch()
+        for name in EXPORT_FILES:
+            (staging / name).replace(out / name)
+    except OSError as error:
+        raise StoreError(f"Could not write the export to {out}: {error.strerror or error}.") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in EXPORT_FILES]
+
+
+def export_target(workspace: Workspace, out: Path) -> Path:
+    """The resolved export folder, once it is known to be safe to write into."""
+    out = out.expanduser().resolve()
+    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / "exports"):
+        raise StoreError(f"{out} is inside the workspace {workspace.path}; export to a folder outside it.")
+    if out.exists() and not out.is_dir():
+        raise StoreError(f"{out} is a file; export to a folder.")
+    if out.is_dir() and not (out / EXPORT_MARKER).exists():
+        taken = [name for name in EXPORT_FILES if (out / name).exists()]
+        if taken:
+            raise StoreError(
+                f"{out} already holds {', '.join(taken)}, not written by a Prisma export; "
+                "export to an empty or new folder."
+            )
+    return out
+
+
+def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     docs = workspace.documents(run.record.dataset_id, ["position", "doc_id", "title", "metadata"])
     features = run.features.merge(family_membership(run.families), on="feature_id", how="left")
     feature_columns = [
@@ -354,7 +420,7 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
     pd.concat([docs[["doc_id", "title"]], metadata_frame], axis=1).to_parquet(out / "documents.parquet", index=False)
     (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
     weights = Path(run.record.weights_dir)
-    (out / "sae.safetensors").write_bytes((weights / "sae.safetensors").read_bytes())
+    shutil.copyfile(weights / "sae.safetensors", out / "sae.safetensors")
     run_config = {
         "run_id": run.record.run_id,
         "dataset_id": run.record.dataset_id,
@@ -365,17 +431,6 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
         "versions": run.record.versions,
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=2))
-    return [
-        out / name
-        for name in (
-            "features.parquet",
-            "activations.parquet",
-            "documents.parquet",
-            "families.json",
-            "sae.safetensors",
-            "config.json",
-        )
-    ]
 
 
 def _families_for_export(families: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
