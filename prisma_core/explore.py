@@ -14,7 +14,6 @@ from prisma_core.pipeline import LoadedRun
 from prisma_core.sae import encode, load_sae
 from prisma_core.store import Workspace
 
-
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets."""
 

@@ -10,11 +10,11 @@ import json
 import re
 import zipfile
 import zlib
-from xml.etree.ElementTree import ParseError
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+from xml.etree.ElementTree import ParseError
 
 import docx
 import openpyxl
@@ -275,9 +275,7 @@ def _read_delimited(name: str, data: bytes, config: IngestConfig, warnings: list
     named = (config.text_column, config.id_column, config.title_column)
     as_text = {column: "str" for column in named if column}  # keeps ids like "007" and numeric texts verbatim
     try:
-        return pd.read_csv(
-            io.BytesIO(data), sep=separator, dtype=as_text, encoding=encoding, nrows=config.max_rows + 1
-        )
+        return pd.read_csv(io.BytesIO(data), sep=separator, dtype=as_text, encoding=encoding, nrows=config.max_rows + 1)
     except pd.errors.EmptyDataError as error:
         raise IngestError(f"{name}: the table has no columns") from error
     except (pd.errors.ParserError, ValueError) as error:
@@ -332,9 +330,8 @@ def _formula_columns(data: bytes, columns: list[str]) -> list[str]:
     try:
         rows = workbook.worksheets[0].iter_rows(max_row=_FORMULA_SCAN_ROWS + 1, values_only=True)
         header = [str(value) for value in next(rows, ())]
-        found = {
-            column for row in rows for column, value in zip(header, row) if isinstance(value, str) and value[:1] == "="
-        }
+        cells = (cell for row in rows for cell in zip(header, row, strict=False))  # short rows end early
+        found = {column for column, value in cells if isinstance(value, str) and value[:1] == "="}
     finally:
         workbook.close()
     return [column for column in columns if column in found]
