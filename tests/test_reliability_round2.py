@@ -63,7 +63,7 @@ def cli_main(*args: str, workspace: Path) -> int:
 
 
 def error_lines(stderr: str) -> list[str]:
-    return re.findall(r"^error: .*$", stderr, flags=re.MULTILINE)
+    return re.findall(r"error: [^\n]*", stderr)
 
 
 # -- 1. two family rebuilds at once ------------------------------------------------------------------------------
