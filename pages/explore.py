@@ -9,7 +9,13 @@ import streamlit as st
 
 from prisma_core import analysis, pipeline
 from prisma_core.errors import PrismaError
-from prisma_core.explore import documents_by_positions, refract_document, refract_text, search_documents
+from prisma_core.explore import (
+    documents_by_positions,
+    refract_document,
+    refract_text,
+    search_documents,
+    spreadsheet_csv,
+)
 from prisma_core.pipeline import LoadedRun, family_membership
 from ui import charts, levels
 from ui.cards import feature_options
@@ -154,7 +160,7 @@ def concept_query_tab() -> None:
     )
     st.download_button(
         "Download matching documents (CSV)",
-        lambda: full.to_csv(index=False),
+        lambda: spreadsheet_csv(full),
         file_name="matching_documents.csv",
         mime="text/csv",
         key="download_matches",
@@ -253,7 +259,7 @@ def export_folder(workspace_path: str, run_id: str, revision: int) -> Path:
 
 
 def labels_csv(run: LoadedRun) -> str:
-    return run.features.merge(family_membership(run.families), on="feature_id", how="left").to_csv(index=False)
+    return spreadsheet_csv(run.features.merge(family_membership(run.families), on="feature_id", how="left"))
 
 
 def downloads_tab() -> None:

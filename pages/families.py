@@ -13,7 +13,7 @@ from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import LoadedRun
 from ui.cards import feature_card
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
-from ui.text import html_text, md
+from ui.text import html_text, md, snippet
 from ui.themes import families_by_theme
 
 HELP = field_docs(FamilyConfig)
@@ -67,8 +67,8 @@ def graph(run: LoadedRun, families: list[dict]) -> str | None:
                 str(member),
                 Node(
                     id=str(member),
-                    label=html_text(f"#{member} {row['label']}", limit=40),
-                    title=html_text(f"#{member} {row['label']} · active on {int(row['density']):,} documents"),
+                    label=snippet(f"#{member} {row['label']}", limit=40),  # drawn on a canvas: plain text
+                    title=html_text(f"#{member} {row['label']} · active on {int(row['density']):,} documents"),  # HTML
                     size=10 + 30 * math.sqrt(int(row["density"]) / largest_density),
                     color=color,
                     font={"size": 16},

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from prisma_core import pipeline
 from prisma_core.config_docs import field_docs
 from prisma_core.embed import EmbedConfig
-from prisma_core.errors import LabellingError, PrismaError
+from prisma_core.errors import LabellingError, PrismaError, SettingsError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret import labelling
@@ -85,10 +85,25 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix:
 
 
 def config_from_args(config_type: type, args: argparse.Namespace, prefix: str = "", base: Any = None) -> Any:
-    """The config from the flags given; fields without a flag keep `base`'s value (or the config's default)."""
+    """The config from the flags given; fields without a flag keep `base`'s value (or the config's default).
+
+    A setting out of range raises SettingsError (its config's own check)."""
     given = {f.name: getattr(args, prefix + f.name) for f in dataclasses.fields(config_type)}
     given = {name: value for name, value in given.items() if value is not None}
-    return dataclasses.replace(base, **given) if base is not None else config_type(**given)
+    try:
+        return dataclasses.replace(base, **given) if base is not None else config_type(**given)
+    except PrismaError:
+        raise
+    except ValueError as error:
+        raise SettingsError(f"{config_type.__name__}: {error}") from None
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """Builds every config of the command once before any work, so a bad setting fails before anything runs."""
+    for config in args.configs:
+        config_from_args(config, args, _prefix(config, args.configs))
+    if getattr(args, "out", None) and args.command == "run":
+        pipeline.export_target(Workspace(args.workspace), args.out)
 
 
 # -- commands -----------------------------------------------------------------------------------------------------
@@ -153,9 +168,13 @@ def cmd_train(workspace: Workspace, args: argparse.Namespace, dataset_id: str | 
     for warning in summary.warnings:
         print(f"warning: {warning}")
     m = summary.metrics
+    holdout = (
+        f"held-out FVU n/a ({m['fvu_holdout_note']})"
+        if "fvu_holdout_note" in m
+        else f"held-out FVU {m['fvu_holdout']:.3f} (variance explained {m['variance_explained_holdout']:.1%})"
+    )
     print(
-        f"run {summary.run_id}: held-out FVU {m['fvu_holdout']:.3f} (variance explained "
-        f"{m['variance_explained_holdout']:.1%}), train FVU {m['fvu_train']:.3f}, dead latents "
+        f"run {summary.run_id}: {holdout}, train FVU {m['fvu_train']:.3f}, dead latents "
         f"{m['dead_fraction']:.1%}, mean L0 {m['mean_l0']:.1f}, {summary.n_themes} themes, "
         f"{summary.n_families} families"
     )
@@ -299,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--workspace", help="workspace folder (default: $PRISMA_WORKSPACE or ./prisma_data)")
         for config in configs:
             add_config_flags(sub, config, _prefix(config, configs))
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, configs=configs)
         return sub
 
     ingest = command("ingest", "read files into a new dataset", cmd_ingest, IngestConfig)
@@ -354,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_settings(args)
         args.handler(Workspace(args.workspace), args)
     except PrismaError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,19 @@ from prisma_core.errors import NotFoundError
 from prisma_core.pipeline import LoadedRun, family_matrix
 from prisma_core.sae import encode, load_sae
 from prisma_core.store import Workspace
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets."""
+
+
+def spreadsheet_csv(frame: pd.DataFrame) -> str:
+    """CSV text that spreadsheet tools open as data: a text cell that would start a formula ("=HYPERLINK(...)",
+    "+1", "-x", "@SUM") gets a leading apostrophe, which they show as the text itself. Numbers are unchanged."""
+    return frame.map(_inert_cell).to_csv(index=False)
+
+
+def _inert_cell(value: Any) -> Any:
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def run_embed_config(run: LoadedRun) -> EmbedConfig:

@@ -10,12 +10,14 @@ import json
 import re
 import zipfile
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+from xml.etree.ElementTree import ParseError
 
 import docx
+import openpyxl
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -51,9 +53,12 @@ class IngestConfig:
     max_total_bytes: int = 500 * 2**20  # all files together, counting zip contents as actually unpacked
     max_zip_members: int = 10_000
     max_document_chars: int = 2_000_000  # a longer document is refused, naming it
+    max_rows: int = 1_000_000  # per table file; a longer table is refused, reading no more than this many rows
 
     def __post_init__(self) -> None:
-        limits = (self.max_file_bytes, self.max_total_bytes, self.max_zip_members, self.max_document_chars)
+        limits = (
+            self.max_file_bytes, self.max_total_bytes, self.max_zip_members, self.max_document_chars, self.max_rows,
+        )  # fmt: skip
         if min(limits) <= 0:
             raise IngestError("ingest limits must be positive numbers")
 
@@ -113,8 +118,10 @@ def read_paths(paths: Sequence[str | Path], config: IngestConfig = IngestConfig(
 
 
 def preview_sources(sources: Sequence[Source], n_rows: int = 20) -> pd.DataFrame:
-    """The first rows of the files as read, before any column is chosen: the columns a user can pick from."""
-    config = IngestConfig()
+    """The first rows of the files as read, before any column is chosen: the columns a user can pick from.
+
+    Only those rows are read (a table of millions of rows previews as fast as a small one)."""
+    config = IngestConfig(max_rows=n_rows)
     warnings: list[str] = []
     frames = []
     for name, data in _unpack(sources, config, warnings):
@@ -200,9 +207,13 @@ def _open_zip(name: str, data: bytes, what: str) -> zipfile.ZipFile:
 
 def _inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, name: str) -> bytes:
     """Unpacks one member, counting the bytes actually produced: the sizes a zip header declares can lie."""
+    return b"".join(_unpacked_chunks(archive, info, limit, name))
+
+
+def _unpacked_chunks(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, name: str) -> Iterator[bytes]:
     if info.flag_bits & 0x1:
         raise IngestError(f"{name}: '{info.filename}' is password-protected")
-    chunks, size = [], 0
+    size = 0
     try:
         with archive.open(info) as member:
             while chunk := member.read(_CHUNK_BYTES):
@@ -211,17 +222,17 @@ def _inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, name: 
                     raise IngestError(
                         f"{name}: unpacks to more than {limit:,} bytes, the limit (refused: too large, or a zip bomb)"
                     )
-                chunks.append(chunk)
+                yield chunk
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as error:
         raise IngestError(f"{name}: '{info.filename}' is damaged or uses unsupported compression") from error
-    return b"".join(chunks)
 
 
 def _check_unpacked_size(name: str, data: bytes, limit: int, what: str) -> None:
-    """xlsx and docx files are zips too: refuse one that would unpack to more than the limit."""
+    """xlsx and docx files are zips too: refuse one that would unpack to more than the limit (one chunk in memory
+    at a time)."""
     with _open_zip(name, data, what) as archive:
         for info in archive.infolist():
-            limit -= len(_inflate(archive, info, limit, name))
+            limit -= sum(len(chunk) for chunk in _unpacked_chunks(archive, info, limit, name))
 
 
 def _check_extension(name: str) -> None:
@@ -264,7 +275,7 @@ def _read_delimited(name: str, data: bytes, config: IngestConfig, warnings: list
     named = (config.text_column, config.id_column, config.title_column)
     as_text = {column: "str" for column in named if column}  # keeps ids like "007" and numeric texts verbatim
     try:
-        return pd.read_csv(io.BytesIO(data), sep=separator, dtype=as_text, encoding=encoding)
+        return pd.read_csv(io.BytesIO(data), sep=separator, dtype=as_text, encoding=encoding, nrows=config.max_rows + 1)
     except pd.errors.EmptyDataError as error:
         raise IngestError(f"{name}: the table has no columns") from error
     except (pd.errors.ParserError, ValueError) as error:
@@ -280,15 +291,50 @@ def _sniff_delimiter(text: str) -> str:
 
 
 def _read_excel(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
+    """The first sheet, streamed: no more than config.max_rows + 1 rows are read."""
     _check_unpacked_size(name, data, config.max_total_bytes, "Excel .xlsx workbook")
     try:
         with pd.ExcelFile(io.BytesIO(data), engine="openpyxl") as workbook:
             if len(workbook.sheet_names) > 1:
                 sheets = len(workbook.sheet_names)
                 warnings.append(f"{name}: read only the first sheet, '{workbook.sheet_names[0]}', of {sheets}")
-            return pd.read_excel(workbook, sheet_name=0)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, InvalidFileException) as error:
+            frame = pd.read_excel(workbook, sheet_name=0, nrows=config.max_rows + 1)
+        empty = [str(column) for column in frame.columns if frame[column].isna().all()]
+        formulas = _formula_columns(data, empty) if len(frame) and empty else []
+    except (*_WORKBOOK_ERRORS, RecursionError) as error:
         raise IngestError(f"{name}: is not a valid Excel .xlsx workbook ({error})") from error
+    if formulas:
+        warnings.append(
+            f"{name}: column(s) {', '.join(formulas)} hold formulas whose results were never saved, so they read "
+            "as empty; open the file in Excel or LibreOffice and save it to store the results"
+        )
+    return frame
+
+
+_WORKBOOK_ERRORS = (zipfile.BadZipFile, KeyError, ValueError, OSError, InvalidFileException, ParseError, XMLSyntaxError)
+_FORMULA_SCAN_ROWS = 100
+
+
+def _declared_sheet_rows(data: bytes) -> int | None:
+    """Rows (header included) the first sheet says it holds, read from its <dimension> without reading rows."""
+    workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True)
+    try:
+        return workbook.worksheets[0].max_row
+    finally:
+        workbook.close()
+
+
+def _formula_columns(data: bytes, columns: list[str]) -> list[str]:
+    """Which of these columns hold formulas in their first rows (read as formulas, not as saved results)."""
+    workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=False)
+    try:
+        rows = workbook.worksheets[0].iter_rows(max_row=_FORMULA_SCAN_ROWS + 1, values_only=True)
+        header = [str(value) for value in next(rows, ())]
+        cells = (cell for row in rows for cell in zip(header, row, strict=False))  # short rows end early
+        found = {column for column, value in cells if isinstance(value, str) and value[:1] == "="}
+    finally:
+        workbook.close()
+    return [column for column in columns if column in found]
 
 
 def _read_json(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
@@ -298,37 +344,69 @@ def _read_json(name: str, data: bytes, config: IngestConfig, warnings: list[str]
         if error.msg == "Extra data":  # one record per line, saved as .json
             return _read_jsonl(name, data, config, warnings)
         raise IngestError(f"{name}: is not valid JSON ({error})") from error
+    except RecursionError:
+        raise IngestError(f"{name}: is nested too deeply to read as records") from None
     if isinstance(content, dict):
         lists = [value for value in content.values() if isinstance(value, list)]
         content = lists[0] if len(lists) == 1 else content
     if not isinstance(content, list):
         raise IngestError(f"{name}: expected a list of records, or an object holding one list of records")
-    return _records_frame(name, content)
+    return _records_frame(name, content, warnings)
 
 
 def _read_jsonl(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
     records = []
     for number, line in enumerate(_decode(name, data, "JSON lines", warnings).splitlines(), start=1):
+        if len(records) > config.max_rows:
+            break
         if line.strip():
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as error:
                 raise IngestError(f"{name}: line {number} is not valid JSON ({error.msg})") from error
-    return _records_frame(name, records)
+            except RecursionError:
+                raise IngestError(f"{name}: line {number} is nested too deeply to read") from None
+    return _records_frame(name, records, warnings)
 
 
-def _records_frame(name: str, records: list[Any]) -> pd.DataFrame:
-    """Records -> a table; nested objects become dotted columns, lists become JSON text."""
+def _records_frame(name: str, records: list[Any], warnings: list[str]) -> pd.DataFrame:
+    """Records -> a table; nested objects become dotted columns, lists become JSON text.
+
+    A dotted field and a nested one that flatten to the same name ("a.b" and {"a": {"b": ...}}) both keep their
+    values: the later one becomes "a.b (2)", with a warning."""
     if records and all(isinstance(record, str) for record in records):
         return pd.DataFrame({"text": records})
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
             raise IngestError(f"{name}: record {number} is not an object with named fields")
-    frame = pd.json_normalize(records)
+    collisions: set[str] = set()
+    try:
+        frame = pd.DataFrame([_flattened(record, collisions) for record in records])
+    except RecursionError:
+        raise IngestError(f"{name}: is nested too deeply to read as records") from None
+    if collisions:
+        warnings.append(
+            f"{name}: field(s) {', '.join(sorted(collisions))} appear both as a dotted name and as a nested object; "
+            "the second of each is kept as '<name> (2)'"
+        )
     for column in frame.columns:
         if pd.api.types.is_object_dtype(frame[column]):
             frame[column] = frame[column].map(_json_if_list)
     return frame
+
+
+def _flattened(record: dict[str, Any], collisions: set[str], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; a name met twice keeps both values, the second as "<name> (2)"."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        column = f"{prefix}{key}"
+        inner = _flattened(value, collisions, f"{column}.") if isinstance(value, dict) and value else {column: value}
+        for name, item in inner.items():
+            if name in flat:
+                collisions.add(name)
+                name = f"{name} (2)"
+            flat[name] = item
+    return flat
 
 
 def _json_if_list(value: Any) -> Any:
@@ -336,8 +414,15 @@ def _json_if_list(value: Any) -> Any:
 
 
 def _read_parquet(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
+    """The first config.max_rows + 1 rows: only the row groups holding them are read."""
     try:
-        return pq.read_table(pa.BufferReader(data)).to_pandas()
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        wanted, groups = config.max_rows + 1, []
+        for index in range(parquet.num_row_groups):
+            if sum(parquet.metadata.row_group(group).num_rows for group in groups) >= wanted:
+                break
+            groups.append(index)
+        return parquet.read_row_groups(groups).slice(0, wanted).to_pandas()
     except (pa.ArrowException, OSError) as error:
         raise IngestError(f"{name}: is not a valid Parquet file ({error})") from error
 
@@ -427,13 +512,34 @@ def _looks_like_text(sample: str) -> bool:
 
 
 def _documents_of(name: str, data: bytes, config: IngestConfig, several: bool, warnings: list[str]) -> pd.DataFrame:
+    if _extension(name) == ".xlsx":
+        _check_declared_rows(name, data, config)
     content = _read_file(name, data, config, warnings)
     if isinstance(content, pd.DataFrame):
+        _check_rows(name, len(content), config)
         documents = _table_documents(name, content, config, several, warnings)
     else:
         documents = _text_document(name, content)
     _check_lengths(name, documents, config)
     return documents
+
+
+def _check_declared_rows(name: str, data: bytes, config: IngestConfig) -> None:
+    """A sheet that declares more rows than the limit is refused before a single row is read."""
+    _check_unpacked_size(name, data, config.max_total_bytes, "Excel .xlsx workbook")
+    try:
+        declared = _declared_sheet_rows(data)
+    except (*_WORKBOOK_ERRORS, RecursionError) as error:
+        raise IngestError(f"{name}: is not a valid Excel .xlsx workbook ({error})") from error
+    if declared is not None:
+        _check_rows(name, declared - 1, config)
+
+
+def _check_rows(name: str, n_rows: int, config: IngestConfig) -> None:
+    if n_rows > config.max_rows:
+        raise IngestError(
+            f"{name}: has more than {config.max_rows:,} rows, the limit per table; split it into smaller files"
+        )
 
 
 def _text_document(name: str, text: str) -> pd.DataFrame:
@@ -507,6 +613,8 @@ def _renamed_reserved(metadata: pd.DataFrame, warnings: list[str], name: str) ->
 
 def _string_values(column: pd.Series) -> pd.Series:
     """The non-missing string values of a column (object columns can mix strings with numbers)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.astype(object)
     if isinstance(column.dtype, pd.StringDtype):
         return column.dropna()
     if column.dtype != object:

@@ -6,7 +6,10 @@ needs to show. The UI and the CLI call these and nothing deeper.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -20,6 +23,7 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_documents, embed_texts, model_key
+from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import (
     IngestConfig,
@@ -37,6 +41,7 @@ from prisma_core.sae import (
     check_config,
     encode,
     load_sae,
+    resolve_device,
     save_sae,
     suggest_config,
     train_sae,
@@ -171,6 +176,7 @@ def train_run(
     vectors = workspace.vectors(dataset_id, key)
     sae_config = sae_config or suggest_config(len(vectors), vectors.shape[1])
     warnings = check_config(sae_config, len(vectors), vectors.shape[1])
+    resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
     run_id, run_dir = workspace.new_run_dir()
     seconds: dict[str, float] = {}
     try:
@@ -182,7 +188,7 @@ def train_run(
         started = time.perf_counter()
         codes = _store_codes(workspace, run_id, result.model, vectors)
         workspace.save_features(run_id, analysis.feature_stats(codes))
-        texts = workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
+        texts = _texts_of_dataset_still_there(workspace, dataset_id)
         labeller = _KeywordLabeller(texts, vectors, embed_config, keyword_config)
         progress(Progress("label", 0, 1, "keyword labels"))
         labels = _feature_labels(labeller, codes, vectors, embed_config, keyword_config)
@@ -214,9 +220,11 @@ def train_run(
             weights_dir=str(run_dir),
             versions=_versions(),
         )
+        _texts_of_dataset_still_there(workspace, dataset_id)
         workspace.add_run(record)
     except BaseException:
-        workspace.delete_run(run_id)
+        with contextlib.suppress(StoreError):  # the error that stopped the run is the one to report
+            workspace.delete_run(run_id)
         raise
     return RunSummary(run_id, record.metrics, n_families, themes.n_themes, warnings, seconds)
 
@@ -249,6 +257,15 @@ def _feature_labels(
         labels["feature_id"].tolist(), labels["label"].tolist(), codes, vectors, embed_config, score_config
     ).scores
     return labels
+
+
+def _texts_of_dataset_still_there(workspace: Workspace, dataset_id: str) -> list[str]:
+    """The dataset's texts; NotFoundError when it was deleted (say, from another session) while its SAE trained."""
+    try:
+        workspace.dataset(dataset_id)
+    except NotFoundError:
+        raise NotFoundError("The dataset was deleted while its SAE was training; nothing was saved.") from None
+    return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
 
 
 def _store_codes(workspace: Workspace, run_id: str, model: TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
@@ -449,12 +466,62 @@ def document_themes(run: LoadedRun) -> pd.DataFrame:
 # -- export ----------------------------------------------------------------------------------------------------
 
 
+EXPORT_FILES = (
+    "features.parquet",
+    "activations.parquet",
+    "documents.parquet",
+    "families.json",
+    "themes.json",
+    "sae.safetensors",
+    "config.json",
+)
+EXPORT_MARKER = ".prisma-export"
+"""Written into every export folder: the files named in EXPORT_FILES there were written by an export."""
+
+
 def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) -> list[Path]:
-    """Write features.parquet, activations.parquet, documents.parquet, families.json, themes.json, sae.safetensors
-    and config.json."""
+    """Write features.parquet, activations.parquet, documents.parquet, families.json, themes.json, sae.safetensors,
+    config.json.
+
+    Everything is written to a temporary folder next to `out_dir` first and moved in once complete, so a failed
+    export leaves nothing half-written. Refuses a folder inside the workspace (except the app's own `exports/`)
+    and never overwrites a file an earlier export did not write.
+    """
+    out = export_target(workspace, Path(out_dir))
     run = load_run(workspace, run_id)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".prisma-export-", dir=out.parent))
+    try:
+        _write_export(workspace, run, staging)
+        out.mkdir(exist_ok=True)
+        (out / EXPORT_MARKER).touch()
+        for name in EXPORT_FILES:
+            (staging / name).replace(out / name)
+    except OSError as error:
+        raise StoreError(f"Could not write the export to {out}: {error.strerror or error}.") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in EXPORT_FILES]
+
+
+def export_target(workspace: Workspace, out: Path) -> Path:
+    """The resolved export folder, once it is known to be safe to write into."""
+    out = out.expanduser().resolve()
+    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / "exports"):
+        raise StoreError(f"{out} is inside the workspace {workspace.path}; export to a folder outside it.")
+    if out.exists() and not out.is_dir():
+        raise StoreError(f"{out} is a file; export to a folder.")
+    if out.is_dir() and not (out / EXPORT_MARKER).exists():
+        taken = [name for name in EXPORT_FILES if (out / name).exists()]
+        if taken:
+            raise StoreError(
+                f"{out} already holds {', '.join(taken)}, not written by a Prisma export; "
+                "export to an empty or new folder."
+            )
+    return out
+
+
+def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     docs = workspace.documents(run.record.dataset_id, ["position", "doc_id", "title", "metadata"])
     features = run.features.merge(family_membership(run.families), on="feature_id", how="left")
     feature_columns = [
@@ -487,7 +554,7 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
     (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
     (out / "themes.json").write_text(run.theme_info.to_json(orient="records", indent=2))
     weights = Path(run.record.weights_dir)
-    (out / "sae.safetensors").write_bytes((weights / "sae.safetensors").read_bytes())
+    shutil.copyfile(weights / "sae.safetensors", out / "sae.safetensors")
     run_config = {
         "run_id": run.record.run_id,
         "dataset_id": run.record.dataset_id,
@@ -498,18 +565,6 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
         "versions": run.record.versions,
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=2))
-    return [
-        out / name
-        for name in (
-            "features.parquet",
-            "activations.parquet",
-            "documents.parquet",
-            "families.json",
-            "themes.json",
-            "sae.safetensors",
-            "config.json",
-        )
-    ]
 
 
 def _families_for_export(families: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +34,13 @@ DEFAULT_WORKSPACE = "prisma_data"
 _ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,80}$")
 _OWNER_FILE = "owner.json"  # in a run folder: the process that is writing the run (host, pid)
 _UNOWNED_GRACE_S = 60.0  # a run folder with no owner file is only considered abandoned after this long
+_MAINTENANCE_FILE = "maintenance.json"  # in the workspace: when old table versions were last cleaned up
+MAINTENANCE_EVERY = timedelta(days=1)
+"""Opening a workspace compacts its tables and removes old versions when the last clean-up is older than this."""
+KEEP_VERSIONS_FOR = timedelta(hours=1)
+"""Table versions younger than this are kept by the clean-up, so a recent write can still be looked at or rolled
+back; older versions, and files left by writes killed more than 7 days ago (LanceDB's own rule), are removed."""
+_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes")
 _LANCE_NOISE = re.compile(r"^lance error: LanceError\(\w+\): |, /\S+\.rs:\d+:\d+$")
 INDEX_MIN_ROWS = 1_000_000
 """Vectors in a table before `save_vectors` builds an IVF-PQ index. bench/search.py at 200,000 x 384: the build takes
@@ -246,6 +253,7 @@ class Workspace:
         except OSError as error:
             raise StoreError(f"Cannot open the workspace folder {self.path}: {error}") from error
         self._remove_abandoned_runs()
+        self._reclaim_space_if_due()
 
     def _remove_abandoned_runs(self) -> None:
         """Removes what a run killed before its record was written left behind (its folder, any rows).
@@ -295,9 +303,39 @@ class Workspace:
             _retry(lambda: self.db.open_table(name).add(data))
 
     def _delete(self, name: str, where: str) -> None:
+        """Deletes matching rows; nothing is committed (no disk space needed) when no row matches."""
         if self._has_table(name):
             table = self.db.open_table(name)
-            _retry(lambda: table.delete(where))
+            if table.count_rows(where):
+                _retry(lambda: table.delete(where))
+
+    def table_versions(self, names: Sequence[str]) -> int:
+        """The sum of these tables' versions: it grows with every commit to any of them, by any process."""
+        return sum(self.db.open_table(name).version for name in names if self._has_table(name))
+
+    # -- disk space -------------------------------------------------------------------------------------------
+
+    def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
+        """Compacts every table and removes versions older than `keep_versions_for` with LanceDB's own optimize.
+
+        Deleted rows only free their space once no kept version refers to them.
+        """
+        for name in self.db.list_tables().tables:
+            table = self.db.open_table(name)
+            _retry(lambda table=table: table.optimize(cleanup_older_than=keep_versions_for))
+        (self.path / _MAINTENANCE_FILE).write_text(json.dumps({"reclaimed_at": now_iso()}))
+
+    def _reclaim_space_if_due(self) -> None:
+        if self._maintenance_due():
+            with contextlib.suppress(OSError, StoreError):  # best effort: a full or read-only workspace still opens
+                self.reclaim_space()
+
+    def _maintenance_due(self) -> bool:
+        try:
+            last = datetime.fromisoformat(json.loads((self.path / _MAINTENANCE_FILE).read_text())["reclaimed_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return self._has_table("datasets")  # never cleaned up: due once there is something to clean
+        return datetime.now(UTC) - last > MAINTENANCE_EVERY
 
     # -- datasets -------------------------------------------------------------------------------------------
 
@@ -378,6 +416,7 @@ class Workspace:
         for name in self.db.list_tables().tables:
             if name.startswith("vectors__"):
                 self._delete(name, where)
+        self._reclaim_space_if_due()  # a long-running app opens its workspace once: clean up on deletions too
 
     def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Documents in stored order (`position` = row index used by embeddings and activations)."""
@@ -387,9 +426,15 @@ class Workspace:
         return frame.sort_values("position").reset_index(drop=True) if "position" in frame else frame
 
     def metadata(self, dataset_id: str) -> pd.DataFrame:
-        """Metadata columns as a typed frame, one row per document in stored order."""
+        """Metadata columns as a typed frame, one row per document in stored order.
+
+        A column mixing numbers and text (a year that is sometimes "unknown") becomes a text column: every
+        value is kept, and the frame can be written to Parquet or compared by group.
+        """
         docs = self.documents(dataset_id, ["position", "metadata"])
-        return pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
+        frame = pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
+        mixed = [column for column in frame.columns if frame[column].dtype == object]
+        return frame.astype(dict.fromkeys(mixed, "string"))
 
     # -- vectors (embedding cache + search) -------------------------------------------------------------------
 
@@ -576,11 +621,16 @@ class Workspace:
         return runs[-1]
 
     def delete_run(self, run_id: str) -> None:
+        """A listed run loses its record first, so a crash half-way shows no half-run. An unlisted one (a run that
+        failed while being written, perhaps because the disk filled up) loses its folder first, which frees the
+        space the table deletes need."""
         where = f"run_id = '{check_id(run_id)}'"
-        self._delete("sae_runs", where)
-        for name in ("activations", "features", "interpretations", "families", "themes"):
+        folder = self.path / "runs" / run_id
+        if self._has_run_record(run_id):
+            self._delete("sae_runs", where)
+        shutil.rmtree(folder, ignore_errors=True)
+        for name in _RUN_TABLES:
             self._delete(name, where)
-        shutil.rmtree(self.path / "runs" / run_id, ignore_errors=True)
 
     # -- run artefacts ------------------------------------------------------------------------------------------
 
@@ -661,10 +711,11 @@ class Workspace:
         _retry(lambda: table.update(where=chosen, values={"preferred": True}))
 
     def save_families(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
-        """Replace a run's families."""
+        """Replace a run's families (see `_replace_generation`)."""
         self._replace_generation(
             "families",
             run_id,
+            "family_id",
             [
                 row
                 | {
@@ -687,6 +738,7 @@ class Workspace:
         self._replace_generation(
             "themes",
             run_id,
+            "theme_id",
             [
                 row
                 | {
@@ -704,13 +756,27 @@ class Workspace:
             for row in self._latest_generation("themes", run_id, "theme_id")
         ]
 
-    def _replace_generation(self, name: str, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
-        """Replace a run's rows of a table: the new generation is written before the old one is deleted."""
+    def _replace_generation(self, name: str, run_id: str, key: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's rows of a table in one commit: the new generation is inserted and the old one deleted
+        together.
+
+        Two rebuilds at once (two sessions, the app and the CLI) are two merges; LanceDB applies them one after the
+        other, so exactly one complete set survives and a reader never sees a mix or an empty set in between.
+        """
         where = f"run_id = '{check_id(run_id)}'"
         old = self._read(name, where, ["generation"])["generation"]
         generation = int(old.max()) + 1 if len(old) else 0
-        self._add(name, [row | {"run_id": run_id, "generation": generation} for row in rows])
-        self._delete(name, f"{where} AND generation < {generation}")
+        table = self._table(name)
+        new = pa.Table.from_pylist(
+            [row | {"run_id": run_id, "generation": generation} for row in rows], schema=table.schema
+        )
+        merge = (
+            table.merge_insert(["run_id", "generation", key])
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(where)
+        )
+        _retry(lambda: merge.execute(new))
 
     def _latest_generation(self, name: str, run_id: str, order: str) -> list[dict[str, Any]]:
         frame = self._read(name, f"run_id = '{check_id(run_id)}'")

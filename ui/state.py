@@ -72,9 +72,17 @@ def _revisions() -> dict[str, int]:
     return {}
 
 
+RUN_TABLES = ("sae_runs", "features", "interpretations", "families")
+"""Tables whose changes show in a run's cached views (activations and weights never change once written)."""
+
+
 def revision(run_id: str) -> int:
-    """Bumped whenever a run's labels or families change, so cached views of the run are reloaded."""
-    return _revisions().get(run_id, 0)
+    """Changes whenever a run's labels or families change, so cached views of the run are reloaded.
+
+    It counts the store's table versions, which grow with every commit by any process (the command line, another
+    app server), plus this process's own bumps.
+    """
+    return _revisions().get(run_id, 0) + workspace().table_versions(RUN_TABLES)
 
 
 def bump_revision(run_id: str) -> None:

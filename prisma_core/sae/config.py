@@ -1,6 +1,7 @@
 """The one configuration of SAE training, its checks against a corpus, and defaults that suit a corpus size."""
 
 import math
+import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -27,6 +28,11 @@ REFERENCE_LATENTS = 8192
 epochs for the same held-out FVU on corpora of a few thousand documents."""
 PREFIX_RATIO = 8
 """Each nested feature group is this many times smaller than the next."""
+MAX_EXPANSION_FACTOR = 256
+"""More features per embedding dimension than this is refused outright (before any work); below it, the memory
+check in `check_config` decides."""
+TRAINING_BYTES_PER_WEIGHT = 16
+"""float32 bytes held per encoder/decoder weight while training: the weight, its gradient and Adam's two moments."""
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -66,6 +72,7 @@ class SAEConfig:
     def __post_init__(self) -> None:
         problems = [
             _at_least("expansion_factor", self.expansion_factor, 1),
+            _at_most("expansion_factor", self.expansion_factor, MAX_EXPANSION_FACTOR),
             _at_least("k", self.k, 1),
             _at_least("k_aux", self.k_aux, 1),
             _at_least("nested_levels", self.nested_levels, 1),
@@ -147,6 +154,7 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
             f"k={config.k} active features per document must be fewer than the {n_latents} features "
             f"(expansion factor {config.expansion_factor} x {dim} dimensions). Lower k or raise the expansion factor."
         )
+    _check_memory(config, dim)
     warnings = []
     suggested = suggest_config(n_documents, dim)
     if n_train < FEW_DOCUMENTS:
@@ -194,6 +202,40 @@ def suggest_config(n_documents: int, dim: int) -> SAEConfig:
     epochs = max(2, math.ceil(TARGET_SAMPLES / max(1, n_train)), math.ceil(MIN_STEPS / steps_per_epoch))
     epochs = min(epochs, MAX_SUGGESTED_EPOCHS)
     return replace(default, expansion_factor=expansion, k=k, batch_size=batch_size, epochs=epochs)
+
+
+def training_bytes(config: SAEConfig, dim: int) -> int:
+    """Memory the weights of an SAE on dim-dimensional vectors take while training (encoder and decoder)."""
+    return 2 * config.n_latents(dim) * dim * TRAINING_BYTES_PER_WEIGHT
+
+
+def available_memory_bytes() -> int:
+    """Memory this machine can still give (Linux: MemAvailable); total physical memory elsewhere."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _check_memory(config: SAEConfig, dim: int) -> None:
+    needed, available = training_bytes(config, dim), available_memory_bytes()
+    if needed > available:
+        fitting = max(1, available // training_bytes(replace(config, expansion_factor=1), dim))
+        raise TrainingError(
+            f"Expansion factor {config.expansion_factor} gives {config.n_latents(dim):,} features, whose training "
+            f"needs about {needed / 2**30:.1f} GB of memory; {available / 2**30:.1f} GB are free. Use an expansion "
+            f"factor of at most {fitting}."
+        )
+
+
+def _at_most(name: str, value: int | None, maximum: int) -> str:
+    if value is None or not isinstance(value, int) or value <= maximum:
+        return ""
+    return f"{name} must be at most {maximum}, got {value!r}"
 
 
 def _at_least(name: str, value: int | None, minimum: int) -> str:

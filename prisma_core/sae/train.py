@@ -20,6 +20,10 @@ EPOCH_HOLDOUT_SAMPLE = 1024
 """Held-out documents scored at the end of every epoch (all of them are scored once training ends)."""
 HISTORY_POINTS = 100
 """About this many history entries (and progress reports) per run, whatever its length."""
+MIN_RELATIVE_VARIANCE = 1e-10
+"""Vectors whose variance around their mean is below this share of their mean squared norm are treated as
+identical: float32 rounding alone leaves about 1e-14, and an FVU divided by it would read 1e12."""
+NO_HOLDOUT_VARIANCE = "the held-out documents do not vary: no variance to explain"
 
 
 @dataclass
@@ -30,8 +34,9 @@ class TrainResult:
     """On the CPU, whatever device trained it."""
     config: SAEConfig
     metrics: dict[str, float | int | str]
-    """fvu_train, fvu_holdout, variance_explained_holdout (NaN without holdout), dead_fraction (share of latents
-    that fire on no training document), mean_l0, n_train, n_holdout, steps, seconds, samples_per_second, device."""
+    """fvu_train, fvu_holdout, variance_explained_holdout (NaN without holdout, or when the held-out documents do
+    not vary: then fvu_holdout_note says so), dead_fraction (share of latents that fire on no training document),
+    mean_l0, n_train, n_holdout, steps, seconds, samples_per_second, device."""
     history: list[dict[str, float]]
     """Averages over every few steps: step, epoch, loss, fvu, aux_loss, dead_fraction (latents dead for the
     tracker at that step). Entries that close an epoch also carry fvu_holdout (on a sample of held-out docs)."""
@@ -96,7 +101,9 @@ def train_sae(
     train_index, holdout_index = _split(n_documents, config, generator)
     scale = _input_scale(data[train_index])
     x_train = torch.from_numpy(data[train_index] * scale).to(device)
-    x_holdout_sample = torch.from_numpy(data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]] * scale).to(device)
+    holdout_sample = data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]]
+    holdout_sample = holdout_sample if len(holdout_sample) > 1 and has_variance(holdout_sample) else holdout_sample[:0]
+    x_holdout_sample = torch.from_numpy(holdout_sample * scale).to(device)
 
     model = _initial_model(x_train, config, generator).to(device)
     loop_started = time.perf_counter()
@@ -139,9 +146,19 @@ def _validated(embeddings: np.ndarray) -> np.ndarray:
     bad_rows = int((~np.isfinite(data)).any(axis=1).sum())
     if bad_rows:
         raise TrainingError(f"{bad_rows} embeddings contain NaN or infinite values; embed those documents again.")
-    if len(data) > 1 and not data.std(axis=0).any():
-        raise TrainingError("All embeddings are identical, so there is nothing to learn; check the embedding step.")
+    if len(data) > 1 and not has_variance(data):
+        raise TrainingError(
+            "All embeddings are identical (no variance to explain), so there is nothing to learn: the documents "
+            "are probably all the same text."
+        )
     return data
+
+
+def has_variance(x: np.ndarray) -> bool:
+    """Whether the rows of x [m, d] differ by more than float rounding (see MIN_RELATIVE_VARIANCE)."""
+    x = x.astype(np.float64)
+    variance = np.mean(np.sum((x - x.mean(axis=0)) ** 2, axis=1))
+    return bool(variance > MIN_RELATIVE_VARIANCE * max(np.mean(np.sum(x**2, axis=1)), np.finfo(np.float64).tiny))
 
 
 def _split(n_documents: int, config: SAEConfig, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -285,11 +302,14 @@ def _final_metrics(
     active = values > 0
     fired = np.zeros(model.n_latents, dtype=bool)
     fired[indices[active]] = True
-    fvu_holdout = _fvu_of(model, torch.from_numpy(data[holdout_index]).to(device)) if len(holdout_index) else np.nan
+    holdout = data[holdout_index]
+    scored = len(holdout) > 1 and has_variance(holdout)
+    fvu_holdout = _fvu_of(model, torch.from_numpy(holdout).to(device)) if scored else np.nan
     return {
         "fvu_train": _fvu_of(model, x_train),
         "fvu_holdout": fvu_holdout,
         "variance_explained_holdout": 1.0 - fvu_holdout,
+        **({"fvu_holdout_note": NO_HOLDOUT_VARIANCE} if len(holdout) and not scored else {}),
         "dead_fraction": float(1.0 - fired.mean()),
         "mean_l0": float(active.sum(axis=1).mean()),
         "n_train": len(train_index),

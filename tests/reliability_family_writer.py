@@ -1,0 +1,23 @@
+"""`python tests/reliability_family_writer.py WORKSPACE RUN_ID START TAU REPEATS`: a session rebuilding families.
+
+Rebuilds the run's families at tau REPEATS times in a row, starting at the wall-clock time START (after the imports).
+"""
+
+import sys
+import time
+
+from prisma_core import pipeline
+from prisma_core.families import FamilyConfig
+from prisma_core.store import Workspace
+
+
+def main(workspace_path: str, run_id: str, start: str, tau: str, repeats: str) -> int:
+    workspace = Workspace(workspace_path)
+    time.sleep(max(0.0, float(start) - time.time()))
+    for _ in range(int(repeats)):
+        pipeline.rebuild_families(workspace, run_id, FamilyConfig(tau=float(tau)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
