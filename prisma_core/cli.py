@@ -71,6 +71,8 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix:
     docs = field_docs(config_type)
     group = parser.add_argument_group(config_type.__name__)
     for field in dataclasses.fields(config_type):
+        if field.metadata.get("cli") is False:
+            continue  # e.g. an API key: read from the environment, never typed where shell history keeps it
         flag = "--" + (prefix + field.name).replace("_", "-")
         kind, choices = _flag_type(hints[field.name])
         default = field.default if field.default is not dataclasses.MISSING else None
@@ -84,7 +86,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix:
 
 
 def config_from_args(config_type: type, args: argparse.Namespace, prefix: str = "") -> Any:
-    given = {f.name: getattr(args, prefix + f.name) for f in dataclasses.fields(config_type)}
+    given = {f.name: getattr(args, prefix + f.name, None) for f in dataclasses.fields(config_type)}
     return config_type(**{name: value for name, value in given.items() if value is not None})
 
 

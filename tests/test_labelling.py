@@ -547,3 +547,24 @@ def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys)
     assert exported.loc[chosen, ["score_embedding", "score_detection"]].notna().all().all()
     others = exported.drop(index=chosen)
     assert (others["label_source"] == KEYWORD_SOURCE).all() and others["score_detection"].isna().all()
+
+
+def test_cli_never_shows_the_password_of_a_host_url(workspace, base_run, fake, capsys, monkeypatch):
+    """Issue 15, item 10: `--ollama-host http://user:PASSWORD@host` printed the password on stdout and in errors."""
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    password = "PASSWORD-s3cr3t"
+    feature = str(active_features(workspace, base_run.run_id)[0])
+    common = ["--model", "llama3.2", "--features", feature, "--workspace", str(workspace.path)]
+    with_password = fake.url.replace("http://", f"http://analyst:{password}@")
+    unreachable = closed_port_url().replace("http://", f"http://analyst:{password}@")
+
+    labelled = main(["label", "--ollama-host", with_password, *common])
+    scored = main(["score", "--detect", "--ollama-host", with_password, *common])
+    refused = main(["label", "--ollama-host", unreachable, "--relabel", *common])
+    output = capsys.readouterr()
+
+    assert (labelled, scored, refused) == (0, 0, 2)
+    assert f"labelled by llama3.2 at {fake.url}" in output.out
+    assert "error: Ollama is not reachable at http://127.0.0.1:" in output.err
+    assert password not in output.out + output.err and "analyst" not in output.out + output.err
+    assert fake.authorizations and all(header.startswith("Basic ") for header in fake.authorizations)
