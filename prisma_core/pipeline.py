@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_documents, model_key
+from prisma_core.errors import TrainingError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import (
     IngestConfig,
@@ -153,11 +154,13 @@ def train_run(
     family_config: FamilyConfig = FamilyConfig(),
     keyword_config: KeywordConfig = KeywordConfig(),
     progress: ProgressCallback = ignore_progress,
+    should_stop: Callable[[], bool] | None = None,
 ) -> RunSummary:
     """Train an SAE on the dataset's embeddings and store the run with features, keyword labels and families.
 
     The run record is written last; on any failure the run's partial artefacts are removed and earlier runs and
-    datasets are untouched.
+    datasets are untouched. `should_stop()` turning true cancels (TrainingError) at the next training step, or
+    before the record is written, leaving no run.
     """
     key = model_key(embed_config)
     vectors = workspace.vectors(dataset_id, key)
@@ -166,7 +169,7 @@ def train_run(
     seconds: dict[str, float] = {}
     try:
         started = time.perf_counter()
-        result = train_sae(vectors, sae_config, progress)
+        result = train_sae(vectors, sae_config, progress, should_stop)
         save_sae(result.model, result.config, run_dir)
         seconds["train"] = time.perf_counter() - started
 
@@ -203,6 +206,8 @@ def train_run(
             weights_dir=str(run_dir),
             versions=_versions(),
         )
+        if should_stop is not None and should_stop():
+            raise TrainingError("Training was cancelled after the SAE was trained; nothing was saved.")
         workspace.add_run(record)
     except BaseException:
         workspace.delete_run(run_id)

@@ -7,7 +7,6 @@ from typing import Any
 
 import streamlit as st
 
-from prisma_core.progress import ProgressCallback
 from ui import charts
 from ui.jobs import Job
 from ui.state import job_registry
@@ -21,6 +20,7 @@ STAGE_NAMES = {
     "label": "Naming features with keywords",
     "families": "Finding feature families",
 }
+CANCEL_HELP = "Stop this job. Results it has already stored are kept; nothing half-written is."
 _WATCHED_KEY = "watched_jobs"
 """Jobs this session started or saw running: only their watchers get the success callback (e.g. a page switch)."""
 
@@ -48,9 +48,11 @@ def job_panel(key: str, on_success: Callable[[Job], None] | None = None, live_ch
     return job
 
 
-def start_job(key: str, title: str, work: Callable[[ProgressCallback], Any]) -> None:
-    """Start the job (or find it already running) and rerun, so the page draws its live panel."""
-    job, started = job_registry().start(key, title, work)
+def start_job(key: str, title: str, work: Callable[..., Any], stop_aware: bool = False) -> None:
+    """Start the job (or find it already running) and rerun, so the page draws its live panel.
+
+    `stop_aware` work is called as `work(progress, should_stop)`, other work as `work(progress)` (see ui.jobs)."""
+    job, started = job_registry().start(key, title, work, stop_aware=stop_aware)
     _watched().add(job.job_id)
     if not started:
         st.toast(f"{md(title)} is already running: showing its progress.")
@@ -71,10 +73,19 @@ def _draw_running(job: Job, live_chart: bool) -> None:
             st.progress(event.fraction, text=f"{stage}: {md(event.message)}" if event.message else stage)
         if live_chart and job.history:
             st.altair_chart(charts.training_curves(job.history), width="stretch")
+        if job.cancel_requested:
+            st.caption("Cancelling: stopping after the step in progress…")
+        elif st.button("Cancel", icon=":material/stop_circle:", key=f"cancel_{job.key}", help=CANCEL_HELP):
+            job_registry().cancel(job.key)
+            st.rerun(scope="fragment")
 
 
 def _finished(job: Job, on_success: Callable[[Job], None] | None) -> None:
     """An error stays visible to everyone on the page; success reaches the sessions that watched the job, once."""
+    if job.status == "cancelled":
+        said = f" {md(job.error_message)}" if job.error is not None else ""
+        st.info(f"{md(job.title)}: cancelled.{said}", icon=":material/stop_circle:")
+        return
     if job.error is not None:
         st.error(f"{md(job.title)} failed: {md(job.error_message)}", icon=":material/error:")
         return
