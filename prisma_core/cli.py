@@ -264,6 +264,13 @@ def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
         for error in summary.errors[:5]:
             print(f"  {error}")
     _print_label_quality(workspace, run_id)
+    if summary.baseline is not None and summary.baseline.n_scored:
+        base = summary.baseline
+        print(
+            f"labels shown: mean embedding score {base.mean_score:.3f} over {base.n_scored} features; "
+            f"the same labels shuffled across features: {base.shuffled_mean:.3f} (chance is 0.5); "
+            f"{base.n_too_few} features fire on too few documents to score"
+        )
     if summary.stop_reason:
         raise LabellingError(summary.stop_reason)
 

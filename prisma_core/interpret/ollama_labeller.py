@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -31,8 +31,8 @@ from prisma_core.interpret.prompts import (
     Message,
     approximate_tokens,
     detection_messages,
-    family_messages,
     feature_messages,
+    group_messages,
     repair_messages,
 )
 
@@ -332,10 +332,25 @@ class OllamaLabeller:
         messages = feature_messages(evidence, contrast, self.config.max_doc_tokens)
         return self._label(messages)
 
+    def label_group(
+        self,
+        kind: str,
+        headline_label: str,
+        member_labels: list[str],
+        evidence: Sequence[str] = (),
+        contrast: Sequence[str] = (),
+    ) -> LabelResult:
+        """Name a group of features (a family, a theme) from its members' labels and its documents."""
+        if not headline_label.strip():
+            raise LabellingError(f"A {kind} needs a labelled first member before it can be labelled.")
+        evidence = [text for text in evidence if text.strip()][: self.config.n_evidence]
+        contrast = [text for text in contrast if text.strip()][: self.config.n_contrast]
+        messages = group_messages(kind, headline_label, member_labels, evidence, contrast, self.config.max_doc_tokens)
+        return self._label(messages)
+
     def label_family(self, parent_label: str, child_labels: list[str]) -> LabelResult:
-        if not parent_label.strip():
-            raise LabellingError("A family needs a labelled parent feature before it can be labelled.")
-        return self._label(family_messages(parent_label, child_labels))
+        """A family from its parent's and children's labels only."""
+        return self.label_group("family", parent_label, child_labels)
 
     def detect(self, label: str, documents: list[str]) -> list[bool]:
         """For each document, in order, whether the model judges that it expresses the label."""
