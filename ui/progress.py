@@ -17,8 +17,11 @@ STAGE_NAMES = {
     "demo": "Preparing the demo corpus",
     "embed": "Embedding documents",
     "train_sae": "Training the sparse autoencoder",
-    "label": "Naming features with keywords",
+    "label": "Naming features",
     "families": "Finding feature families",
+    "family labels": "Naming families",
+    "embedding scores": "Scoring labels",
+    "detection": "Checking labels with the model",
 }
 CANCEL_HELP = "Stop this job. Results it has already stored are kept; nothing half-written is."
 _WATCHED_KEY = "watched_jobs"

@@ -37,7 +37,7 @@ from prisma_core.interpret.label_scores import (
     shuffled_scores,
 )
 from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller, has_model
-from prisma_core.interpret.prompts import PROMPT_VERSION
+from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION
 from prisma_core.interpret.scoring import detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import RunRecord, Workspace
@@ -149,6 +149,58 @@ class _Batch:
         self.streak += 1
         self.errors.append(error)
         self.progress(Progress(self.stage, self.n_tried, self.total, error))
+
+
+# -- planning: what a batch will ask, before it starts ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    n_features: int  # features the batch will ask the model about
+    n_features_skipped: int  # already labelled by this model and prompt version (resume skips them)
+    n_inactive: int  # selected features that never fire: nothing to label
+    n_families: int  # families the batch will ask about
+    n_families_skipped: int
+    prompt_tokens: int  # estimated tokens the model will read, all requests together
+
+    @property
+    def n_requests(self) -> int:
+        return self.n_features + self.n_families
+
+
+def plan_labels(
+    workspace: Workspace,
+    run: pipeline.LoadedRun,
+    ollama: OllamaConfig,
+    config: LabelConfig = LabelConfig(),
+    feature_ids: Sequence[int] | None = None,
+    family_ids: Sequence[int] | None = (),
+) -> LabelPlan:
+    """What `label_run` (on `feature_ids`, all by default) and `label_families` (on `family_ids`: none by default,
+    all with None) would ask, from what is stored now. Sends nothing to Ollama."""
+    record = run.record
+    selected = _selected_features(len(run.features), feature_ids)
+    wanted = [f for f in selected if run.features["density"].iat[f] > 0]
+    done = set() if config.relabel else _labelled_by(workspace.interpretations(record.run_id), ollama.model)
+    todo = [f for f in wanted if f not in done]
+    families = [f for f in run.families if family_ids is None or int(f["family_id"]) in {int(i) for i in family_ids}]
+    family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
+    sample = workspace.documents(record.dataset_id, ["text"])["text"].head(200)
+    mean_tokens = int(sample.str.len().mean() / CHARS_PER_TOKEN) if len(sample) else 0
+    document_tokens = min(ollama.max_doc_tokens, mean_tokens)
+    per_request = PROMPT_OVERHEAD_TOKENS + (ollama.n_evidence + ollama.n_contrast) * document_tokens
+    return LabelPlan(
+        n_features=len(todo),
+        n_features_skipped=len(wanted) - len(todo),
+        n_inactive=len(selected) - len(wanted),
+        n_families=len(family_todo),
+        n_families_skipped=len(families) - len(family_todo),
+        prompt_tokens=per_request * (len(todo) + len(family_todo)),
+    )
+
+
+PROMPT_OVERHEAD_TOKENS = 300
+"""Instructions, tags and (for a family) member labels around the documents of one request."""
 
 
 # -- feature labels ---------------------------------------------------------------------------------------------
