@@ -76,11 +76,12 @@ def _draw_running(job: Job, live_chart: bool) -> None:
             st.progress(event.fraction, text=f"{stage}: {md(event.message)}" if event.message else stage)
         if live_chart and job.history:
             st.altair_chart(charts.training_curves(job.history), width="stretch")
+        if not job.cancel_requested and st.button(
+            "Cancel", icon=":material/stop_circle:", key=f"cancel_{job.key}", help=CANCEL_HELP
+        ):
+            job_registry().cancel(job.key)
         if job.cancel_requested:
             st.caption("Cancelling: stopping after the step in progress…")
-        elif st.button("Cancel", icon=":material/stop_circle:", key=f"cancel_{job.key}", help=CANCEL_HELP):
-            job_registry().cancel(job.key)
-            st.rerun(scope="fragment")
 
 
 def _finished(job: Job, on_success: Callable[[Job], None] | None) -> None:
