@@ -21,6 +21,7 @@ page = st.navigation(
         st.Page(PAGES["train"], title="Train SAE", icon=":material/model_training:", url_path="train-sae"),
         st.Page(PAGES["features"], title="Features", icon=":material/label:", url_path="feature-browser"),
         st.Page(PAGES["families"], title="Families", icon=":material/account_tree:", url_path="family-graph"),
+        st.Page(PAGES["labels"], title="Labels", icon=":material/sell:", url_path="labelling"),
         st.Page(PAGES["explore"], title="Explore", icon=":material/travel_explore:", url_path="explorer"),
     ]
 )

@@ -231,7 +231,10 @@ if submitted is not None and not running:
     start_job(
         job_key,
         f"Training on “{dataset.name}”",
-        lambda progress: pipeline.train_run(ws, dataset_id, sae_config, embedding, family_config, progress=progress),
+        lambda progress, should_stop: pipeline.train_run(
+            ws, dataset_id, sae_config, embedding, family_config, progress=progress, should_stop=should_stop
+        ),
+        stop_aware=True,
     )
 elif submitted is not None:
     st.info("A training run on this dataset is already in progress: its progress is shown above.")

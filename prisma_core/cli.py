@@ -72,6 +72,8 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix:
     docs = field_docs(config_type)
     group = parser.add_argument_group(config_type.__name__)
     for field in dataclasses.fields(config_type):
+        if field.metadata.get("cli") is False:
+            continue  # e.g. an API key: read from the environment, never typed where shell history keeps it
         flag = "--" + (prefix + field.name).replace("_", "-")
         kind, choices = _flag_type(hints[field.name])
         default = field.default if field.default is not dataclasses.MISSING else None
@@ -88,7 +90,7 @@ def config_from_args(config_type: type, args: argparse.Namespace, prefix: str = 
     """The config from the flags given; fields without a flag keep `base`'s value (or the config's default).
 
     A setting out of range raises SettingsError (its config's own check)."""
-    given = {f.name: getattr(args, prefix + f.name) for f in dataclasses.fields(config_type)}
+    given = {f.name: getattr(args, prefix + f.name, None) for f in dataclasses.fields(config_type)}
     given = {name: value for name, value in given.items() if value is not None}
     try:
         return dataclasses.replace(base, **given) if base is not None else config_type(**given)
@@ -302,6 +304,13 @@ def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
         for error in summary.errors[:5]:
             print(f"  {error}")
     _print_label_quality(workspace, run_id)
+    if summary.baseline is not None and summary.baseline.n_scored:
+        base = summary.baseline
+        print(
+            f"labels shown: mean embedding score {base.mean_score:.3f} over {base.n_scored} features; "
+            f"the same labels shuffled across features: {base.shuffled_mean:.3f} (chance is 0.5); "
+            f"{base.n_too_few} features fire on too few documents to score"
+        )
     if summary.stop_reason:
         raise LabellingError(summary.stop_reason)
 

@@ -11,7 +11,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_documents, embed_texts, model_key
-from prisma_core.errors import NotFoundError, StoreError
+from prisma_core.errors import NotFoundError, StoreError, TrainingError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import (
     IngestConfig,
@@ -165,12 +165,14 @@ def train_run(
     keyword_config: KeywordConfig = KeywordConfig(),
     theme_config: ThemeConfig = ThemeConfig(),
     progress: ProgressCallback = ignore_progress,
+    should_stop: Callable[[], bool] | None = None,
 ) -> RunSummary:
     """Train an SAE on the dataset's embeddings and store the run with features, themes, keyword labels and
     families. Without an sae_config, the settings suggested for the dataset's size are used.
 
     The run record is written last; on any failure the run's partial artefacts are removed and earlier runs and
-    datasets are untouched.
+    datasets are untouched. `should_stop()` turning true cancels (TrainingError) at the next training step, or
+    before the record is written, leaving no run.
     """
     key = model_key(embed_config)
     vectors = workspace.vectors(dataset_id, key)
@@ -181,7 +183,7 @@ def train_run(
     seconds: dict[str, float] = {}
     try:
         started = time.perf_counter()
-        result = train_sae(vectors, sae_config, progress)
+        result = train_sae(vectors, sae_config, progress, should_stop)
         save_sae(result.model, result.config, run_dir)
         seconds["train"] = time.perf_counter() - started
 
@@ -220,6 +222,8 @@ def train_run(
             weights_dir=str(run_dir),
             versions=_versions(),
         )
+        if should_stop is not None and should_stop():
+            raise TrainingError("Training was cancelled after the SAE was trained; nothing was saved.")
         _texts_of_dataset_still_there(workspace, dataset_id)
         workspace.add_run(record)
     except BaseException:

@@ -6,7 +6,8 @@ scripts its replies, answers are derived from the prompt so tests can predict th
 - labelling (a `format` schema with a "label" property): the most frequent capitalised word of the
   <evidence> block, or "<parent label> family" for a family prompt;
 - detection (a schema with "matches"): the numbers of the documents whose text contains the concept label.
-Every chat request body is recorded in `requests`.
+Every chat request body is recorded in `requests`, and the Authorization header of every request in
+`authorizations`; with `required_authorization` set, a request without that exact header gets Ollama's 401.
 """
 
 import json
@@ -36,6 +37,8 @@ class FakeOllama:
         self.responder: Responder = derived_answer  # content for a request once `scripted` is empty
         self.delay_s = 0.0  # wait before each chat reply (headers included)
         self.requests: list[dict[str, Any]] = []  # every /api/chat request body received
+        self.authorizations: list[str | None] = []  # the Authorization header of every request, in order
+        self.required_authorization: str | None = None  # when set, other requests get 401 unauthorized
         self.url = ""
         self.stopping = threading.Event()
 
@@ -113,7 +116,20 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""
 
+        def _refused(self) -> bool:
+            """Record the Authorization header; answer 401 (as ollama.com does) when it is not the required one."""
+            given = self.headers.get("Authorization")
+            fake.authorizations.append(given)
+            if fake.required_authorization is None or given == fake.required_authorization:
+                return False
+            if self.command == "POST":
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self._send_json(401, {"error": "unauthorized"})
+            return True
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             if self.path == "/api/tags":
                 self._send_json(200, _tags(fake.models))
             elif self.path == "/":
@@ -122,6 +138,8 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 self._send(404, "text/plain", b"404 page not found")
 
         def do_POST(self) -> None:
+            if self._refused():
+                return
             length = int(self.headers.get("Content-Length", 0))
             request = json.loads(self.rfile.read(length))
             if self.path != "/api/chat":

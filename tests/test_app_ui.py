@@ -55,3 +55,32 @@ def test_user_text_is_escaped_for_markdown_and_html():
     assert html_text("abcdefghij", limit=5) == "abcd…"
     assert snippet("a  b\n\nc", 10) == "a b c" and snippet("x" * 30, 10) == "x" * 9 + "…"
     assert feature_name(12, "chest · pain") == "#12 chest · pain" and feature_name(3, None) == "#3"
+
+
+def test_cancel_raises_at_the_next_report_or_asks_stop_aware_work_to_stop():
+    registry, reported, release = JobRegistry(), threading.Event(), threading.Event()
+
+    def embed(progress):
+        for step in range(1000):
+            progress(Progress("embed", step, 1000))
+            reported.set()
+            release.wait(0.01)
+        return "all embedded"
+
+    def label(progress, should_stop):
+        done = 0
+        while not should_stop():
+            done += 1
+            progress(Progress("label", done, 10**6))
+            release.wait(0.01)
+        return f"kept {done}"
+
+    registry.start("embed", "Embedding", embed)
+    registry.start("label", "Labelling", label, stop_aware=True)
+    assert reported.wait(10) and registry.cancel("nothing-runs-here") is None
+    assert registry.cancel("embed").cancel_requested and registry.cancel("label").cancel_requested
+    embedded, labelled = registry.wait("embed", 10), registry.wait("label", 10)
+    assert embedded.status == "cancelled" and embedded.result is None
+    assert embedded.error_message == "Embedding was cancelled; nothing half-done was kept."
+    assert labelled.status == "cancelled" and labelled.error is None and labelled.result.startswith("kept ")
+    assert registry.running() == [] and registry.cancel("label") is None

@@ -27,10 +27,29 @@ from ollama_server import FakeOllama, derived_answer, running_fake_ollama
 from prisma_core import analysis, pipeline
 from prisma_core.cli import main
 from prisma_core.errors import LabellingError, NotFoundError
+from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
-from prisma_core.interpret.label_scores import ScoreConfig, ranked_documents, roc_auc, scoring_documents
-from prisma_core.interpret.labelling import LabelConfig, label_families, label_quality, label_run, score_run
+from prisma_core.interpret.label_scores import (
+    ScoreConfig,
+    auc_band,
+    detection_band,
+    ranked_documents,
+    roc_auc,
+    score_support,
+    scoring_documents,
+    verdict,
+)
+from prisma_core.interpret.labelling import (
+    LabelConfig,
+    group_documents,
+    label_families,
+    label_quality,
+    label_run,
+    plan_labels,
+    score_baseline,
+    score_run,
+)
 from prisma_core.interpret.ollama_labeller import OllamaConfig, has_model
 from prisma_core.interpret.prompts import PROMPT_VERSION, neutralise_markup
 from prisma_core.interpret.scoring import embedding_score
@@ -547,3 +566,106 @@ def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys)
     assert exported.loc[chosen, ["score_embedding", "score_detection"]].notna().all().all()
     others = exported.drop(index=chosen)
     assert (others["label_source"] == KEYWORD_SOURCE).all() and others["score_detection"].isna().all()
+
+
+def test_cli_never_shows_the_password_of_a_host_url(workspace, base_run, fake, capsys, monkeypatch):
+    """Issue 15, item 10: `--ollama-host http://user:PASSWORD@host` printed the password on stdout and in errors."""
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    password = "PASSWORD-s3cr3t"
+    feature = str(active_features(workspace, base_run.run_id)[0])
+    common = ["--model", "llama3.2", "--features", feature, "--workspace", str(workspace.path)]
+    with_password = fake.url.replace("http://", f"http://analyst:{password}@")
+    unreachable = closed_port_url().replace("http://", f"http://analyst:{password}@")
+
+    labelled = main(["label", "--ollama-host", with_password, *common])
+    scored = main(["score", "--detect", "--ollama-host", with_password, *common])
+    refused = main(["label", "--ollama-host", unreachable, "--relabel", *common])
+    output = capsys.readouterr()
+
+    assert (labelled, scored, refused) == (0, 0, 2)
+    assert f"labelled by llama3.2 at {fake.url}" in output.out
+    assert "error: Ollama is not reachable at http://127.0.0.1:" in output.err
+    assert password not in output.out + output.err and "analyst" not in output.out + output.err
+    assert fake.authorizations and all(header.startswith("Basic ") for header in fake.authorizations)
+
+
+# -- reading scores, the shuffled baseline, groups, plans -------------------------------------------------------
+
+
+def test_score_support_counts_the_documents_scoring_documents_draws(workspace, base_run):
+    codes = run_codes(workspace, base_run.run_id)
+    density = np.diff(codes.indptr)
+    config = ScoreConfig(n_shown=5, n_negatives=60)
+    support = score_support(density, N_DOCUMENTS, config)
+    for feature in range(codes.shape[1]):
+        drawn = scoring_documents(codes, feature, config)
+        assert support.basis[feature] == drawn.basis
+        assert support.n_positives[feature] == len(drawn.positives)
+        assert support.n_negatives[feature] == (len(drawn.negatives) if drawn.basis != "too_few" else 0)
+    assert {"held_out", "in_sample", "too_few"} <= set(support.basis)
+
+
+def test_bands_narrow_with_more_documents_and_verdicts_read_against_chance():
+    few, many = auc_band(0.7, 10, 20), auc_band(0.7, 200, 500)
+    assert few[0] < many[0] < 0.7 < many[1] < few[1]
+    assert verdict(*few) == "at chance" and verdict(*many) == "above chance"
+    assert verdict(*auc_band(0.2, 200, 500)) == "below chance"
+    assert auc_band(1.0, 50, 50)[1] == 1.0 and auc_band(1.0, 50, 50)[0] < 1.0
+    assert np.isnan(auc_band(float("nan"), 10, 10)[0])
+    low, high = detection_band(0.9, 5, 5)
+    assert (round(low, 2), high) == (0.59, 1.0) and verdict(low, high) == "above chance"
+    assert verdict(*detection_band(0.7, 5, 5)) == "at chance"
+
+
+def test_the_shuffled_baseline_sits_near_chance_below_the_real_labels(workspace, base_run):
+    baseline = score_baseline(workspace, base_run.run_id)
+    assert baseline.n_scored > 20 and baseline.n_too_few > 0
+    assert baseline.mean_score > baseline.shuffled_mean + 0.1
+    assert abs(baseline.shuffled_mean - 0.5) < 0.1
+
+
+def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_strongest(workspace, base_run, fake):
+    run = pipeline.load_run(workspace, base_run.run_id)
+    family = max(run.families, key=lambda f: len(f["members"]))
+    codes = sp.csc_matrix(run.codes)
+    evidence, contrast = group_documents(codes, family["members"], 8, 8, seed=0)
+    summed = np.asarray(codes[:, family["members"]].sum(axis=1)).ravel()
+    assert summed[evidence].min() >= np.sort(summed)[-len(evidence)] and (summed[contrast] == 0).all()
+
+    summary = label_families(workspace, None, ollama(fake), family_ids=[family["family_id"]])
+
+    assert summary.n_labelled == 1 and summary.n_skipped == 0
+    prompt = fake.user_prompts()[0]
+    assert shown_documents(prompt, "evidence") == {prefix(base_run.corpus["text"][p]) for p in evidence}
+    assert shown_documents(prompt, "contrast") == {prefix(base_run.corpus["text"][p]) for p in contrast}
+    others = [f for f in workspace.families(base_run.run_id) if f["family_id"] != family["family_id"]]
+    assert {f["label_source"] for f in others} == {KEYWORD_SOURCE}
+
+
+def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace, base_run, fake):
+    families = workspace.families(base_run.run_id)
+
+    def rebuild_during_the_batch(event: Progress) -> None:
+        if event.done == 1:
+            pipeline.rebuild_families(workspace, base_run.run_id, FamilyConfig(tau=0.3))
+
+    label_families(workspace, None, ollama(fake), progress=rebuild_during_the_batch)
+
+    rebuilt = workspace.families(base_run.run_id)
+    old_members = {f["family_id"]: f["members"] for f in families}
+    for family in rebuilt:
+        if family["label_source"] != KEYWORD_SOURCE:
+            assert old_members.get(family["family_id"]) == family["members"]
+
+
+def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run, fake):
+    run = pipeline.load_run(workspace, base_run.run_id)
+    active = active_features(workspace, base_run.run_id)
+    label_run(workspace, None, ollama(fake), feature_ids=active[:4])
+    fake.requests.clear()
+
+    plan = plan_labels(workspace, run, ollama(fake), feature_ids=None, family_ids=None)
+
+    assert (plan.n_features, plan.n_features_skipped) == (len(active) - 4, 4)
+    assert plan.n_families == len(run.families) and plan.n_inactive == 384 - len(active)
+    assert plan.prompt_tokens > plan.n_requests * 300 and not fake.requests

@@ -1,3 +1,4 @@
+import base64
 import re
 import socket
 import time
@@ -228,3 +229,69 @@ def test_the_host_defaults_to_the_ollama_host_variable_when_the_config_is_made(m
     monkeypatch.delenv("OLLAMA_HOST")
     assert OllamaConfig().host == "http://localhost:11434"
     assert OllamaConfig(host="http://other:1").host == "http://other:1"
+
+
+# -- credentials: an API key for a hosted Ollama, user:password in a host URL -------------------------------------
+
+KEY = "sk-test-9f8e7d6c5b4a"
+PASSWORD = "PASSWORD-hunter2"
+
+
+def test_an_api_key_is_sent_as_a_bearer_token_and_never_shown(fake_ollama, monkeypatch):
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    fake_ollama.required_authorization = f"Bearer {KEY}"
+    config = OllamaConfig(host=fake_ollama.url, api_key=KEY, timeout_s=5.0)
+    with OllamaLabeller(config) as labeller:
+        labeller.check()
+        result = labeller.label_feature(EVIDENCE, CONTRAST)
+    assert result.label == "Arsenal"
+    assert fake_ollama.authorizations == [f"Bearer {KEY}"] * 2
+    assert KEY not in repr(config) and KEY not in str(config.api_key) and KEY not in f"{config.api_key}"
+    assert config.api_key.reveal() == KEY
+
+
+def test_a_wrong_or_missing_key_gives_a_plain_error_without_the_key(fake_ollama, monkeypatch):
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    fake_ollama.required_authorization = "Bearer the-right-one"
+    for api_key, said in ((KEY, "it was sent the API key"), (None, "it was sent no API key")):
+        config = OllamaConfig(host=fake_ollama.url, api_key=api_key, timeout_s=5.0)
+        with OllamaLabeller(config) as labeller, pytest.raises(LabellingError, match="HTTP 401") as raised:
+            labeller.check()
+        assert said in str(raised.value) and KEY not in str(raised.value)
+
+
+def test_the_api_key_comes_from_the_environment_when_not_given(fake_ollama, monkeypatch):
+    monkeypatch.setenv("OLLAMA_API_KEY", KEY)
+    fake_ollama.required_authorization = f"Bearer {KEY}"
+    with OllamaLabeller(OllamaConfig(host=fake_ollama.url, timeout_s=5.0)) as labeller:
+        labeller.check()
+    assert fake_ollama.authorizations == [f"Bearer {KEY}"]
+
+
+def test_credentials_in_the_host_url_become_basic_auth_and_are_redacted(fake_ollama, monkeypatch):
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    host = fake_ollama.url.replace("http://", f"http://analyst:{PASSWORD}@")
+    config = OllamaConfig(host=host, timeout_s=5.0)
+    assert config.host == fake_ollama.url and PASSWORD not in repr(config)
+    fake_ollama.required_authorization = "Basic " + base64.b64encode(f"analyst:{PASSWORD}".encode()).decode()
+    with OllamaLabeller(config) as labeller:
+        labeller.check()
+    assert fake_ollama.authorizations == [fake_ollama.required_authorization]
+    unreachable = closed_port_url().replace("http://", f"http://analyst:{PASSWORD}@")
+    config = OllamaConfig(host=unreachable, timeout_s=5.0, model="nope")
+    with OllamaLabeller(config) as labeller, pytest.raises(LabellingError, match="not reachable") as raised:
+        labeller.check()
+    assert PASSWORD not in str(raised.value) and "analyst" not in str(raised.value)
+
+
+def test_a_server_echoing_the_key_in_an_error_is_scrubbed(fake_ollama, monkeypatch):
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+
+    def echo_the_key(request: dict) -> str:
+        raise RuntimeError(f"bad token {KEY}")
+
+    fake_ollama.responder = echo_the_key
+    config = OllamaConfig(host=fake_ollama.url, api_key=KEY, timeout_s=5.0)
+    with OllamaLabeller(config) as labeller, pytest.raises(LabellingError) as raised:
+        labeller.label_feature(EVIDENCE, CONTRAST)
+    assert "bad token ***" in str(raised.value) and KEY not in str(raised.value)

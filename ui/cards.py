@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis
 from prisma_core.errors import PrismaError
+from prisma_core.interpret.label_scores import (
+    ScoreConfig,
+    ScoreSupport,
+    auc_band,
+    covering_keywords,
+    detection_band,
+    score_support,
+    verdict,
+)
 from prisma_core.pipeline import LoadedRun
 from ui import charts
 from ui.state import bump_revision, dataset_documents, workspace
@@ -88,7 +98,8 @@ def _number_columns() -> dict[str, st.column_config.Column]:
 def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
     """All interpretations of the feature with their source; pick the preferred one or write your own.
 
-    LLM labels (another tab, added with the Ollama labelling) land in the same interpretations table.
+    LLM labels (made on the Labels page) land in the same interpretations table. Each score is shown with its
+    uncertainty band and against chance (0.5), or as "not enough evidence" for a feature that fires too rarely.
     """
     run_id = run.record.run_id
     interpretations = workspace().interpretations(run_id)
@@ -96,11 +107,21 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
     st.markdown("**Label**")
     choose, write = st.tabs(["Interpretations", "Write your own"])
     with choose:
+        support = feature_score_support(run, feature_id)
+        table = mine[["label", "description", "source", "created_at", "preferred"]].assign(
+            score=[score_text(s, support, detection=False) for s in mine["score_embedding"]],
+            llm_check=[score_text(s, support, detection=True) for s in mine["score_detection"]],
+        )
         st.dataframe(
-            mine[["label", "description", "source", "created_at", "score_embedding", "preferred"]],
+            table,
             hide_index=True,
             key=f"{key}_interpretations",
+            column_config={
+                "score": st.column_config.TextColumn("label score", help=SCORE_HELP, width="medium"),
+                "llm_check": st.column_config.TextColumn("LLM check", help=DETECTION_HELP),
+            },
         )
+        st.caption(support_caption(support))
         if len(mine) > 1:
             options = mine["interpretation_id"].tolist()
             by_id = mine.set_index("interpretation_id")
@@ -121,6 +142,49 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
             else:
                 save_manual_label(run_id, feature_id, label, description)
                 st.rerun()
+
+
+SCORE_HELP = (
+    "How well the label's embedding tells the feature's documents from the others (ROC-AUC): 0.5 is chance, "
+    "1.0 perfect. In brackets: the range it would likely take on another sample of as many documents (95%)."
+)
+DETECTION_HELP = (
+    "Given only the label, how well the model picked 5 of the feature's documents out of a mix with 5 others "
+    "(balanced accuracy): 0.5 is chance. Ten documents make a wide range."
+)
+
+
+def feature_score_support(run: LoadedRun, feature_id: int) -> ScoreSupport:
+    """The documents this feature's label scores rest on (counts), as the scoring chose them."""
+    keyword_documents = int(run.record.config.get("keywords", {}).get("n_top_documents", 0))
+    config = covering_keywords(ScoreConfig(), keyword_documents)
+    density = run.features.set_index("feature_id").at[int(feature_id), "density"]
+    return score_support(np.array([density]), run.codes.shape[0], config)
+
+
+def score_text(score: float, support: ScoreSupport, detection: bool) -> str:
+    """ "0.82 (0.74 to 0.90), above chance", or "not enough evidence" where the feature fires too rarely."""
+    if support.basis[0] == "too_few":
+        return "not enough evidence"
+    if score is None or not np.isfinite(score):
+        return ""
+    config = ScoreConfig()
+    if detection:
+        low, high = detection_band(score, config.n_detect_positives, config.n_detect_negatives)
+    else:
+        low, high = auc_band(score, int(support.n_positives[0]), int(support.n_negatives[0]))
+    return f"{score:.2f} ({low:.2f} to {high:.2f}), {verdict(low, high)}"
+
+
+def support_caption(support: ScoreSupport) -> str:
+    basis, n_pos, n_neg = support.basis[0], int(support.n_positives[0]), int(support.n_negatives[0])
+    if basis == "too_few":
+        return (
+            "Not enough evidence to score a label: this feature fires on too few documents (or on all of them). "
+            "Judge its labels by its documents above."
+        )
+    kept = "documents no labeller was shown" if basis == "held_out" else "all its documents (too few to hold any out)"
+    return f"Scores rest on {n_pos:,} of the feature's {kept} against {n_neg:,} others. Chance is 0.50."
 
 
 def save_manual_label(run_id: str, feature_id: int, label: str, description: str = "") -> str:

@@ -3,6 +3,11 @@
 One `JobRegistry` per process (the app keeps it in `st.cache_resource`). A job is keyed by what it works on, so a
 second click, from this session or another, finds the running job instead of starting a duplicate. The job only
 calls the core, which stores its results; the pages read them back from the store.
+
+Every job can be cancelled. Work that checks `should_stop` itself (labelling, which then returns a summary of what
+it kept; training) is started with `stop_aware=True` and gets `work(progress, should_stop)`. Any other work gets
+`work(progress)`, and after a cancel its next progress report raises `JobCancelled`, which unwinds the stage
+(the core stores results last, so a cancelled embedding or demo leaves nothing half-written).
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prisma_core.errors import PrismaError
-from prisma_core.progress import Progress, ProgressCallback
+from prisma_core.progress import Progress
 
 MAX_HISTORY = 2_000
 """Metric points kept per job for the live chart (the trainer reports about 100 per run)."""
 
-Status = Literal["running", "done", "failed"]
+Status = Literal["running", "done", "failed", "cancelled"]
+
+
+class JobCancelled(PrismaError):
+    """Raised inside a job's thread, at its next progress report, once the analyst asked to cancel it."""
 
 
 @dataclass
@@ -37,12 +46,29 @@ class Job:
     """One point per progress report that carried metrics: step plus the metrics (loss, fvu, dead_fraction...)."""
     result: Any = None
     error: BaseException | None = None
+    stop_aware: bool = False
+    """The work checks `should_stop` itself, so progress reports never raise."""
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def status(self) -> Status:
         if self.finished is None:
             return "running"
+        if self.cancel_requested:
+            return "cancelled"
         return "failed" if self.error is not None else "done"
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """Ask the work to stop at its next check; what it already stored stays."""
+        self._cancel.set()
+
+    def should_stop(self) -> bool:
+        """The `should_stop` handed to stop-aware work."""
+        return self._cancel.is_set()
 
     @property
     def running(self) -> bool:
@@ -63,6 +89,8 @@ class Job:
 
     def report(self, event: Progress) -> None:
         """The progress callback handed to the core (called from the job's thread)."""
+        if self._cancel.is_set() and not self.stop_aware:
+            raise JobCancelled(f"{self.title} was cancelled; nothing half-done was kept.")
         if event.stage not in self.stages:
             self.stages.append(event.stage)
         self.progress = event
@@ -77,8 +105,9 @@ class JobRegistry:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def start(self, key: str, title: str, work: Callable[[ProgressCallback], Any]) -> tuple[Job, bool]:
-        """Run `work(progress)` in a daemon thread unless a job with this key is running.
+    def start(self, key: str, title: str, work: Callable[..., Any], stop_aware: bool = False) -> tuple[Job, bool]:
+        """Run `work(progress)` (with `stop_aware`: `work(progress, should_stop)`) in a daemon thread unless a job
+        with this key is running.
 
         Returns (the job, whether it was started now).
         """
@@ -86,12 +115,20 @@ class JobRegistry:
             current = self._jobs.get(key)
             if current is not None and current.running:
                 return current, False
-            job = self._jobs[key] = Job(key, title)
+            job = self._jobs[key] = Job(key, title, stop_aware=stop_aware)
         threading.Thread(target=self._run, args=(job, work), name=f"prisma-{key}", daemon=True).start()
         return job, True
 
     def get(self, key: str) -> Job | None:
         return self._jobs.get(key)
+
+    def cancel(self, key: str) -> Job | None:
+        """Ask the running job with this key to stop; returns it (None when nothing runs under the key)."""
+        job = self.get(key)
+        if job is None or not job.running:
+            return None
+        job.cancel()
+        return job
 
     def running(self) -> list[Job]:
         return [job for job in list(self._jobs.values()) if job.running]
@@ -104,9 +141,9 @@ class JobRegistry:
         return job
 
     @staticmethod
-    def _run(job: Job, work: Callable[[ProgressCallback], Any]) -> None:
+    def _run(job: Job, work: Callable[..., Any]) -> None:
         try:
-            job.result = work(job.report)
+            job.result = work(job.report, job.should_stop) if job.stop_aware else work(job.report)
         except BaseException as error:  # the thread must record every failure; the page shows it
             job.error = error
         finally:

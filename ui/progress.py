@@ -7,7 +7,6 @@ from typing import Any
 
 import streamlit as st
 
-from prisma_core.progress import ProgressCallback
 from ui import charts
 from ui.jobs import Job
 from ui.state import job_registry
@@ -18,10 +17,14 @@ STAGE_NAMES = {
     "demo": "Preparing the demo corpus",
     "embed": "Embedding documents",
     "train_sae": "Training the sparse autoencoder",
-    "label": "Naming features with keywords",
+    "label": "Naming features",
     "families": "Finding feature families",
     "themes": "Grouping features into themes",
+    "family labels": "Naming families",
+    "embedding scores": "Scoring labels",
+    "detection": "Checking labels with the model",
 }
+CANCEL_HELP = "Stop this job. Results it has already stored are kept; nothing half-written is."
 _WATCHED_KEY = "watched_jobs"
 """Jobs this session started or saw running: only their watchers get the success callback (e.g. a page switch)."""
 
@@ -49,9 +52,11 @@ def job_panel(key: str, on_success: Callable[[Job], None] | None = None, live_ch
     return job
 
 
-def start_job(key: str, title: str, work: Callable[[ProgressCallback], Any]) -> None:
-    """Start the job (or find it already running) and rerun, so the page draws its live panel."""
-    job, started = job_registry().start(key, title, work)
+def start_job(key: str, title: str, work: Callable[..., Any], stop_aware: bool = False) -> None:
+    """Start the job (or find it already running) and rerun, so the page draws its live panel.
+
+    `stop_aware` work is called as `work(progress, should_stop)`, other work as `work(progress)` (see ui.jobs)."""
+    job, started = job_registry().start(key, title, work, stop_aware=stop_aware)
     _watched().add(job.job_id)
     if not started:
         st.toast(f"{md(title)} is already running: showing its progress.")
@@ -72,10 +77,20 @@ def _draw_running(job: Job, live_chart: bool) -> None:
             st.progress(event.fraction, text=f"{stage}: {md(event.message)}" if event.message else stage)
         if live_chart and job.history:
             st.altair_chart(charts.training_curves(job.history), width="stretch")
+        if not job.cancel_requested and st.button(
+            "Cancel", icon=":material/stop_circle:", key=f"cancel_{job.key}", help=CANCEL_HELP
+        ):
+            job_registry().cancel(job.key)
+        if job.cancel_requested:
+            st.caption("Cancelling: stopping after the step in progress…")
 
 
 def _finished(job: Job, on_success: Callable[[Job], None] | None) -> None:
     """An error stays visible to everyone on the page; success reaches the sessions that watched the job, once."""
+    if job.status == "cancelled":
+        said = f" {md(job.error_message)}" if job.error is not None else ""
+        st.info(f"{md(job.title)}: cancelled.{said}", icon=":material/stop_circle:")
+        return
     if job.error is not None:
         st.error(f"{md(job.title)} failed: {md(job.error_message)}", icon=":material/error:")
         return

@@ -29,6 +29,7 @@ PAGES = {
     "train": "pages/train.py",
     "features": "pages/features.py",
     "families": "pages/families.py",
+    "labels": "pages/labels.py",
     "explore": "pages/explore.py",
 }
 DATASET_KEY = "dataset_id"

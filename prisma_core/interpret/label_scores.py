@@ -150,3 +150,90 @@ def label_embedding_scores(
             negative = documents_unit[chosen.negatives] @ vector_of[label]
             scores[i] = roc_auc(positive, negative)
     return EmbeddingScores(scores, basis)
+
+
+# -- reading a score: its support, an uncertainty band, and chance ----------------------------------------------
+
+CHANCE = 0.5
+"""Both scores are 0.5 for a label that says nothing about its feature (ROC-AUC and balanced accuracy)."""
+Z_95 = 1.96
+
+
+@dataclass(frozen=True)
+class ScoreSupport:
+    """How many documents each feature's score rests on, without drawing them: the counts `scoring_documents`
+    would use. Arrays are [n_features]."""
+
+    n_positives: np.ndarray
+    n_negatives: np.ndarray
+    basis: list[Basis]
+
+
+def score_support(density: np.ndarray, n_docs: int, config: ScoreConfig = ScoreConfig()) -> ScoreSupport:
+    """The positives and negatives behind the embedding score of features active on `density` documents each."""
+    density = np.asarray(density, dtype=np.int64)
+    held_out = np.maximum(density - config.n_shown, 0)
+    negatives = np.minimum(config.n_negatives, n_docs - density)
+    basis: list[Basis] = [
+        "too_few"
+        if n_negative <= 0
+        else "held_out"
+        if n_held >= config.min_positives
+        else "in_sample"
+        if n_active >= config.min_positives
+        else "too_few"
+        for n_active, n_held, n_negative in zip(density, held_out, negatives, strict=True)
+    ]
+    chosen = np.array([h if b == "held_out" else a for a, h, b in zip(density, held_out, basis, strict=True)])
+    positives = np.where([b == "too_few" for b in basis], 0, np.minimum(chosen, config.max_positives))
+    return ScoreSupport(positives.astype(np.int64), np.where(positives > 0, negatives, 0).astype(np.int64), basis)
+
+
+def auc_band(score: float, n_positives: int, n_negatives: int, z: float = Z_95) -> tuple[float, float]:
+    """About 95% of the ROC-AUCs another sample of as many documents would give: score +- z standard errors
+    (Hanley & McNeil 1982), clipped to [0, 1]. NaN band when there is no score."""
+    if not np.isfinite(score) or n_positives < 1 or n_negatives < 1:
+        return float("nan"), float("nan")
+    q1, q2 = score / (2 - score), 2 * score**2 / (1 + score)
+    variance = (score * (1 - score) + (n_positives - 1) * (q1 - score**2) + (n_negatives - 1) * (q2 - score**2)) / (
+        n_positives * n_negatives
+    )
+    # at a score of 1.0 the formula gives 0: keep the spread of a score one document away from perfect
+    floor = 1 / (4 * n_positives * n_negatives)
+    half = z * float(np.sqrt(max(variance, floor)))
+    return max(0.0, score - half), min(1.0, score + half)
+
+
+def detection_band(score: float, n_positives: int, n_negatives: int, z: float = Z_95) -> tuple[float, float]:
+    """Band of a balanced accuracy over so few documents, at its widest (each rate's variance taken at 0.5)."""
+    if not np.isfinite(score) or n_positives < 1 or n_negatives < 1:
+        return float("nan"), float("nan")
+    half = z * float(np.sqrt((0.25 / n_positives + 0.25 / n_negatives) / 4))
+    return max(0.0, score - half), min(1.0, score + half)
+
+
+def verdict(low: float, high: float) -> str:
+    """Where a band stands against chance (0.5): "above chance", "at chance" or "below chance"."""
+    if low > CHANCE:
+        return "above chance"
+    if high < CHANCE:
+        return "below chance"
+    return "at chance"
+
+
+def shuffled_scores(
+    feature_ids: Sequence[int],
+    labels: Sequence[str],
+    codes: sp.spmatrix,
+    doc_vectors: np.ndarray,
+    embed_config: EmbedConfig,
+    config: ScoreConfig = ScoreConfig(),
+    seed: int = 0,
+) -> EmbeddingScores:
+    """The baseline: the same labels scored after shuffling them across the scoreable features (each label on
+    another feature's documents). Its mean sits near 0.5; a labeller is only as good as its lead over it."""
+    csc = sp.csc_matrix(codes)
+    scoreable = [i for i, f in enumerate(feature_ids) if scoring_documents(csc, f, config).basis != "too_few"]
+    order = np.random.default_rng(seed).permutation(len(scoreable))
+    moved = [labels[scoreable[j]] for j in order]
+    return label_embedding_scores([feature_ids[i] for i in scoreable], moved, csc, doc_vectors, embed_config, config)

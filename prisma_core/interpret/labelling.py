@@ -32,10 +32,12 @@ from prisma_core.interpret.label_scores import (
     ScoringDocuments,
     covering_keywords,
     label_embedding_scores,
+    score_support,
     scoring_documents,
+    shuffled_scores,
 )
-from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller, has_model
-from prisma_core.interpret.prompts import PROMPT_VERSION
+from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller, has_model
+from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION
 from prisma_core.interpret.scoring import detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import RunRecord, Workspace
@@ -89,6 +91,17 @@ class ScoreSummary:
     n_detection_failed: int
     errors: list[str] = field(default_factory=list)
     stop_reason: str = ""
+    baseline: "ScoreBaseline | None" = None  # the shown labels against the same labels shuffled across features
+
+
+@dataclass(frozen=True)
+class ScoreBaseline:
+    """The labels shown now, scored against themselves shuffled across features (what chance looks like here)."""
+
+    n_scored: int  # features whose shown label has an embedding score
+    mean_score: float  # mean embedding score of the shown labels
+    shuffled_mean: float  # mean embedding score after shuffling those labels across the same features
+    n_too_few: int  # active features on too few documents for a score: "not enough evidence"
 
 
 class _Batch:
@@ -136,6 +149,58 @@ class _Batch:
         self.streak += 1
         self.errors.append(error)
         self.progress(Progress(self.stage, self.n_tried, self.total, error))
+
+
+# -- planning: what a batch will ask, before it starts ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    n_features: int  # features the batch will ask the model about
+    n_features_skipped: int  # already labelled by this model and prompt version (resume skips them)
+    n_inactive: int  # selected features that never fire: nothing to label
+    n_families: int  # families the batch will ask about
+    n_families_skipped: int
+    prompt_tokens: int  # estimated tokens the model will read, all requests together
+
+    @property
+    def n_requests(self) -> int:
+        return self.n_features + self.n_families
+
+
+def plan_labels(
+    workspace: Workspace,
+    run: pipeline.LoadedRun,
+    ollama: OllamaConfig,
+    config: LabelConfig = LabelConfig(),
+    feature_ids: Sequence[int] | None = None,
+    family_ids: Sequence[int] | None = (),
+) -> LabelPlan:
+    """What `label_run` (on `feature_ids`, all by default) and `label_families` (on `family_ids`: none by default,
+    all with None) would ask, from what is stored now. Sends nothing to Ollama."""
+    record = run.record
+    selected = _selected_features(len(run.features), feature_ids)
+    wanted = [f for f in selected if run.features["density"].iat[f] > 0]
+    done = set() if config.relabel else _labelled_by(workspace.interpretations(record.run_id), ollama.model)
+    todo = [f for f in wanted if f not in done]
+    families = [f for f in run.families if family_ids is None or int(f["family_id"]) in {int(i) for i in family_ids}]
+    family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
+    sample = workspace.documents(record.dataset_id, ["text"])["text"].head(200)
+    mean_tokens = int(sample.str.len().mean() / CHARS_PER_TOKEN) if len(sample) else 0
+    document_tokens = min(ollama.max_doc_tokens, mean_tokens)
+    per_request = PROMPT_OVERHEAD_TOKENS + (ollama.n_evidence + ollama.n_contrast) * document_tokens
+    return LabelPlan(
+        n_features=len(todo),
+        n_features_skipped=len(wanted) - len(todo),
+        n_inactive=len(selected) - len(wanted),
+        n_families=len(family_todo),
+        n_families_skipped=len(families) - len(family_todo),
+        prompt_tokens=per_request * (len(todo) + len(family_todo)),
+    )
+
+
+PROMPT_OVERHEAD_TOKENS = 300
+"""Instructions, tags and (for a family) member labels around the documents of one request."""
 
 
 # -- feature labels ---------------------------------------------------------------------------------------------
@@ -246,7 +311,50 @@ def _keyword_top_documents(record: RunRecord) -> int:
     return int(record.config.get("keywords", {}).get("n_top_documents", 0))
 
 
-# -- family labels ----------------------------------------------------------------------------------------------
+# -- group labels: families now, themes through the same path ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FeatureGroup:
+    """Features named together: a family (its parent first), or a theme (its broadest member first)."""
+
+    kind: str  # a key of prompts.GROUP_KINDS ("family", "theme"), named in the prompt
+    name: str  # how progress and errors name it, e.g. "Family 3"
+    members: list[int]  # feature ids, the most general first
+
+
+def group_documents(
+    codes: sp.csc_matrix, members: Sequence[int], n_evidence: int, n_contrast: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(evidence, contrast) document positions of a group: where its members' summed activation is highest, and
+    a seeded random sample of documents where none of them fires. codes: [n_docs, n_features]."""
+    summed = np.asarray(codes[:, list(members)].sum(axis=1)).ravel()
+    active = np.flatnonzero(summed > 0)
+    evidence = active[np.lexsort((active, -summed[active]))][:n_evidence]
+    inactive = np.flatnonzero(summed == 0)
+    rng = np.random.default_rng([seed, *members[:1]])
+    contrast = rng.choice(inactive, size=min(n_contrast, len(inactive)), replace=False)
+    return evidence, contrast
+
+
+def label_group(
+    group: FeatureGroup,
+    shown: pd.Series,
+    texts: np.ndarray,
+    codes: sp.csc_matrix,
+    labeller: OllamaLabeller,
+    config: LabelConfig,
+) -> LabelResult:
+    """Name a group from the labels its members show now (`shown`: feature id -> label) and its documents.
+
+    Raises LabellingError when the model gives no usable answer; nothing is stored here."""
+    evidence, contrast = group_documents(
+        codes, group.members, labeller.config.n_evidence, labeller.config.n_contrast, config.seed
+    )
+    member_labels = [shown[member] for member in group.members[1:]][: config.max_family_children]
+    return labeller.label_group(
+        group.kind, shown[group.members[0]], member_labels, list(texts[evidence]), list(texts[contrast])
+    )
 
 
 def label_families(
@@ -256,36 +364,50 @@ def label_families(
     config: LabelConfig = LabelConfig(),
     progress: ProgressCallback = ignore_progress,
     should_stop: StopCheck = never_stop,
+    family_ids: Sequence[int] | None = None,
 ) -> LabelSummary:
-    """Name each family of the run from the labels its parent and children show now (preferred, LLM, keywords).
+    """Name each family of the run (or those in `family_ids`) from the labels its parent and children show now
+    (preferred, LLM, keywords) and the documents where the family is strongest.
 
     Families already named by this model are skipped unless `config.relabel`; a family that fails keeps its label.
+    Labels are saved every few families and when the batch ends, onto the families stored at that moment: a
+    family rebuilt in the meantime (other members) keeps its new label.
     """
-    record = workspace.run(run_id) if run_id else workspace.latest_run()
+    run = pipeline.load_run(workspace, run_id)
+    record = run.record
     families = workspace.families(record.run_id)
+    wanted = [f for f in families if family_ids is None or int(f["family_id"]) in {int(i) for i in family_ids}]
+    todo = [f for f in wanted if config.relabel or not has_model([f["label_source"]], ollama.model)]
     shown = pipeline.resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
-    todo = [
-        i
-        for i, family in enumerate(families)
-        if config.relabel or not has_model([family["label_source"]], ollama.model)
-    ]
+    made: dict[int, LabelResult] = {}
     with OllamaLabeller(ollama) as labeller:
         if todo:
             labeller.check()
         batch = _Batch("family labels", len(todo), config.max_consecutive_failures, progress, should_stop)
+        texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy() if todo else None
+        codes = sp.csc_matrix(run.codes)
         try:
-            for index in todo:
+            for family in todo:
                 if not batch.keep_going():
                     break
-                families[index] = _labelled_family(families[index], shown, labeller, config, batch)
+                group = FeatureGroup("family", f"Family {family['family_id']}", [int(m) for m in family["members"]])
+                try:
+                    result = label_group(group, shown, texts, codes, labeller, config)
+                except LabellingError as error:
+                    batch.failed(f"{group.name}: {error}")
+                    continue
+                made[int(family["family_id"])] = result
+                batch.succeeded(f"family {family['family_id']}: {result.label}")
+                if len(made) % FAMILY_SAVE_EVERY == 0:
+                    _save_family_labels(workspace, record.run_id, families, made)
         finally:
-            if batch.n_done:
-                workspace.save_families(record.run_id, families)
+            if made:
+                _save_family_labels(workspace, record.run_id, families, made)
     return LabelSummary(
         model=ollama.model,
         host=ollama.host,
         n_labelled=batch.n_done,
-        n_skipped=len(families) - len(todo),
+        n_skipped=len(wanted) - len(todo),
         n_inactive=0,
         n_failed=batch.n_failed,
         n_remaining=len(todo) - batch.n_tried,
@@ -294,21 +416,25 @@ def label_families(
     )
 
 
-def _labelled_family(
-    family: dict[str, Any],
-    shown: pd.Series,
-    labeller: OllamaLabeller,
-    config: LabelConfig,
-    batch: _Batch,
-) -> dict[str, Any]:
-    children = [shown[member] for member in family["members"][1:]][: config.max_family_children]
-    try:
-        result = labeller.label_family(shown[family["parent"]], children)
-    except LabellingError as error:
-        batch.failed(f"Family {family['family_id']}: {error}")
-        return family
-    batch.succeeded(f"family {family['family_id']}: {result.label}")
-    return family | {"label": result.label, "label_source": result.model}
+FAMILY_SAVE_EVERY = 10
+"""Family labels are written after this many new ones (and at the end): a crash loses at most these."""
+
+
+def _save_family_labels(
+    workspace: Workspace, run_id: str, labelled_from: list[dict[str, Any]], made: dict[int, LabelResult]
+) -> None:
+    """Write the labels made onto the families stored now, matched by id and members (a rebuild is respected)."""
+    members_of = {int(f["family_id"]): list(f["members"]) for f in labelled_from}
+    current = workspace.families(run_id)
+    updated, changed = [], False
+    for family in current:
+        result = made.get(int(family["family_id"]))
+        if result is not None and list(family["members"]) == members_of.get(int(family["family_id"])):
+            changed |= (family["label"], family["label_source"]) != (result.label, result.model)
+            family = family | {"label": result.label, "label_source": result.model}
+        updated.append(family)
+    if changed:
+        workspace.save_families(run_id, updated)
 
 
 # -- scores -----------------------------------------------------------------------------------------------------
@@ -343,6 +469,7 @@ def score_run(
             workspace, record, codes, interpretations, config, detect_with, progress, should_stop
         )
     return ScoreSummary(
+        baseline=score_baseline(workspace, record.run_id, config),
         n_embedding=counts["held_out"] + counts["in_sample"],
         n_held_out=counts["held_out"],
         n_in_sample=counts["in_sample"],
@@ -426,6 +553,39 @@ def _detection(
     positives = list(texts[documents.positives[: config.n_detect_positives]])
     negatives = list(texts[documents.negatives[: config.n_detect_negatives]])
     return detection_score(detector, label, positives, negatives, seed=config.seed + feature)
+
+
+def score_baseline(
+    workspace: Workspace, run_id: str | None = None, config: ScoreConfig = ScoreConfig()
+) -> ScoreBaseline:
+    """Mean embedding score of the label each active feature shows, and of the same labels shuffled across the
+    features (seeded by `config.seed`): the distance between the two is what the labels are worth."""
+    run = pipeline.load_run(workspace, run_id)
+    record = run.record
+    config = covering_keywords(config, _keyword_top_documents(record))
+    active = run.features[run.features["density"] > 0]
+    labelled = active[active["label"].notna()]
+    support = score_support(labelled["density"].to_numpy(), run.codes.shape[0], config)
+    scoreable = labelled[[basis != "too_few" for basis in support.basis]]
+    if scoreable.empty:
+        return ScoreBaseline(0, float("nan"), float("nan"), len(labelled))
+    vectors = workspace.vectors(record.dataset_id, record.embedding_key)
+    shuffled = shuffled_scores(
+        scoreable["feature_id"].tolist(),
+        scoreable["label"].tolist(),
+        run.codes,
+        vectors,
+        _embed_config(record),
+        config,
+        seed=config.seed,
+    )
+    scores = scoreable["score_embedding"].astype(float)
+    return ScoreBaseline(
+        n_scored=int(scores.notna().sum()),
+        mean_score=float(scores.mean()) if scores.notna().any() else float("nan"),
+        shuffled_mean=float(np.nanmean(shuffled.scores)) if np.isfinite(shuffled.scores).any() else float("nan"),
+        n_too_few=len(labelled) - len(scoreable),
+    )
 
 
 def label_quality(workspace: Workspace, run_id: str | None = None) -> pd.DataFrame:

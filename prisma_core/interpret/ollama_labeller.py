@@ -4,16 +4,22 @@ Every request asks for JSON that follows a schema (Ollama's structured outputs).
 JSON, breaks the schema or gives an unusable label is sent back to the model with the reason, up to
 `max_retries` times, then LabellingError is raised. Network problems become LabellingError at once, with
 distinct messages for an unreachable server, a missing model and a timeout.
+
+Credentials never show: a hosted server's API key travels as a bearer token and user:password in a host URL
+(`https://user:pw@host`) as basic authentication, both held in `Secret`s that print as a mask; the config keeps
+the host without them, and every error message is scrubbed of them before it is raised.
 """
 
+import base64
 import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
+from urllib.parse import unquote
 
 import httpx
 import ollama
@@ -25,8 +31,8 @@ from prisma_core.interpret.prompts import (
     Message,
     approximate_tokens,
     detection_messages,
-    family_messages,
     feature_messages,
+    group_messages,
     repair_messages,
 )
 
@@ -55,13 +61,87 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u206
 _MARKUP = re.compile(r"<[^>]*>|[*`#_~|\[\]{}\\]")
 _EDGE_PUNCTUATION = " \"'.,;:!?-\u2013\u2014\u2018\u2019\u201c\u201d"  # also dashes and curly quotes
 _THINKING_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+API_KEY_ENV = "OLLAMA_API_KEY"
+MASK = "***"
 
 T = TypeVar("T")
+
+
+class Secret:
+    """A credential that never shows itself: repr, str and formatting give a mask, `reveal()` the value.
+
+    Copies are the same object and pickling is refused, so a secret cannot slip into a record or a cache.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret('{MASK}')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return repr(self)
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._value))
+
+    def __copy__(self) -> "Secret":
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Secret":
+        return self
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a Secret is never pickled")
+
+
+def redact_url(text: str) -> str:
+    """`text` with the user:password part of every URL in it replaced by a mask (http://***@host)."""
+    return _URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
+
+
+def split_host_credentials(host: str) -> tuple[str, Secret | None]:
+    """(the host URL without credentials, the "user:password" it carried, if any)."""
+    host = host.strip()
+    scheme, separator, rest = host.partition("://")
+    if not separator:
+        scheme, rest = "", host
+    authority, slash, path = rest.partition("/")
+    userinfo, at, hostport = authority.rpartition("@")
+    if not at:
+        return host, None
+    clean = (f"{scheme}://" if separator else "") + hostport + slash + path
+    return clean, Secret(unquote(userinfo)) if userinfo else None
 
 
 def default_ollama_host() -> str:
     """The OLLAMA_HOST environment variable when set, else the local default, read when a config is made."""
     return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+
+
+def default_api_key() -> "Secret | None":
+    """The OLLAMA_API_KEY environment variable (a hosted Ollama's key), read when a config is made."""
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    return Secret(key) if key else None
+
+
+def _not_a_flag() -> dict[str, bool]:
+    """Field metadata: the command line makes no flag for it (a key on a command line ends up in shell history)."""
+    return {"cli": False}
 
 
 @dataclass(frozen=True)
@@ -74,10 +154,22 @@ class OllamaConfig:
     max_doc_tokens: int = 256  # each document is cut to about this many tokens (chars / 4) in prompts
     n_evidence: int = 8  # top-activating documents shown when labelling a feature
     n_contrast: int = 8  # non-activating documents shown as contrast
+    api_key: Secret | None = field(
+        default_factory=default_api_key, repr=False, compare=False, metadata=_not_a_flag()
+    )  # a hosted Ollama's API key, sent as a bearer token; OLLAMA_API_KEY by default; never shown or stored
+    host_credentials: Secret | None = field(
+        default=None, repr=False, compare=False, metadata=_not_a_flag()
+    )  # "user:password" taken out of the host URL, sent as basic authentication
 
     def __post_init__(self) -> None:
         if not self.host.strip():
             raise ValueError("host must not be empty")
+        host, credentials = split_host_credentials(self.host)
+        object.__setattr__(self, "host", host)
+        if credentials is not None:
+            object.__setattr__(self, "host_credentials", credentials)
+        if isinstance(self.api_key, str):
+            object.__setattr__(self, "api_key", Secret(self.api_key.strip()) if self.api_key.strip() else None)
         if not self.model.strip():
             raise ValueError("model must not be empty")
         if self.timeout_s <= 0:
@@ -90,6 +182,25 @@ class OllamaConfig:
             raise ValueError(f"max_doc_tokens must be >= 16, got {self.max_doc_tokens}")
         if self.n_evidence < 1 or self.n_contrast < 0:
             raise ValueError("n_evidence must be >= 1 and n_contrast >= 0")
+
+    def auth_headers(self) -> dict[str, str]:
+        """The Authorization header: the API key as a bearer token, else the host URL's user:password."""
+        if self.api_key:
+            return {"Authorization": f"Bearer {self.api_key.reveal()}"}
+        if self.host_credentials:
+            token = base64.b64encode(self.host_credentials.reveal().encode()).decode()
+            return {"Authorization": f"Basic {token}"}
+        return {}
+
+    def scrub(self, text: str) -> str:
+        """`text` without any credential of this config, even one a server echoed back in an error."""
+        text = redact_url(text)
+        for secret in (self.api_key, self.host_credentials):
+            if secret:
+                for value in {secret.reveal(), *secret.reveal().split(":", 1)[1:]}:
+                    if len(value) >= 3:
+                        text = text.replace(value, MASK)
+        return text
 
 
 @dataclass(frozen=True)
@@ -190,7 +301,7 @@ class OllamaLabeller:
 
     def __init__(self, config: OllamaConfig):
         self.config = config
-        self._client = ollama.Client(host=config.host, timeout=config.timeout_s)
+        self._client = ollama.Client(host=config.host, timeout=config.timeout_s, headers=config.auth_headers())
 
     def __enter__(self) -> "OllamaLabeller":
         return self
@@ -221,10 +332,25 @@ class OllamaLabeller:
         messages = feature_messages(evidence, contrast, self.config.max_doc_tokens)
         return self._label(messages)
 
+    def label_group(
+        self,
+        kind: str,
+        headline_label: str,
+        member_labels: list[str],
+        evidence: Sequence[str] = (),
+        contrast: Sequence[str] = (),
+    ) -> LabelResult:
+        """Name a group of features (a family, a theme) from its members' labels and its documents."""
+        if not headline_label.strip():
+            raise LabellingError(f"A {kind} needs a labelled first member before it can be labelled.")
+        evidence = [text for text in evidence if text.strip()][: self.config.n_evidence]
+        contrast = [text for text in contrast if text.strip()][: self.config.n_contrast]
+        messages = group_messages(kind, headline_label, member_labels, evidence, contrast, self.config.max_doc_tokens)
+        return self._label(messages)
+
     def label_family(self, parent_label: str, child_labels: list[str]) -> LabelResult:
-        if not parent_label.strip():
-            raise LabellingError("A family needs a labelled parent feature before it can be labelled.")
-        return self._label(family_messages(parent_label, child_labels))
+        """A family from its parent's and children's labels only."""
+        return self.label_group("family", parent_label, child_labels)
 
     def detect(self, label: str, documents: list[str]) -> list[bool]:
         """For each document, in order, whether the model judges that it expresses the label."""
@@ -279,12 +405,26 @@ class OllamaLabeller:
 
     @contextmanager
     def _translated_errors(self, missing_model_on_404: bool = False) -> Iterator[None]:
+        try:
+            with self._plain_errors(missing_model_on_404):
+                yield
+        except LabellingError as error:
+            raise LabellingError(self.config.scrub(str(error))) from None
+
+    @contextmanager
+    def _plain_errors(self, missing_model_on_404: bool) -> Iterator[None]:
         host, timeout = self.config.host, self.config.timeout_s
         try:
             yield
         except ollama.ResponseError as error:
             if missing_model_on_404 and error.status_code == 404:
                 raise self._missing_model_error(self._models_or_none()) from None
+            if error.status_code in (401, 403):
+                given = "the API key" if self.config.api_key else "no API key (or the user and password in the host)"
+                raise LabellingError(
+                    f"Ollama at {host} refused the request (HTTP {error.status_code}): it was sent {given}. "
+                    "Check the key, or set one (OLLAMA_API_KEY, the app's secrets, or the labelling page)."
+                ) from None
             raise LabellingError(
                 f"Ollama at {host} refused the request: {error.error} (HTTP {error.status_code})."
             ) from None
@@ -315,6 +455,8 @@ class OllamaLabeller:
         else:
             listed = f"available: {', '.join(sorted(available))}" if available else "no model is installed"
         return LabellingError(
-            f"The model '{model}' is not available on {host} ({listed}). "
-            f"Pull it with `ollama pull {model}` or choose another model."
+            self.config.scrub(
+                f"The model '{model}' is not available on {host} ({listed}). "
+                f"Pull it with `ollama pull {model}` or choose another model."
+            )
         )

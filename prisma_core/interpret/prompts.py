@@ -1,4 +1,4 @@
-"""Chat messages for labelling features and families and for the detection check.
+"""Chat messages for labelling features and groups of features (families, themes) and for the detection check.
 
 Documents are untrusted: each one is truncated to a token budget and wrapped in <document> tags, with every
 angle bracket of its text replaced so that no document can close its own tag or open a new section. The
@@ -38,10 +38,17 @@ FEATURE_SYSTEM_PROMPT = (
     f"{_UNTRUSTED_DATA_RULE} {_LABEL_ANSWER_FORMAT}"
 )
 
-FAMILY_SYSTEM_PROMPT = (
-    "You name families of related concepts. A family has a general parent concept and more specific "
-    "child concepts, each given by its label. Name the theme that covers the parent and its children. "
-    f"{_UNTRUSTED_DATA_RULE} {_LABEL_ANSWER_FORMAT}"
+GROUP_KINDS = {
+    "family": "a family: a general parent concept and its more specific child concepts",
+    "theme": "a theme: several families of concepts, the broadest family's concept first",
+}
+"""The levels of the hierarchy above a feature that are named from their members (theme -> family -> feature)."""
+
+GROUP_SYSTEM_PROMPT = (
+    "You name groups of related concepts learned by a sparse autoencoder trained on document embeddings. "
+    "You receive {kind}, each concept given by its label, and documents where the group is strongly active "
+    "(EVIDENCE) and documents where none of its concepts is (CONTRAST). Name the single theme that covers "
+    f"the concepts and the evidence and not the contrast. {_UNTRUSTED_DATA_RULE} {_LABEL_ANSWER_FORMAT}"
 )
 
 DETECTION_SYSTEM_PROMPT = (
@@ -101,15 +108,36 @@ def feature_messages(evidence: list[str], contrast: list[str], max_doc_tokens: i
     return [{"role": "system", "content": FEATURE_SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def family_messages(parent_label: str, child_labels: list[str]) -> list[Message]:
-    """Messages asking for one label summarising a parent feature and its children."""
-    children = "\n".join(wrap_label(label) for label in child_labels) or "(none)"
-    user = (
-        f"<parent>\n{wrap_label(parent_label)}\n</parent>\n\n"
-        f"<children>\n{children}\n</children>\n\n"
-        "Name the theme of this family. Answer with the JSON object only."
+def group_messages(
+    kind: str,
+    headline_label: str,
+    member_labels: list[str],
+    evidence: list[str],
+    contrast: list[str],
+    max_doc_tokens: int,
+) -> list[Message]:
+    """Messages asking for one label covering a group (a family, a theme) from its members' labels and documents.
+
+    `headline_label` is the most general member (a family's parent), shown first as <parent>; the other members'
+    labels follow as <children>. Without documents, the label rests on the members' labels alone.
+    """
+    if kind not in GROUP_KINDS:
+        raise ValueError(f"kind must be one of {sorted(GROUP_KINDS)}, got {kind!r}")
+    children = "\n".join(wrap_label(label) for label in member_labels) or "(none)"
+    documents = (
+        f"{_document_block('evidence', evidence, max_doc_tokens)}\n\n"
+        f"{_document_block('contrast', contrast, max_doc_tokens)}\n\n"
+        if evidence
+        else ""
     )
-    return [{"role": "system", "content": FAMILY_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    user = (
+        f"<parent>\n{wrap_label(headline_label)}\n</parent>\n\n"
+        f"<children>\n{children}\n</children>\n\n"
+        f"{documents}"
+        f"Name the theme of this {kind}. Answer with the JSON object only."
+    )
+    system = GROUP_SYSTEM_PROMPT.replace("{kind}", GROUP_KINDS[kind])
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def detection_messages(label: str, documents: list[str], max_doc_tokens: int) -> list[Message]:

@@ -1,0 +1,263 @@
+"""Labels: name features and families with an Ollama model (local or hosted), and see how good the labels are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from prisma_core.errors import PrismaError
+from prisma_core.interpret import labelling
+from prisma_core.interpret.labelling import LabelConfig, LabelPlan, LabelSummary, ScoreSummary
+from prisma_core.interpret.ollama_labeller import OllamaConfig
+from ui.cards import feature_options
+from ui.jobs import Job
+from ui.ollama import connection_settings
+from ui.progress import job_panel, start_job
+from ui.state import PAGES, bump_revision, require_run, revision, workspace
+from ui.text import md
+
+SCOPES = ["All features", "A family", "Chosen features"]
+SCOPE_KEY = "label_scope"
+SEEN_KEY = "label_jobs_seen"
+CPU_TOKENS_PER_S = 150
+"""Prompt tokens a 3B model reads per second on a laptop CPU (a GPU reads ten times more)."""
+SECONDS_PER_ANSWER = 3
+
+
+@dataclass(frozen=True)
+class LabelJobResult:
+    features: LabelSummary
+    families: LabelSummary | None
+
+
+run = require_run()
+run_id = run.record.run_id
+ws = workspace()
+st.title("Labels")
+st.markdown(
+    "Every feature starts with a keyword label. An LLM served by [Ollama](https://ollama.com), on this computer or "
+    "hosted, can name features and families in plain words: it reads each feature's strongest documents and "
+    "documents where it is silent. Every label gets a score; pick the one to show on the feature's card."
+)
+label_job_key, score_job_key = f"label:{run_id}", f"score:{run_id}"
+
+
+def describe(summary: LabelSummary, what: str) -> str:
+    parts = [f"{summary.n_labelled:,} {what} labelled by {md(summary.model)}"]
+    if summary.n_skipped:
+        parts.append(f"{summary.n_skipped:,} already had its label")
+    if summary.n_failed:
+        parts.append(f"{summary.n_failed:,} failed (they keep their labels)")
+    if summary.n_remaining:
+        parts.append(f"{summary.n_remaining:,} not reached yet")
+    return ", ".join(parts) + "."
+
+
+def show_outcome(job: Job) -> None:
+    """What the last batch did, what stopped it, and what to do next."""
+    result: LabelJobResult | None = job.result
+    if result is None:
+        return
+    lines = [describe(result.features, "features")]
+    if result.families is not None:
+        lines.append(describe(result.families, "families"))
+    stop = result.features.stop_reason or (result.families.stop_reason if result.families else "")
+    errors = result.features.errors + (result.families.errors if result.families else [])
+    box = st.warning if stop or errors else st.success
+    box(" ".join(lines) + (f" {md(stop)}" if stop else ""), icon=":material/label:")
+    if errors:
+        with st.expander(f"What failed ({len(errors)})"):
+            for error in errors[:50]:
+                st.markdown(f"- {md(error)}")
+            st.caption(
+                "A reply that is not valid JSON or gives no usable label was sent back with the reason before it "
+                "counted as a failure. Try a larger model, raise the timeout, or run again to retry the failures."
+            )
+    left = result.features.n_remaining + result.features.n_failed
+    left += (result.families.n_remaining + result.families.n_failed) if result.families else 0
+    if left:
+        st.info(f"{left:,} still to label: **Start** again resumes, skipping what is already labelled.")
+
+
+def refresh_once(job: Job | None) -> None:
+    """Labels were stored by a finished job: reload the cached run once per job, in this session."""
+    if job is None or job.running:
+        return
+    seen = st.session_state.setdefault(SEEN_KEY, set())
+    if job.job_id not in seen:
+        seen.add(job.job_id)
+        bump_revision(run_id)
+
+
+def scope_picker() -> tuple[list[int] | None, list[int] | None, str]:
+    """(feature ids or None for all, family ids or None for all, a title) of what to label."""
+    scope = st.radio("What to label", SCOPES, horizontal=True, key=SCOPE_KEY)
+    if scope == "A family":
+        if not run.families:
+            st.info("This run has no families: rebuild them on the Families page with a lower τ.")
+            st.stop()
+        names = {int(f["family_id"]): f"Family {f['family_id']}: {f['label']}" for f in run.families}
+        family_id = st.selectbox("Family", list(names), format_func=names.__getitem__, key="label_family")
+        family = next(f for f in run.families if int(f["family_id"]) == family_id)
+        st.caption(f"Its {len(family['members'])} features are named first, then the family from their labels.")
+        return [int(m) for m in family["members"]], [family_id], f"family {family_id}"
+    if scope == "Chosen features":
+        options = feature_options(run)
+        chosen = st.multiselect("Features", list(options), format_func=options.__getitem__, key="label_features")
+        if not chosen:
+            st.info("Choose one or more features.")
+            st.stop()
+        return [int(f) for f in chosen], [], f"{len(chosen)} features"
+    with_families = st.checkbox("Then name every family", value=True, key="label_with_families")
+    return None, (None if with_families else []), "all features"
+
+
+def estimate(plan: LabelPlan, measured: float | None) -> str:
+    if not plan.n_requests:
+        return "Nothing to do: everything chosen already has a label from this model (tick *Label again* to redo)."
+    fast = plan.n_requests * SECONDS_PER_ANSWER / 3 + plan.prompt_tokens / (CPU_TOKENS_PER_S * 10)
+    slow = plan.n_requests * SECONDS_PER_ANSWER + plan.prompt_tokens / CPU_TOKENS_PER_S
+    text = (
+        f"**{plan.n_requests:,} requests** ({plan.n_features:,} features, {plan.n_families:,} families), about "
+        f"{plan.prompt_tokens:,} tokens for the model to read: roughly {minutes(fast)} on a GPU, "
+        f"{minutes(slow)} for a small model on a laptop CPU."
+    )
+    if measured:
+        text += f" At the pace of the last batch ({measured:.1f} s a request): {minutes(plan.n_requests * measured)}."
+    skipped = plan.n_features_skipped + plan.n_families_skipped
+    if skipped:
+        text += f" {skipped:,} already labelled by this model are skipped."
+    return text
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def seconds_per_request(job: Job | None) -> float | None:
+    if job is None or job.result is None:
+        return None
+    done = job.result.features.n_labelled + job.result.features.n_failed
+    done += (job.result.families.n_labelled + job.result.families.n_failed) if job.result.families else 0
+    return job.seconds / done if done else None
+
+
+def start_labelling(
+    config: OllamaConfig,
+    label_config: LabelConfig,
+    feature_ids: list[int] | None,
+    family_ids: list[int] | None,
+    title: str,
+) -> None:
+    def work(progress, should_stop) -> LabelJobResult:
+        features = labelling.label_run(ws, run_id, config, label_config, feature_ids, progress, should_stop)
+        families = None
+        if family_ids != [] and not features.stop_reason:
+            families = labelling.label_families(
+                ws, run_id, config, label_config, progress, should_stop, family_ids=family_ids
+            )
+        return LabelJobResult(features, families)
+
+    start_job(label_job_key, f"Labelling {title} with {config.model}", work, stop_aware=True)
+
+
+@st.cache_data(show_spinner="Scoring the labels against shuffled ones…", max_entries=8)
+def baseline(workspace_path: str, run_id: str, revision: int) -> labelling.ScoreBaseline:
+    return labelling.score_baseline(ws, run_id)
+
+
+def quality_section() -> None:
+    st.subheader("How good are the labels")
+    st.markdown(
+        "The **label score** (0 to 1) says how well a label tells its feature's documents from the others: "
+        "0.5 is chance, 1.0 perfect. A feature's card shows each score with the range it could take on another "
+        "sample of as many documents, and says *not enough evidence* when the feature fires on too few documents."
+    )
+    quality = labelling.label_quality(ws, run_id)
+    st.dataframe(
+        quality,
+        hide_index=True,
+        key="label_quality",
+        column_config={
+            "source": "labels from",
+            "n_labels": "labels",
+            "n_scored": "scored",
+            "mean_embedding": st.column_config.NumberColumn("mean score", format="%.3f"),
+            "n_detected": "LLM-checked",
+            "mean_detection": st.column_config.NumberColumn("mean LLM check", format="%.3f"),
+        },
+    )
+    if st.button("Compare with chance (shuffled labels)", key="label_baseline"):
+        st.session_state["label_baseline_shown"] = True
+    if st.session_state.get("label_baseline_shown"):
+        result = baseline(str(ws.path), run_id, revision(run_id))
+        if result.n_scored:
+            st.markdown(
+                f"The labels shown score **{result.mean_score:.3f}** on average over {result.n_scored:,} features; "
+                f"the same labels shuffled across features score **{result.shuffled_mean:.3f}** (chance is 0.5). "
+                f"{result.n_too_few:,} features fire on too few documents to score: not enough evidence."
+            )
+        else:
+            st.info("No label has a score yet: features fire on too few documents.")
+
+
+job = job_panel(label_job_key)
+refresh_once(job)
+if job is not None and not job.running:
+    show_outcome(job)
+running = job is not None and job.running
+
+st.subheader("1. Ollama server")
+config = connection_settings()
+if config is not None:
+    st.subheader("2. What to label")
+    feature_ids, family_ids, title = scope_picker()
+    relabel = st.checkbox(
+        "Label again what this model already labelled",
+        key="label_relabel",
+        help="Each model adds its own interpretation; labels from other models and your own are kept either way.",
+    )
+    label_config = LabelConfig(relabel=relabel)
+    try:
+        plan = labelling.plan_labels(ws, run, config, label_config, feature_ids, family_ids)
+    except PrismaError as error:
+        st.error(md(error))
+        st.stop()
+    st.markdown(estimate(plan, seconds_per_request(job)))
+    resume = job is not None and job.status == "cancelled"
+    if st.button(
+        "Resume" if resume else "Start",
+        type="primary",
+        icon=":material/play_arrow:",
+        disabled=running or not plan.n_requests,
+        key="label_start",
+    ):
+        start_labelling(config, label_config, feature_ids, family_ids, title)
+
+    with st.expander("Check the labels with the model (detection score)"):
+        st.markdown(
+            "The model sees only a label and a shuffled mix of 5 documents where its feature fires and 5 where it "
+            "does not, and picks the matching ones: 1.0 all right, 0.5 chance. One request per LLM label."
+        )
+        score_job = job_panel(score_job_key)
+        refresh_once(score_job)
+        if score_job is not None and not score_job.running and isinstance(score_job.result, ScoreSummary):
+            done = score_job.result
+            st.caption(f"{done.n_detection:,} labels checked, {done.n_detection_failed:,} failed. {done.stop_reason}")
+        if st.button(
+            "Check LLM labels",
+            key="label_detect",
+            disabled=score_job is not None and score_job.running,
+        ):
+            start_job(
+                score_job_key,
+                f"Checking labels with {config.model}",
+                lambda progress, should_stop: labelling.score_run(
+                    ws, run_id, detect_with=config, progress=progress, should_stop=should_stop
+                ),
+                stop_aware=True,
+            )
+
+quality_section()
+st.page_link(PAGES["features"], label="See the labels on the feature cards", icon=":material/arrow_forward:")

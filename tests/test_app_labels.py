@@ -1,0 +1,254 @@
+"""Labels page: LLM labels from the browser against the loopback Ollama (tags, chat with a JSON schema), including
+slow, failing and garbage replies, cancel and resume, a hosted server's API key that must never show, and the
+scores on the feature card."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from app_helpers import new_app, open_page, table, texts
+from ollama_server import FakeOllama, running_fake_ollama
+from streamlit.testing.v1 import AppTest
+
+from prisma_core import pipeline
+from prisma_core.interpret.ollama_labeller import has_model
+from ui.state import job_registry
+
+pytest_plugins = ["app_fixtures"]  # the shared trained workspace
+
+KEY = "sk-hosted-5f4e3d2c1b0a9988"
+PASSWORD = "PW-correct-horse"
+
+
+@pytest.fixture
+def fake(monkeypatch) -> Iterator[FakeOllama]:
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    with running_fake_ollama() as server:
+        yield server
+
+
+def closed_port_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def labels_page(trained_app, host: str) -> AppTest:
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "labels")
+    at.text_input(key="ollama_host").input(host).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def densest(trained_app, n: int, skip: int = 0) -> list[int]:
+    """n active features without an LLM label yet (tests share the workspace), densest first after `skip`."""
+    features = trained_app.workspace.features(trained_app.run_id).sort_values("density", ascending=False)
+    rows = trained_app.workspace.interpretations(trained_app.run_id)
+    labelled = set(rows.loc[rows["source"] != "keywords", "feature_id"].astype(int))
+    active = features.loc[features["density"] > 0, "feature_id"].astype(int)
+    return [feature for feature in active if feature not in labelled][skip : skip + n]
+
+
+def llm_labels(trained_app, model: str = "llama3.2") -> dict[int, str]:
+    rows = trained_app.workspace.interpretations(trained_app.run_id)
+    mine = rows[rows["source"].map(lambda source: has_model([source], model)).astype(bool)]
+    return dict(zip(mine["feature_id"].astype(int), mine["label"], strict=True))
+
+
+def choose(at: AppTest, features: list[int]) -> AppTest:
+    at.radio(key="label_scope").set_value("Chosen features").run()
+    at.multiselect(key="label_features").set_value(features).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def wait(run_id: str, timeout: float = 300):
+    job = job_registry().wait(f"label:{run_id}", timeout)
+    assert job is not None and not job.running
+    return job
+
+
+def shown_text(at: AppTest) -> str:
+    """Everything the page shows as text: messages, captions, widget labels and values, table cells."""
+    parts = []
+    for kind in ("markdown", "caption", "error", "warning", "info", "success", "title", "subheader", "exception"):
+        parts += [str(element.value) for element in getattr(at, kind)]
+    for kind in ("text_input", "selectbox", "multiselect", "radio", "number_input", "checkbox"):
+        parts += [f"{element.label} {element.value}" for element in getattr(at, kind)]
+    parts += [frame.value.to_csv() for frame in at.dataframe]
+    return "\n".join(parts)
+
+
+def test_the_server_models_are_listed_and_chosen_features_are_labelled(trained_app, fake):
+    fake.models = ["qwen2.5:0.5b", "llama3.2:latest"]
+    at = labels_page(trained_app, fake.url)
+    assert at.selectbox(key="ollama_model").options == ["llama3.2:latest", "qwen2.5:0.5b"]
+    assert at.selectbox(key="ollama_model").value == "llama3.2:latest"
+    features = densest(trained_app, 3, skip=5)
+    choose(at, features)
+    assert any(text.startswith("**3 requests** (3 features, 0 families)") for text in texts(at.markdown))
+    at.button(key="label_start").click().run()
+    job = wait(trained_app.run_id)
+    assert job.error is None and job.result.features.n_labelled == 3
+    at.run()
+    assert not at.exception
+    assert any("3 features labelled by llama3.2" in text for text in texts(at.success))
+    assert set(features) <= set(llm_labels(trained_app, "llama3.2:latest"))
+    requests = [r for r in fake.requests if "label" in r["format"]["properties"]]
+    assert len(requests) == 3 and all(r["format"]["required"] == ["label", "description"] for r in requests)
+
+    cards = open_page(at, "features")
+    cards.selectbox(key="feature_pick").select(features[0]).run()
+    interpretations = table(cards, "label", "score", "llm_check")
+    assert set(interpretations["source"]) >= {"keywords", "llama3.2:latest"}
+    assert all(text.endswith(("above chance", "at chance", "below chance")) for text in interpretations["score"])
+    assert any("Chance is 0.50" in text for text in texts(cards.caption))
+
+
+def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fake):
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    family = max(run.families, key=lambda f: len(f["members"]))
+    at = labels_page(trained_app, fake.url)
+    at.radio(key="label_scope").set_value("A family").run()
+    at.selectbox(key="label_family").set_value(int(family["family_id"])).run()
+    at.button(key="label_start").click().run()
+    job = wait(trained_app.run_id)
+    assert job.error is None and job.result.families.n_labelled == 1
+    families = trained_app.workspace.families(trained_app.run_id)
+    stored = next(f for f in families if f["family_id"] == family["family_id"])
+    assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
+    prompt = fake.user_prompts()[-1]
+    assert "<parent>" in prompt and "<evidence>" in prompt and "<contrast>" in prompt
+
+
+def test_cancel_keeps_what_was_labelled_and_resume_asks_only_for_the_rest(trained_app, fake):
+    features = densest(trained_app, 12, skip=10)
+    at = choose(labels_page(trained_app, fake.url), features)
+    fake.delay_s = 0.4
+    at.button(key="label_start").click().run()
+    deadline = time.time() + 120
+    while len(fake.requests) < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    at.button(key=f"cancel_label:{trained_app.run_id}").click().run()
+    job = wait(trained_app.run_id)
+    assert job.status == "cancelled" and job.result.features.stop_reason.startswith("Cancelled after")
+    kept = set(llm_labels(trained_app)) & set(features)
+    assert 0 < len(kept) < len(features)
+    at.run()
+    assert not at.exception
+    assert any(f"{len(features) - len(kept)} still to label" in text for text in texts(at.info))
+    assert at.button(key="label_start").label == "Resume"
+
+    fake.delay_s, asked_before = 0.0, len(fake.requests)
+    at.button(key="label_start").click().run()
+    resumed = wait(trained_app.run_id)
+    assert resumed.status == "done" and resumed.result.features.n_skipped == len(kept)
+    assert len(fake.requests) - asked_before == len(features) - len(kept)
+    assert set(features) <= set(llm_labels(trained_app))
+
+
+def test_a_host_that_is_down_or_has_no_model_is_explained_and_nothing_starts(trained_app, fake):
+    at = labels_page(trained_app, closed_port_url())
+    assert any("not reachable" in text and "ollama serve" in text for text in texts(at.error))
+    assert "label_start" not in [button.key for button in at.button]
+    fake.models = []
+    at.text_input(key="ollama_host").input(fake.url).run()
+    assert any("has no model" in text and "ollama pull" in text for text in texts(at.warning))
+
+
+def test_garbage_replies_stop_the_batch_and_lose_no_label(trained_app, fake):
+    before = trained_app.workspace.interpretations(trained_app.run_id)
+    fake.responder = lambda request: "this is not JSON at all"
+    at = choose(labels_page(trained_app, fake.url), densest(trained_app, 5, skip=20))
+    at.button(key="label_start").click().run()
+    job = wait(trained_app.run_id)
+    assert job.result.features.stop_reason.startswith("Stopped after 3 failures in a row")
+    at.run()
+    warning = " ".join(texts(at.warning))
+    assert "0 features labelled" in warning and "3 failed (they keep their labels)" in warning
+    after = trained_app.workspace.interpretations(trained_app.run_id)
+    assert len(after) == len(before)
+
+
+def test_slow_replies_time_out_with_advice(trained_app, fake):
+    fake.delay_s = 3.0
+    at = choose(labels_page(trained_app, fake.url), densest(trained_app, 1, skip=30))
+    at.number_input(key="ollama_timeout").set_value(1.0).run()
+    at.button(key="label_start").click().run()
+    job = wait(trained_app.run_id)
+    assert "did not answer within 1 s" in job.result.features.errors[0]
+    at.run()
+    assert any("did not answer within 1 s" in text for text in at.markdown.values)
+
+
+def test_a_hosted_servers_key_is_used_and_never_shown_stored_or_logged(trained_app, fake, caplog):
+    caplog.set_level(logging.DEBUG)
+    fake.required_authorization = f"Bearer {KEY}"
+    at = labels_page(trained_app, fake.url)
+    assert any("HTTP 401" in text and "Check the key" in text for text in texts(at.error))
+
+    assert set(fake.authorizations) == {None}
+    fake.authorizations.clear()
+    at.text_input(key="ollama_key_input").input(KEY)
+    at.button(key="FormSubmitter:ollama_key_form-Use this key").click().run()
+    assert at.text_input(key="ollama_key_input").value == ""  # the field is cleared once used
+    assert any("An API key is used (typed for this session)" in text for text in texts(at.caption))
+    features = densest(trained_app, 2, skip=5)
+    choose(at, features)
+    at.button(key="label_start").click().run()
+    job = wait(trained_app.run_id)
+    assert job.error is None and job.result.features.n_labelled == 2
+    assert set(fake.authorizations) == {f"Bearer {KEY}"}
+    at.run()
+    cards = open_page(at, "features")
+    cards.selectbox(key="feature_pick").select(features[0]).run()
+
+    for page in (at, cards):
+        assert KEY not in shown_text(page)
+    assert KEY not in caplog.text and KEY not in repr(job.result)
+    for path in Path(trained_app.workspace.path).rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    pipeline.export_run(trained_app.workspace, trained_app.run_id, Path(trained_app.workspace.path).parent / "ex")
+    exported = Path(trained_app.workspace.path).parent / "ex"
+    assert all(KEY.encode() not in path.read_bytes() for path in exported.iterdir())
+
+
+def test_credentials_in_the_host_address_are_taken_out_of_the_field(trained_app, fake):
+    with_password = fake.url.replace("http://", f"http://analyst:{PASSWORD}@")
+    fake.required_authorization = "Basic " + base64.b64encode(f"analyst:{PASSWORD}".encode()).decode()
+    at = labels_page(trained_app, with_password)
+    assert at.text_input(key="ollama_host").value == fake.url
+    assert not at.error and at.selectbox(key="ollama_model").value == "llama3.2:latest"
+    assert PASSWORD not in shown_text(at) and "analyst" not in shown_text(at)
+    assert json.dumps(fake.authorizations).count("Basic ") == len(fake.authorizations) > 0
+
+
+def test_a_feature_firing_on_too_few_documents_says_not_enough_evidence(trained_app):
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    rare = run.features[(run.features["density"] > 0) & (run.features["density"] < 5)]
+    assert len(rare), "the trained run has no rare feature"
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "features")
+    at.selectbox(key="feature_pick").select(int(rare["feature_id"].iloc[0])).run()
+    assert set(table(at, "label", "score", "llm_check")["score"]) == {"not enough evidence"}
+    assert any(text.startswith("Not enough evidence to score a label") for text in texts(at.caption))
+
+
+def test_the_quality_summary_compares_with_shuffled_labels(trained_app):
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "labels")
+    at.text_input(key="ollama_host").input(closed_port_url()).run()
+    at.button(key="label_baseline").click().run()
+    assert not at.exception
+    summary = next(text for text in texts(at.markdown) if "shuffled across features score" in text)
+    shown, shuffled = (float(x) for x in re.findall(r"score \*\*(\d\.\d{3})\*\*", summary)[:2])
+    assert shown > shuffled + 0.1 and abs(shuffled - 0.5) < 0.1

@@ -1,0 +1,156 @@
+"""The Labels page in a real browser: `streamlit run app.py` in headless Debian Chromium, against the loopback Ollama.
+
+The workspace holds a small real run (120 BBC articles, bundled model, 384 features) made with the core. The test
+types a hosted server's API key, labels every feature with slow replies, cancels, resumes, and checks the labels on
+a feature card; the key must never reach the page. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from ollama_server import FakeOllama, running_fake_ollama
+from playwright.sync_api import Page, expect
+from test_browser import ARTIFACTS, PAGE_MS, REPO, browser, free_port, go, settle, shoot  # noqa: F401 (fixture)
+
+from prisma_core import pipeline
+from prisma_core.ingest import IngestConfig
+from prisma_core.sae import SAEConfig
+from prisma_core.store import Workspace
+
+KEY = "sk-browser-0123456789abcdef"
+LABEL_MS = 900_000  # labelling the rest on a shared CI CPU (each label is embedded to score it)
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeOllama]:
+    with running_fake_ollama() as server:
+        server.required_authorization = f"Bearer {KEY}"
+        yield server
+
+
+@pytest.fixture(scope="module")
+def labels_server(tmp_path_factory, bbc) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("browser_labels")
+    corpus = bbc.sample(120, random_state=3).reset_index(drop=True)
+    corpus["text"] = [" ".join(text.split()[:150]) for text in corpus["text"]]
+    corpus.to_parquet(folder / "bbc120.parquet")
+    workspace = Workspace(folder / "workspace")
+    config = IngestConfig(text_column="text", id_column="id")
+    dataset_id, _ = pipeline.ingest(workspace, [folder / "bbc120.parquet"], "BBC 120", config)
+    pipeline.embed_dataset(workspace, dataset_id)
+    pipeline.train_run(workspace, dataset_id, SAEConfig(expansion_factor=1, k=8))
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    env = {name: value for name, value in os.environ.items() if name not in ("OLLAMA_API_KEY", "OLLAMA_HOST")}
+    env |= {"PRISMA_WORKSPACE": str(workspace.path), "HF_HUB_OFFLINE": "1"}
+    log_path = ARTIFACTS / "streamlit_labels.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            process.terminate()
+            raise AssertionError("streamlit did not start; see test-artifacts/streamlit_labels.log")
+        yield url
+        process.terminate()
+        process.wait(timeout=30)
+    assert KEY not in log_path.read_text(), "the API key reached the server log"
+
+
+def enter(page: Page, label: str, text: str) -> None:
+    field = page.get_by_label(label, exact=True)
+    field.fill(text)
+    field.press("Enter")
+    settle(page)
+
+
+def click_until_asked(page: Page, name: str, fake: FakeOllama, asked: int) -> None:
+    """Click a button until the server gets a new request: a click landing during a rerun is dropped, as it would
+    be for a person, who would click again."""
+    for _ in range(3):
+        page.get_by_role("button", name=name).click()
+        deadline = time.time() + 60
+        while time.time() < deadline and len(fake.requests) <= asked:
+            time.sleep(0.2)
+        if len(fake.requests) > asked:
+            return
+        settle(page)
+    raise AssertionError(f"{name}: no request reached the server after 3 clicks")
+
+
+def test_label_cancel_resume_with_a_hosted_key_in_chromium(labels_server, browser, fake):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1400, "height": 1500})
+    page.goto(labels_server)
+    settle(page)
+    go(page, "Labels")
+    enter(page, "Ollama server", fake.url)
+    expect(page.get_by_text("refused the request (HTTP 401)")).to_be_visible(timeout=PAGE_MS)
+
+    enter(page, "API key for this session", KEY)
+    page.get_by_role("button", name="Use this key").click()
+    settle(page)
+    expect(page.get_by_text("An API key is used (typed for this session)")).to_be_visible(timeout=PAGE_MS)
+    expect(page.get_by_label("API key for this session", exact=True)).to_have_value("")
+    page.get_by_text("Then name every family", exact=True).click()
+    settle(page)
+    expect(page.get_by_text("requests", exact=False).first).to_be_visible()
+
+    fake.delay_s = 0.3
+    click_until_asked(page, "Start", fake, 0)
+    expect(page.get_by_text("Naming features")).to_be_visible(timeout=PAGE_MS)
+    page.wait_for_timeout(2500)
+    shoot(page, "8_labels_running")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_text("cancelled", exact=False).first).to_be_visible(timeout=LABEL_MS)
+    settle(page)
+    expect(page.get_by_text("still to label")).to_be_visible()
+    asked = len(fake.requests)
+
+    fake.delay_s = 0.0
+    click_until_asked(page, "Resume", fake, asked)
+    try:
+        expect(page.get_by_text("already had its label", exact=False)).to_be_visible(timeout=LABEL_MS)
+    finally:
+        shoot(page, "8_labels_resumed")
+    settle(page)
+    shoot(page, "8_labels_done")
+    prompts = fake.user_prompts()
+    assert len(prompts) == len(set(prompts)), "a feature was asked about twice"
+    assert len(fake.requests) > asked and set(fake.authorizations[-3:]) == {f"Bearer {KEY}"}
+    assert KEY not in page.content()
+
+    go(page, "Features")
+    expect(page.get_by_text("llama3.2:latest", exact=True).first).to_be_visible(timeout=PAGE_MS)
+    expect(page.get_by_text("Chance is 0.50", exact=False)).to_be_visible(timeout=PAGE_MS)
+    assert KEY not in page.content()
+    shoot(page, "8_labels_card")
