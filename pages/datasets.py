@@ -9,8 +9,11 @@ import streamlit as st
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
 from prisma_core.ingest import SUPPORTED_EXTENSIONS, IngestConfig, Source, guess_text_column, preview_sources
+from ui.navigation import route_here
 from ui.state import PAGES, current_dataset, select, workspace
 from ui.text import md
+
+route_here()
 
 TEXT_FORMATS = (".txt", ".md", ".pdf", ".docx")  # one document per file: no columns to choose
 AUTO_TITLE = "(automatic)"

@@ -17,9 +17,12 @@ from prisma_core.embed import (
 )
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
+from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, dataset_documents, embed_config, encoder, require_dataset, set_embed_config, workspace
 from ui.text import md
+
+route_here()
 
 HELP = field_docs(EmbedConfig)
 PRECISIONS = ["auto", "fp32", "bf16"]

@@ -12,8 +12,11 @@ from prisma_core.explore import documents_by_positions, refract_document, refrac
 from prisma_core.pipeline import LoadedRun, family_membership
 from ui import charts
 from ui.cards import feature_options
+from ui.navigation import route_here
 from ui.state import dataset_documents, loaded_run, require_dataset, require_run, revision, workspace
 from ui.text import feature_name, md, snippet
+
+route_here()
 
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Downloads"]
 MAX_GROUPS = 30

@@ -12,8 +12,11 @@ from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import LoadedRun
 from ui.cards import feature_card
+from ui.navigation import route_here
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
 from ui.text import html_text, md
+
+route_here()
 
 HELP = field_docs(FamilyConfig)
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#FFC914", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]

@@ -5,8 +5,11 @@ import streamlit as st
 from prisma_core.explore import search_features
 from prisma_core.pipeline import family_membership
 from ui.cards import feature_card, feature_options
+from ui.navigation import route_here
 from ui.state import current_feature, open_feature, require_run
 from ui.text import md
+
+route_here()
 
 PICK_KEY = "feature_pick"
 TABLE_PICK_KEY = "features_table_pick"

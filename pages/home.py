@@ -6,9 +6,12 @@ import streamlit as st
 from prisma_core.demo import DEMO_DOCS_ENV, DEMO_FILE_ENV, DEMO_LICENCE, DEMO_SOURCE_PAGE, DemoConfig, run_demo
 from prisma_core.embed import model_key
 from ui.jobs import Job
+from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, current_dataset, embed_config, run_name, secret, select, workspace
 from ui.text import md
+
+route_here()
 
 DEMO_JOB = "demo"
 

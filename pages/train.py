@@ -14,9 +14,12 @@ from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import RunRecord
 from ui import charts
 from ui.jobs import Job
+from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, RUN_KEY, embed_config, loaded_run, require_dataset, revision, select, workspace
 from ui.text import feature_name, md
+
+route_here()
 
 SAE_HELP = field_docs(SAEConfig)
 FAMILY_HELP = field_docs(FamilyConfig)

@@ -29,6 +29,7 @@ PAGES = {
     "features": "pages/features.py",
     "families": "pages/families.py",
     "explore": "pages/explore.py",
+    "glossary": "pages/glossary.py",
 }
 DATASET_KEY = "dataset_id"
 RUN_KEY = "run_id"
