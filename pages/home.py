@@ -8,7 +8,8 @@ from prisma_core.embed import model_key
 from ui.jobs import Job
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, current_dataset, embed_config, run_name, secret, select, workspace
+from ui.runs import run_name
+from ui.state import PAGES, current_dataset, embed_config, secret, select, workspace
 from ui.text import md
 
 route_here()

@@ -1,8 +1,9 @@
 """Home page: the workspace overview, the next step, and the one-click demo that ends on the Features page."""
 
-from app_helpers import new_app, table, texts, wait_for_job
+from app_helpers import features_table, new_app, table, texts, wait_for_job
 
 from prisma_core.demo import DEMO_NAME
+from ui.state import run_widget_key
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
@@ -34,8 +35,8 @@ def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_a
     assert demo.metadata_columns == ["specialty"]
     assert at.sidebar.selectbox(key="dataset_id").value == demo.dataset_id
     (run,) = trained_app.workspace.runs(demo.dataset_id)
-    assert at.sidebar.selectbox(key="run_id").value == run.run_id
-    assert len(at.dataframe(key="features_table").value) == run.config["sae"]["expansion_factor"] * 384
+    assert at.sidebar.selectbox(key=run_widget_key(demo.dataset_id)).value == run.run_id
+    assert len(features_table(at)) == run.config["sae"]["expansion_factor"] * 384
 
     again = new_app()  # on Home (an AppTest.switch_page would pin the page and hide the app's own switch)
     again.button(key="demo").click().run()

@@ -6,7 +6,7 @@ from app_helpers import SMALL_SAE, new_app, open_page, texts
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.sae import suggest_config
-from ui.state import job_registry
+from ui.state import job_registry, run_widget_key
 
 TRAIN_BUTTON = "FormSubmitter:train_form-Train"
 
@@ -64,7 +64,9 @@ def test_second_click_joins_the_running_job_and_the_new_run_is_selected(trained_
     assert not at.exception
     runs = trained_app.workspace.runs(trained_app.dataset_id)
     assert len(runs) == 2
-    assert at.sidebar.selectbox(key="run_id").value == first.result.run_id == runs[-1].run_id
+    assert (
+        at.sidebar.selectbox(key=run_widget_key(trained_app.dataset_id)).value == first.result.run_id == runs[-1].run_id
+    )
     assert first.history and {"loss", "fvu", "dead_fraction"} <= set(first.history[0])
     trained_app.workspace.delete_run(first.result.run_id)
 
