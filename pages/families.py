@@ -7,18 +7,18 @@ import streamlit as st
 from streamlit_agraph import Config, Edge, Node, agraph
 
 from prisma_core import pipeline
-from prisma_core.config_docs import field_docs
 from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import LoadedRun
 from ui.cards import feature_card
+from ui.help import FAMILY_HELP
 from ui.navigation import route_here
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
 from ui.text import html_text, md
 
 route_here()
 
-HELP = field_docs(FamilyConfig)
+HELP = FAMILY_HELP
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#FFC914", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]
 MAX_DRAWN = 8
 ALL = -1

@@ -8,8 +8,8 @@ from prisma_core.embed import model_key
 from ui.jobs import Job
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.runs import run_name
-from ui.state import PAGES, current_dataset, embed_config, secret, select, workspace
+from ui.runs import run_name, run_quality_note
+from ui.state import PAGES, RUN_KEY, current_dataset, embed_config, secret, select, workspace
 from ui.text import md
 
 route_here()
@@ -68,7 +68,7 @@ for dataset in reversed(datasets):
             "dataset": dataset.name,
             "documents": dataset.n_documents,
             "created": dataset.created_at[:16].replace("T", " "),
-            "SAE runs": len(runs),
+            "trained models": len(runs),
             "latest run": run_name(runs[-1]) if runs else "",
         }
     )
@@ -85,7 +85,9 @@ elif not ws.runs(dataset.dataset_id):
     st.markdown(f"“{md(dataset.name)}” is embedded: train a sparse autoencoder on it.")
     st.page_link(PAGES["train"], label="Train an SAE", icon=":material/model_training:")
 else:
-    st.markdown(f"“{md(dataset.name)}” has a trained SAE: look at its concepts.")
+    run = ws.run(st.session_state[RUN_KEY]) if st.session_state.get(RUN_KEY) else ws.latest_run(dataset.dataset_id)
+    st.markdown(f"“{md(dataset.name)}” has a trained model: look at its concepts. Shown: {md(run_name(run))}.")
+    run_quality_note(run)
     st.page_link(PAGES["features"], label="Browse features", icon=":material/label:")
     st.page_link(PAGES["families"], label="See feature families", icon=":material/account_tree:")
     st.page_link(PAGES["explore"], label="Explore documents", icon=":material/travel_explore:")

@@ -1,8 +1,9 @@
 """Home page: the workspace overview, the next step, and the one-click demo that ends on the Features page."""
 
-from app_helpers import features_table, new_app, table, texts, wait_for_job
+from app_helpers import features_table, new_app, open_page, table, texts, wait_for_job
 
 from prisma_core.demo import DEMO_NAME
+from ui.runs import run_name
 from ui.state import run_widget_key
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
@@ -11,11 +12,12 @@ pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 def test_overview_and_next_step(trained_app):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     assert not at.exception
-    overview = table(at, "dataset", "documents", "SAE runs").set_index("dataset")
+    overview = table(at, "dataset", "documents", "trained models").set_index("dataset")
     assert overview.at["BBC sample", "documents"] == 150
-    assert overview.at["BBC sample", "SAE runs"] == len(trained_app.workspace.runs(trained_app.dataset_id))
-    assert "“BBC sample” has a trained SAE: look at its concepts." in texts(at.markdown)
-    assert [link.label for link in at.get("page_link")] == [
+    assert overview.at["BBC sample", "trained models"] == len(trained_app.workspace.runs(trained_app.dataset_id))
+    shown = run_name(trained_app.workspace.run(trained_app.run_id))
+    assert f"“BBC sample” has a trained model: look at its concepts. Shown: {shown}." in texts(at.markdown)
+    assert [link.label for link in at.main.get("page_link")] == [
         "Browse features",
         "See feature families",
         "Explore documents",
@@ -45,3 +47,21 @@ def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_a
     assert texts(again.title) == ["Features"]
     assert len([d for d in trained_app.workspace.datasets() if d.name == DEMO_NAME]) == 1
     assert len(trained_app.workspace.runs(demo.dataset_id)) == 1
+
+
+def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypatch):
+    import ui.runs
+
+    monkeypatch.setattr(ui.runs, "OVERFIT_GAP", -1.0)  # the small test run is not overfitted: call every run so
+    monkeypatch.setattr(ui.runs, "OVERFIT_RATIO", 0.0)
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    (warning,) = texts(at.warning)
+    assert "it has memorised its training documents instead of learning general concepts (overfitting)" in warning
+    assert (
+        "train again with fewer epochs (try 5 instead of 10), a lower expansion factor (try 1 instead of 2)" in warning
+    )
+    run_picker = at.sidebar.selectbox(key=run_widget_key(trained_app.dataset_id))
+    assert run_picker.format_func(run_picker.value).endswith(" · overfitted")
+    open_page(at, "train")
+    assert warning in texts(at.warning)
+    assert "Quality: " in " ".join(texts(at.caption))
