@@ -3,8 +3,19 @@
 import pandas as pd
 import streamlit as st
 
-from prisma_core.demo import DEMO_DOCS_ENV, DEMO_FILE_ENV, DEMO_LICENCE, DEMO_SOURCE_PAGE, DemoConfig, run_demo
+from prisma_core.demo import (
+    DEMO_DOCS_ENV,
+    DEMO_FILE_ENV,
+    DEMO_LICENCE,
+    DEMO_SOURCE_PAGE,
+    DemoConfig,
+    DemoDownloadError,
+    existing_demo,
+    run_demo,
+    save_local_copy,
+)
 from prisma_core.embed import model_key
+from prisma_core.errors import PrismaError
 from ui.jobs import Job
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
@@ -34,6 +45,43 @@ def demo_config() -> DemoConfig:
     return DemoConfig.from_settings({name: secret(name) for name in (DEMO_FILE_ENV, DEMO_DOCS_ENV)})
 
 
+def start_demo(config: DemoConfig) -> None:
+    """A demo already in the workspace opens at once; otherwise the pipeline starts in the background."""
+    ws = workspace()
+    done = existing_demo(ws, config)
+    if done is not None:
+        select(*done)
+        st.switch_page(PAGES["features"])
+    start_job(DEMO_JOB, "Demo", lambda progress: run_demo(ws, config, progress))
+
+
+def offer_local_copy(job: Job) -> bool:
+    """When the demo corpus could not be downloaded, offer to upload a copy right here (instead of the raw error)."""
+    if not isinstance(job.error, DemoDownloadError):
+        return False
+    st.warning(
+        "The demo documents could not be downloaded: this computer seems to be offline, or huggingface.co cannot be "
+        "reached. If you have a copy of MTSamples (mtsamples.csv from Kaggle's “Medical Transcriptions”, or a Parquet "
+        "copy), upload it here and the demo runs from it.",
+        icon=":material/cloud_off:",
+    )
+    upload = st.file_uploader("Your copy of MTSamples (CSV or Parquet)", type=["csv", "parquet"], key="demo_upload")
+    st.page_link(
+        PAGES["datasets"], label="Or analyse your own documents: upload any CSV", icon=":material/upload_file:"
+    )
+    if upload is not None:
+        try:
+            save_local_copy(workspace().path / "demo", upload.name, upload.getvalue())
+        except PrismaError as error:
+            st.error(
+                f"{md(error)} To analyse this file as your own documents, upload it on the Datasets page.",
+                icon=":material/error:",
+            )
+            return True
+        start_demo(config)
+    return True
+
+
 with st.container(border=True):
     st.subheader("Try it: one-click demo")
     config = demo_config()
@@ -42,11 +90,10 @@ with st.container(border=True):
         f"[MTSamples]({DEMO_SOURCE_PAGE}) ({DEMO_LICENCE}) and opens the concepts it found. The first run takes a "
         "few minutes on a laptop CPU; after that the demo opens at once."
     )
-    demo_job = job_panel(DEMO_JOB, on_success=open_demo_results, live_chart=True)
+    demo_job = job_panel(DEMO_JOB, on_success=open_demo_results, live_chart=True, on_error=offer_local_copy)
     running = demo_job is not None and demo_job.running
     if st.button("Run with defaults", type="primary", icon=":material/play_arrow:", disabled=running, key="demo"):
-        ws = workspace()
-        start_job(DEMO_JOB, "Demo", lambda progress: run_demo(ws, config, progress))
+        start_demo(config)
 
 st.subheader("Your workspace")
 ws = workspace()

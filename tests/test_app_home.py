@@ -65,3 +65,44 @@ def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypa
     open_page(at, "train")
     assert warning in texts(at.warning)
     assert "Quality: " in " ".join(texts(at.caption))
+
+
+def test_demo_without_network_offers_an_upload_of_a_local_copy(app_workspace, corpora_dir, tmp_path, monkeypatch):
+    import prisma_core.demo
+    from prisma_core.demo import DemoDownloadError
+    from ui.state import job_registry
+
+    def offline(url, target, timeout):
+        raise DemoDownloadError(f"Could not download the demo corpus from {url} (<urlopen error [Errno -3] ...>).")
+
+    monkeypatch.setattr(prisma_core.demo, "_download", offline)
+    monkeypatch.setenv("PRISMA_WORKSPACE", str(tmp_path))  # an empty workspace: no demo yet
+    monkeypatch.delenv("PRISMA_DEMO_FILE")
+    at = new_app()
+    at.button(key="demo").click().run()
+    assert job_registry().wait("demo", 120).error is not None
+    at.run()
+    assert not at.exception and not at.error
+    (warning,) = texts(at.warning)
+    assert warning.startswith("The demo documents could not be downloaded: this computer seems to be offline")
+    assert "urlopen" not in warning and "PRISMA_DEMO_FILE" not in warning
+    assert next(link.label for link in at.main.get("page_link")) == "Or analyse your own documents: upload any CSV"
+
+    copy = (corpora_dir / "mtsamples.parquet").read_bytes()
+    at.file_uploader(key="demo_upload").set_value(("mtsamples.parquet", copy, "application/octet-stream")).run()
+    wait_for_job("demo")
+    at.run()
+    assert not at.exception
+    assert texts(at.title) == ["Features"]
+
+
+def test_a_second_demo_click_opens_the_stored_result_without_a_job(app_workspace, trained_app):
+    from ui.state import job_registry
+
+    new_app().button(key="demo").click().run()  # the demo exists (first demo test, or built here)
+    wait_for_job("demo")
+    before = job_registry().get("demo")
+    at = new_app()
+    at.button(key="demo").click().run()
+    assert texts(at.title) == ["Features"]
+    assert job_registry().get("demo") is before  # opened at once: no background job was started
