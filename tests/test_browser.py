@@ -14,7 +14,6 @@ here.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -257,11 +256,8 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     print(f"peak RSS of the streamlit process: {peak_rss_mb(process.pid):.0f} MB")
 
 
-@pytest.mark.parametrize(
-    ("path", "title"),
-    [("features", "Features"), ("families", "Families"), ("explore", "Explore"), ("datasets", "Datasets")],
-)
-def test_a_natural_url_as_a_fresh_servers_first_request(browser, tmp_path, path, title):
+@pytest.mark.parametrize("path", ["features", "families", "explore", "datasets"])
+def test_a_natural_url_as_a_fresh_servers_first_request(browser, tmp_path, path):
     """Streamlit's legacy pages/ router serves a server's first request: it must open the page inside the app."""
     with streamlit_server(tmp_path / "workspace", f"first_{path}.log") as (url, _):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -275,8 +271,7 @@ def test_a_natural_url_as_a_fresh_servers_first_request(browser, tmp_path, path,
             page.wait_for_timeout(200)
         settle(page)
         assert_clean(page)
-        current = page.locator("[data-testid=stSidebar] [data-testid=stPageLink] a[aria-current=page]")
-        expect(current).to_have_text(re.compile(title))
+        assert page.url == f"{url}/{path}"  # the asked-for page, not Home
         if path == "datasets":
             expect(page.get_by_role("heading", name="Datasets", exact=True)).to_be_visible()
         else:  # an empty workspace: the page says where to start
