@@ -106,3 +106,16 @@ def test_a_second_demo_click_opens_the_stored_result_without_a_job(app_workspace
     at.button(key="demo").click().run()
     assert texts(at.title) == ["Features"]
     assert job_registry().get("demo") is before  # opened at once: no background job was started
+
+
+def test_glossary_explains_the_words_that_stay(app_workspace):
+    from ui.glossary import TERMS
+
+    at = open_page(new_app(), "glossary")
+    assert not at.exception
+    assert texts(at.title) == ["Glossary"]
+    shown = " ".join(texts(at.markdown))
+    for term in ("Detail captured", "Overfitting", "Never-firing features", "Label score", "Lift"):
+        assert f"**{term}**" in shown
+    assert len(TERMS) >= 15
+    assert [link.label for link in at.sidebar.get("page_link")][-1] == "Glossary"

@@ -46,7 +46,7 @@ def run() -> None:
     page = st.navigation(all_pages, position="hidden")
     with st.sidebar:
         for link in all_pages:
-            st.page_link(link)
+            st.page_link(link, label=link.title, icon=link.icon)
         st.divider()
     sidebar()
     _routing.active = True
