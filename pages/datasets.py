@@ -9,14 +9,19 @@ import streamlit as st
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
 from prisma_core.ingest import SUPPORTED_EXTENSIONS, IngestConfig, Source, guess_text_column, preview_sources
+from ui.navigation import route_here
 from ui.state import PAGES, current_dataset, select, workspace
 from ui.text import md
 
+route_here()
+
 TEXT_FORMATS = (".txt", ".md", ".pdf", ".docx")  # one document per file: no columns to choose
-AUTO_TITLE = "(automatic)"
+NO_TITLE = "(none)"
+TITLE_NAMES = ("title", "headline")
 ID_NAMES = ("id", "doc_id", "document_id", "identifier", "uid")
 ROW_IDS = "(row numbers)"
 REPORT_KEY = "ingest_report"
+CREATED_KEY = "created_upload"
 PREVIEW_ROWS = 20
 
 st.title("Datasets")
@@ -46,11 +51,13 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
     text_column = left.selectbox(
         "Text column", columns, index=columns.index(guess), key="text_column", help="The text Prisma analyses."
     )
+    title_options = [NO_TITLE, *columns]
     title_column = middle.selectbox(
         "Title column (optional)",
-        [AUTO_TITLE, *columns],
+        title_options,
+        index=title_options.index(guess_title_column(frame)),
         key="title_column",
-        help="Automatic: a column named title or headline, if there is one.",
+        help="A short name shown next to each document. A column named title or headline is picked for you.",
     )
     id_options = [ROW_IDS, *columns]
     id_column = right.selectbox(
@@ -62,9 +69,14 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
     )
     return IngestConfig(
         text_column=text_column,
-        title_column=None if title_column == AUTO_TITLE else title_column,
+        title_column=None if title_column == NO_TITLE else title_column,
         id_column=None if id_column == ROW_IDS else id_column,
     )
+
+
+def guess_title_column(frame: pd.DataFrame) -> str:
+    """A column named title or headline (any case), else no title."""
+    return next((str(c) for c in frame.columns if str(c).strip().lower() in TITLE_NAMES), NO_TITLE)
 
 
 def guess_id_column(frame: pd.DataFrame) -> str:
@@ -102,16 +114,27 @@ def upload_section() -> None:
             return
     name = st.text_input("Dataset name", value=PurePosixPath(files[0].name).stem, key="dataset_name")
     if st.button("Create dataset", type="primary", key="create_dataset"):
-        create(sources, name, config)
+        upload = (tuple(file.file_id for file in files), name, repr(config))
+        create(sources, name, config, upload)
 
 
-def create(sources: list[Source], name: str, config: IngestConfig) -> None:
+def create(sources: list[Source], name: str, config: IngestConfig, upload: tuple) -> None:
+    """Store the upload as a dataset, once: a second click on the same upload (same files, name and columns), even
+    one that lands while the first is still storing, shows the dataset already created instead of a copy."""
+    created = st.session_state.get(CREATED_KEY)
+    stored = {d.dataset_id for d in workspace().datasets()}
+    if created is not None and created[0] == upload and (created[1] is None or created[1] in stored):
+        st.info("This upload is already stored as a dataset (see below).", icon=":material/info:")
+        return
+    st.session_state[CREATED_KEY] = (upload, None)  # set first: a rerun by a second click sees it
     try:
         with st.spinner("Reading and storing the documents…"):
             dataset_id, ingested = pipeline.ingest(workspace(), sources, name, config)
     except PrismaError as error:
+        st.session_state.pop(CREATED_KEY, None)
         st.error(f"{md(error)}. Nothing was stored.", icon=":material/error:")
         return
+    st.session_state[CREATED_KEY] = (upload, dataset_id)
     st.session_state[REPORT_KEY] = {"name": name, **asdict(ingested.report)}
     select(dataset_id)
     st.rerun()

@@ -5,7 +5,6 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.config_docs import field_docs
 from prisma_core.embed import (
     DEFAULT_MODEL,
     EmbedConfig,
@@ -17,11 +16,15 @@ from prisma_core.embed import (
 )
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
+from ui.help import EMBED_HELP
+from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, dataset_documents, embed_config, encoder, require_dataset, set_embed_config, workspace
 from ui.text import md
 
-HELP = field_docs(EmbedConfig)
+route_here()
+
+HELP = EMBED_HELP
 PRECISIONS = ["auto", "fp32", "bf16"]
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 BACKENDS = ["auto", "torch", "openvino"]

@@ -19,12 +19,16 @@ from prisma_core.explore import (
 from prisma_core.pipeline import LoadedRun, family_membership
 from ui import charts, levels
 from ui.cards import feature_options
+from ui.glossary import TERMS, explain
+from ui.groups import MAX_GROUPS, column_note, feature_order, ordered_columns, pooled, too_many_values
 from ui.map import document_map_view
+from ui.navigation import route_here
 from ui.state import dataset_documents, loaded_run, require_dataset, require_run, revision, workspace
 from ui.text import feature_name, md, snippet
 
+route_here()
+
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
-MAX_GROUPS = 30
 DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
 DATE_BUCKETS = {"year": "Y", "quarter": "Q", "month": "M"}
@@ -36,6 +40,17 @@ docs = dataset_documents(dataset.dataset_id)
 options = feature_options(run)
 
 st.title("Explore")
+explain("activation", "similarity", "lift")
+
+
+RESULT_COLUMNS = {
+    "similarity": st.column_config.NumberColumn(
+        "Similarity", format="%.3f", help="How close in meaning to your search: 1 = the same, 0 = unrelated."
+    ),
+    "doc_id": st.column_config.TextColumn("Document"),
+    "title": st.column_config.TextColumn("Title"),
+    "text": st.column_config.TextColumn("Text (start)", width="large"),
+}
 
 
 def document_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -53,7 +68,11 @@ def show_concepts(frame: pd.DataFrame) -> None:
         frame,
         hide_index=True,
         key="refraction_table",
-        column_config={"value": st.column_config.NumberColumn("activation", format="%.4f")},
+        column_config={
+            "feature_id": st.column_config.NumberColumn("Feature", format="%d"),
+            "value": st.column_config.NumberColumn("Strength", format="%.4f"),
+            "label": st.column_config.TextColumn("Label", width="large"),
+        },
     )
     if not weak.empty:
         with st.expander(f"{len(weak)} weaker concepts (less than a quarter of the strongest)"):
@@ -106,7 +125,19 @@ def search_tab() -> None:
             return
         table = document_table(hits)
         table.insert(0, "similarity", (1 - hits["distance"]).round(3))
-        st.dataframe(table, hide_index=True, key="search_results")
+        st.dataframe(table, hide_index=True, key="search_results", column_config=RESULT_COLUMNS)
+        if hits.empty:
+            return
+        chosen = st.selectbox(
+            "Read a whole document",
+            range(len(hits)),
+            format_func=lambda i: (
+                f"{i + 1}. {hits['doc_id'].iloc[i]} · {snippet(hits['title'].iloc[i] or hits['text'].iloc[i], 80)}"
+            ),
+            key="search_read",
+        )
+        with st.container(border=True, height=360):
+            st.text(hits["text"].iloc[chosen])
 
 
 def thresholds(features: list[int], kind: str) -> dict[int, float]:
@@ -116,12 +147,13 @@ def thresholds(features: list[int], kind: str) -> dict[int, float]:
     for index, feature in enumerate(features):
         row = run.features.set_index("feature_id").loc[feature]
         chosen[feature] = columns[index % len(columns)].number_input(
-            f"#{feature} {'must exceed' if kind == 'must' else 'must not exceed'}",
+            f"#{feature}: {'present above' if kind == 'must' else 'absent unless above'}",
             0.0,
             float(row["max_activation"]) or 1.0,
             0.0,
             format="%.3f",
-            help=f"Counts as active above this activation (0: active at all; max {row['max_activation']:.3f}).",
+            help=f"The feature counts as present above this strength (0: present at all; its strongest is "
+            f"{row['max_activation']:.3f}).",
             key=f"threshold_{kind}_{feature}",
         )
     return chosen
@@ -137,8 +169,9 @@ def concept_query_tab() -> None:
         level_matches(levels.level_query(run, level))
         return
     names = options.__getitem__
-    must = st.multiselect("Must be active", list(options), format_func=names, key="must")
-    must_not = st.multiselect("Must NOT be active", list(options), format_func=names, key="must_not")
+    # select_all=False: Enter in the search box picks the highlighted feature, never "Select all matches"
+    must = st.multiselect("Must be present", list(options), format_func=names, key="must", select_all=False)
+    must_not = st.multiselect("Must be absent", list(options), format_func=names, key="must_not", select_all=False)
     if not must and not must_not:
         st.caption("Choose at least one feature.")
         return
@@ -150,13 +183,17 @@ def concept_query_tab() -> None:
         return
     matches = documents_by_positions(ws, dataset.dataset_id, positions)
     table = document_table(matches)
-    for feature in must:
-        table[feature_name(feature, "")] = run.codes[positions, feature].toarray().ravel().round(4)
-    st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results")
+    strengths = pd.DataFrame(
+        {f"strength {feature_name(f, '')}": run.codes[positions, f].toarray().ravel().round(4) for f in must}
+    )
+    table = table.join(strengths)
+    st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results", column_config=RESULT_COLUMNS)
     if len(table) > SHOWN_MATCHES:
         st.caption(f"Showing {SHOWN_MATCHES} of {len(table):,}; the download holds them all.")
-    full = matches[["doc_id", "title", "text"]].join(
-        ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True)
+    full = (
+        matches[["doc_id", "title", "text"]]
+        .join(strengths)
+        .join(ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True))
     )
     st.download_button(
         "Download matching documents (CSV)",
@@ -200,17 +237,23 @@ def comparison(workspace_path: str, run_id: str, revision: int, groups: pd.Serie
     return analysis.group_comparison(loaded_run(run_id).codes, groups)
 
 
-def grouping(column: pd.Series) -> pd.Series:
+def grouping(name: str, column: pd.Series) -> pd.Series:
     """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
     if pd.api.types.is_datetime64_any_dtype(column):
         bucket = st.selectbox("Group dates by", list(DATE_BUCKETS), key="date_bucket")
         column = column.dt.to_period(DATE_BUCKETS[bucket]).astype("string")
+    elif too_many_values(column):
+        st.warning(
+            f"“{md(name)}” has {column.nunique():,} different values for {len(column):,} documents, nearly one per "
+            "document (like an id or a DOI): groups that small say nothing about their concepts. Choose a column "
+            "such as a category, a source or a date.",
+            icon=":material/warning:",
+        )
     groups = column.astype("string").fillna("(missing)")
-    counts = groups.value_counts()
-    if len(counts) > MAX_GROUPS:
-        st.caption(f"{len(counts):,} distinct values: the {MAX_GROUPS - 1} largest are compared, the rest pooled.")
-        groups = groups.where(groups.isin(counts.index[: MAX_GROUPS - 1]), "(other)")
-    return groups
+    n_groups = groups.nunique()
+    if n_groups > MAX_GROUPS:
+        st.caption(f"{n_groups:,} different values: the {MAX_GROUPS - 1} largest groups are compared, the rest pooled.")
+    return pooled(groups)
 
 
 def compare_tab() -> None:
@@ -219,38 +262,54 @@ def compare_tab() -> None:
     if frame.empty or not len(frame.columns):
         st.info("This dataset has no metadata columns (such as a category, date or source) to compare groups by.")
         return
-    column = st.selectbox("Compare groups of", list(frame.columns), key="group_column")
-    groups = grouping(frame[column])
+    column = st.selectbox(
+        "Compare groups of",
+        ordered_columns(frame),
+        format_func=lambda c: f"{c} ({column_note(frame[c])})",
+        key="group_column",
+    )
+    groups = grouping(column, frame[column])
     level = levels.level_picker("compare_level")
+    sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
+    st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
     if level != "feature":
-        sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
-        st.dataframe(sizes, hide_index=True, key="group_sizes")
         if (by_level := levels.level_comparison(run, level, groups)) is not None:
             levels.show_level_comparison(by_level, DISTINCTIVE_PER_GROUP)
         return
     result = comparison(str(ws.path), run.record.run_id, revision(run.record.run_id), groups)
-    sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
-    st.dataframe(sizes, hide_index=True, key="group_sizes")
     labels = run.features.set_index("feature_id")["label"]
     top = result.groupby("group", sort=True).head(DISTINCTIVE_PER_GROUP).copy()
     top.insert(1, "feature", [feature_name(f, labels.get(f)) for f in top["feature_id"]])
-    st.markdown(f"**Most distinctive features of each group** (top {DISTINCTIVE_PER_GROUP} by difference)")
+    st.markdown(f"**What sets each group apart**: its {DISTINCTIVE_PER_GROUP} most distinctive features")
     st.dataframe(
         top[["group", "feature", "n_documents", "prevalence", "prevalence_rest", "difference", "lift"]],
         hide_index=True,
         key="distinctive_table",
         column_config={
-            "prevalence": st.column_config.NumberColumn("in group", format="percent"),
-            "prevalence_rest": st.column_config.NumberColumn("elsewhere", format="percent"),
-            "difference": st.column_config.NumberColumn(format="%.3f"),
-            "lift": st.column_config.NumberColumn(format="%.2f"),
+            "group": "Group",
+            "feature": st.column_config.TextColumn("Feature", width="large"),
+            "n_documents": st.column_config.NumberColumn("Documents in group with it"),
+            "prevalence": st.column_config.NumberColumn(
+                "In group", format="percent", help="Share of the group's documents where the feature is present."
+            ),
+            "prevalence_rest": st.column_config.NumberColumn(
+                "Elsewhere", format="percent", help="Share of all other documents where it is present."
+            ),
+            "difference": st.column_config.NumberColumn(
+                "Difference", format="percent", help="In group minus elsewhere, in percentage points."
+            ),
+            "lift": st.column_config.NumberColumn("Times more common", format="%.1f", help=TERMS["lift"]),
         },
     )
     shown = top["feature_id"].unique()
     prevalence = result[result["feature_id"].isin(shown)].assign(
         feature=lambda f: [feature_name(i, labels.get(i)) for i in f["feature_id"]]
     )
-    st.altair_chart(charts.group_prevalence(prevalence), width="stretch")
+    st.markdown("**How common each of these features is in every group**")
+    group_order = sizes["group"].tolist()
+    st.altair_chart(
+        charts.group_prevalence(prevalence, feature_order(prevalence["feature_id"], prevalence["feature"]), group_order)
+    )
 
 
 @st.cache_resource(show_spinner="Preparing the export…", max_entries=2)

@@ -1,33 +1,36 @@
 """Families: parent -> children trees of features, drawn as a graph; click a node to open its card."""
 
-import math
-
 import pandas as pd
 import streamlit as st
-from streamlit_agraph import Config, Edge, Node, agraph
+from streamlit_agraph import agraph
 
 from prisma_core import pipeline
-from prisma_core.config_docs import field_docs
 from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import LoadedRun
 from ui.cards import feature_card
+from ui.family_graph import family_view, graph_config, graph_elements
+from ui.glossary import explain
+from ui.help import FAMILY_HELP
+from ui.navigation import route_here
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
-from ui.text import html_text, md, snippet
+from ui.text import md
 from ui.themes import families_by_theme
 
-HELP = field_docs(FamilyConfig)
-PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#FFC914", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]
-MAX_DRAWN = 8
+route_here()
+
+HELP = FAMILY_HELP
+MAX_DRAWN = 6
 ALL = -1
 CLICK_KEY = "families_last_click"
 
 run = require_run()
 st.title("Feature families")
+explain("family", "τ (tau)")
 st.markdown(
     "Features are not independent: a general concept (the **parent**) fires on most documents where its more "
     "specific **children** fire. Families are trees built from how often features fire together: an arrow goes "
-    "from the denser parent to the sparser child. Node size shows how many documents a feature is active on."
+    "from the parent (filled box) to its children; a thicker border means more documents."
 )
 
 
@@ -35,8 +38,10 @@ def rebuild_form(run: LoadedRun) -> None:
     stored = FamilyConfig(**run.record.config.get("families", {}))
     with st.form("families_form"):
         left, middle, right = st.columns(3)
-        tau = left.slider("τ (tau)", 0.0, 1.0, stored.tau, 0.01, help=HELP["tau"], key="tau")
-        iterations = middle.number_input("Iterations", 1, 10, stored.iterations, help=HELP["iterations"], key="iters")
+        tau = left.slider(
+            "How tightly members go together (τ)", 0.0, 1.0, stored.tau, 0.01, help=HELP["tau"], key="tau"
+        )
+        iterations = middle.number_input("Rounds", 1, 10, stored.iterations, help=HELP["iterations"], key="iters")
         min_size = right.number_input(
             "Smallest family", 2, 100, stored.min_family_size, help=HELP["min_family_size"], key="min_size"
         )
@@ -53,32 +58,18 @@ def rebuild_form(run: LoadedRun) -> None:
     st.rerun()
 
 
-def graph(run: LoadedRun, families: list[dict]) -> str | None:
-    """Draw the families; returns the id of the clicked node, if any."""
+def graph(run: LoadedRun, families: list[dict], levels: int, max_members: int) -> str | None:
+    """Draw the families as readable trees; returns the id of the clicked node, if any."""
     features = run.features.set_index("feature_id")
-    largest_density = max(int(features["density"].max()), 1)
-    nodes: dict[str, Node] = {}
-    edges = []
-    for index, family in enumerate(families):
-        color = PALETTE[index % len(PALETTE)]
-        for member in family["members"]:
-            row = features.loc[member]
-            nodes.setdefault(
-                str(member),
-                Node(
-                    id=str(member),
-                    label=snippet(f"#{member} {row['label']}", limit=40),  # drawn on a canvas: plain text
-                    title=html_text(f"#{member} {row['label']} · active on {int(row['density']):,} documents"),  # HTML
-                    size=10 + 30 * math.sqrt(int(row["density"]) / largest_density),
-                    color=color,
-                    font={"size": 16},
-                ),
-            )
-        for parent, child, weight in family["edges"]:
-            edges.append(Edge(source=str(parent), target=str(child), width=1 + 3 * float(weight), color="#9A8FB8"))
-    config = Config(height=620, directed=True, physics=True, hierarchical=st.session_state.get("tree_layout", False))
-    config.width = "100%"
-    return agraph(list(nodes.values()), edges, config)
+    views = [family_view(family, features["density"], levels, max_members) for family in families]
+    nodes, edges = graph_elements(views, features)
+    hidden = sum(view.hidden for view in views)
+    if hidden:
+        st.caption(
+            f"Showing {len(nodes)} of {len(nodes) + hidden} members: the most frequent, up to {levels} level(s) below "
+            "each parent. “(+n)” after a label counts children left out; show more levels or members above."
+        )
+    return agraph(nodes, edges, graph_config(not st.session_state.get("free_layout", False), len(nodes)))
 
 
 def families_table(run: LoadedRun, families: list[dict]) -> None:
@@ -94,7 +85,19 @@ def families_table(run: LoadedRun, families: list[dict]) -> None:
         }
         for family in families
     ]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="families_table")
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        key="families_table",
+        column_config={
+            "family": st.column_config.NumberColumn("Family", format="%d"),
+            "label": st.column_config.TextColumn("Label", width="medium"),
+            "parent": st.column_config.TextColumn("Parent", width="medium"),
+            "children": st.column_config.TextColumn("Children", width="large"),
+            "size": st.column_config.NumberColumn("Members"),
+            "round": st.column_config.NumberColumn("Found in round"),
+        },
+    )
 
 
 rebuild_form(run)
@@ -107,7 +110,7 @@ if not families:
 st.caption(f"{len(families)} families over {len({m for f in families for m in f['members']}):,} features")
 options = [ALL, *[f["family_id"] for f in families]]
 by_id = {f["family_id"]: f for f in families}
-left, right = st.columns([3, 1])
+left, levels_column, members_column, layout_column = st.columns([4, 1, 1, 1])
 shown = left.selectbox(
     "Family to draw",
     options,
@@ -118,9 +121,13 @@ shown = left.selectbox(
     ),
     key="family_shown",
 )
-right.toggle("Tree layout", key="tree_layout", help="Parents above their children instead of a free layout.")
+levels = levels_column.number_input("Levels shown", 1, 6, 2, key="family_levels", help="Levels below each parent.")
+max_members = members_column.number_input(
+    "Members per family", 2, 200, 8, key="family_members", help="The most frequent members are drawn first."
+)
+layout_column.toggle("Free layout", key="free_layout", help="A force-directed layout instead of trees.")
 drawn = families[:MAX_DRAWN] if shown == ALL else [by_id[shown]]
-clicked = graph(run, drawn)
+clicked = graph(run, drawn, int(levels), int(max_members))
 if clicked is not None and clicked != st.session_state.get(CLICK_KEY):
     st.session_state[CLICK_KEY] = clicked
     open_feature(int(clicked))

@@ -2,12 +2,14 @@
 
 import streamlit as st
 
-from prisma_core.explore import search_features
-from prisma_core.pipeline import family_membership
-from ui.cards import feature_card, feature_options
-from ui.state import current_feature, open_feature, require_run
+from ui.cards import FEATURE_COLUMNS, feature_card, feature_options, features_table
+from ui.glossary import explain
+from ui.navigation import route_here
+from ui.state import current_feature, open_feature, require_run, revision
 from ui.text import md
 from ui.themes import regroup_form, theme_detail, themes_overview
+
+route_here()
 
 PICK_KEY = "feature_pick"
 TABLE_PICK_KEY = "features_table_pick"
@@ -15,10 +17,10 @@ TABLE_PICK_KEY = "features_table_pick"
 run = require_run()
 st.title("Features")
 st.markdown(
-    "Each feature is a concept the sparse autoencoder found. **Density** is how many documents it is active on. "
-    "Labels start as distinctive keywords of the documents that activate the feature; rename any feature on its "
-    "card. Click a row (or use the picker) to open a feature's card."
+    "Each feature is a concept the model found in your documents. Its label starts as the words that set its "
+    "documents apart; rename any feature on its card. Click a row (or use the picker below) to open a feature's card."
 )
+explain("feature", "activation", "label score", "never-firing features")
 st.subheader("Themes")
 themes_overview(run, key="features")
 theme_detail(run, key="features")
@@ -26,51 +28,30 @@ regroup_form(run)
 st.subheader("All features")
 
 query = st.text_input("Search labels and descriptions", key="feature_search", placeholder="e.g. cardiac")
-matches = search_features(run, query).merge(family_membership(run.families), on="feature_id", how="left")
-TABLE_COLUMNS = [
-    "feature_id",
-    "label",
-    "density",
-    "density_fraction",
-    "mean_activation",
-    "max_activation",
-    "score_embedding",
-    "label_source",
-    "family_id",
-]
-table = matches[TABLE_COLUMNS].reset_index(drop=True)
-number = st.column_config.NumberColumn
+table = features_table(run, query)
+# The table's key changes with the search and with every label change, so a selected row never points into a
+# table it was not clicked in (a row number from before a search or a save would open another feature).
 event = st.dataframe(
     table,
     hide_index=True,
-    key="features_table",
+    key=f"features_table:{revision(run.record.run_id)}:{query.strip().lower()}",
     on_select="rerun",
     selection_mode="single-row",
-    column_config={
-        "feature_id": number("feature", format="%d"),
-        "label": st.column_config.TextColumn(width="large"),
-        "density": number("documents", help="Documents the feature is active on."),
-        "density_fraction": number("share", format="percent"),
-        "mean_activation": number("mean act.", format="%.3f"),
-        "max_activation": number("max act.", format="%.3f"),
-        "score_embedding": number(
-            "label score",
-            format="%.2f",
-            help="How well the label's embedding separates "
-            "activating from other documents (ROC-AUC; empty until scored).",
-        ),
-        "label_source": "label from",
-        "family_id": number("family", format="%d"),
-    },
+    column_config=FEATURE_COLUMNS,
 )
 n_dead = int((run.features["density"] == 0).sum())
 st.caption(
-    f"{len(matches):,} of {len(run.features):,} features shown"
-    + (f" · {n_dead:,} never fire on this dataset (dead)" if n_dead else "")
+    f"{len(table):,} of {len(run.features):,} features shown"
+    + (f" · {n_dead:,} never fire on these documents" if n_dead else "")
     + (f" · matching “{md(query)}”" if query.strip() else "")
 )
+if query.strip() and table.empty:
+    st.info(
+        f"No feature label or description mentions “{md(query)}”. Try another word, or search documents by "
+        "meaning on the Explore page."
+    )
 
-rows = event.selection.rows
+rows = [row for row in event.selection.rows if row < len(table)]
 if rows and st.session_state.get(TABLE_PICK_KEY) != int(table["feature_id"].iloc[rows[0]]):
     st.session_state[TABLE_PICK_KEY] = int(table["feature_id"].iloc[rows[0]])
     open_feature(st.session_state[TABLE_PICK_KEY])

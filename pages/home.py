@@ -3,13 +3,28 @@
 import pandas as pd
 import streamlit as st
 
-from prisma_core.demo import DEMO_DOCS_ENV, DEMO_FILE_ENV, DEMO_LICENCE, DEMO_SOURCE_PAGE, DemoConfig, run_demo
+from prisma_core.demo import (
+    DEMO_DOCS_ENV,
+    DEMO_FILE_ENV,
+    DEMO_LICENCE,
+    DEMO_SOURCE_PAGE,
+    DemoConfig,
+    DemoDownloadError,
+    existing_demo,
+    run_demo,
+    save_local_copy,
+)
 from prisma_core.embed import model_key
+from prisma_core.errors import PrismaError
 from ui.jobs import Job
+from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, current_dataset, embed_config, run_name, secret, select, workspace
+from ui.runs import run_name, run_quality_note
+from ui.state import PAGES, RUN_KEY, current_dataset, embed_config, secret, select, workspace
 from ui.text import md
 from ui.themes import home_themes
+
+route_here()
 
 DEMO_JOB = "demo"
 
@@ -32,6 +47,43 @@ def demo_config() -> DemoConfig:
     return DemoConfig.from_settings({name: secret(name) for name in (DEMO_FILE_ENV, DEMO_DOCS_ENV)})
 
 
+def start_demo(config: DemoConfig) -> None:
+    """A demo already in the workspace opens at once; otherwise the pipeline starts in the background."""
+    ws = workspace()
+    done = existing_demo(ws, config)
+    if done is not None:
+        select(*done)
+        st.switch_page(PAGES["features"])
+    start_job(DEMO_JOB, "Demo", lambda progress: run_demo(ws, config, progress))
+
+
+def offer_local_copy(job: Job) -> bool:
+    """When the demo corpus could not be downloaded, offer to upload a copy right here (instead of the raw error)."""
+    if not isinstance(job.error, DemoDownloadError):
+        return False
+    st.warning(
+        "The demo documents could not be downloaded: this computer seems to be offline, or huggingface.co cannot be "
+        "reached. If you have a copy of MTSamples (mtsamples.csv from Kaggle's “Medical Transcriptions”, or a Parquet "
+        "copy), upload it here and the demo runs from it.",
+        icon=":material/cloud_off:",
+    )
+    upload = st.file_uploader("Your copy of MTSamples (CSV or Parquet)", type=["csv", "parquet"], key="demo_upload")
+    st.page_link(
+        PAGES["datasets"], label="Or analyse your own documents: upload any CSV", icon=":material/upload_file:"
+    )
+    if upload is not None:
+        try:
+            save_local_copy(workspace().path / "demo", upload.name, upload.getvalue())
+        except PrismaError as error:
+            st.error(
+                f"{md(error)} To analyse this file as your own documents, upload it on the Datasets page.",
+                icon=":material/error:",
+            )
+            return True
+        start_demo(config)
+    return True
+
+
 with st.container(border=True):
     st.subheader("Try it: one-click demo")
     config = demo_config()
@@ -40,11 +92,10 @@ with st.container(border=True):
         f"[MTSamples]({DEMO_SOURCE_PAGE}) ({DEMO_LICENCE}) and opens the concepts it found. The first run takes a "
         "few minutes on a laptop CPU; after that the demo opens at once."
     )
-    demo_job = job_panel(DEMO_JOB, on_success=open_demo_results, live_chart=True)
+    demo_job = job_panel(DEMO_JOB, on_success=open_demo_results, live_chart=True, on_error=offer_local_copy)
     running = demo_job is not None and demo_job.running
     if st.button("Run with defaults", type="primary", icon=":material/play_arrow:", disabled=running, key="demo"):
-        ws = workspace()
-        start_job(DEMO_JOB, "Demo", lambda progress: run_demo(ws, config, progress))
+        start_demo(config)
 
 st.subheader("Your workspace")
 ws = workspace()
@@ -66,7 +117,7 @@ for dataset in reversed(datasets):
             "dataset": dataset.name,
             "documents": dataset.n_documents,
             "created": dataset.created_at[:16].replace("T", " "),
-            "SAE runs": len(runs),
+            "trained models": len(runs),
             "latest run": run_name(runs[-1]) if runs else "",
         }
     )
@@ -83,7 +134,9 @@ elif not ws.runs(dataset.dataset_id):
     st.markdown(f"“{md(dataset.name)}” is embedded: train a sparse autoencoder on it.")
     st.page_link(PAGES["train"], label="Train an SAE", icon=":material/model_training:")
 else:
-    st.markdown(f"“{md(dataset.name)}” has a trained SAE: look at its concepts.")
+    run = ws.run(st.session_state[RUN_KEY]) if st.session_state.get(RUN_KEY) else ws.latest_run(dataset.dataset_id)
+    st.markdown(f"“{md(dataset.name)}” has a trained model: look at its concepts. Shown: {md(run_name(run))}.")
+    run_quality_note(run)
     st.page_link(PAGES["features"], label="Browse features", icon=":material/label:")
     st.page_link(PAGES["families"], label="See feature families", icon=":material/account_tree:")
     st.page_link(PAGES["explore"], label="Explore documents", icon=":material/travel_explore:")

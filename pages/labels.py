@@ -12,6 +12,7 @@ from prisma_core.interpret.labelling import LabelConfig, LabelPlan, LabelSummary
 from prisma_core.interpret.ollama_labeller import OllamaConfig
 from ui.cards import feature_options
 from ui.jobs import Job
+from ui.navigation import route_here
 from ui.ollama import connection_settings
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, bump_revision, require_run, revision, workspace
@@ -23,6 +24,8 @@ SEEN_KEY = "label_jobs_seen"
 CPU_TOKENS_PER_S = 150
 """Prompt tokens a 3B model reads per second on a laptop CPU (a GPU reads ten times more)."""
 SECONDS_PER_ANSWER = 3
+
+route_here()
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis, pipeline
-from prisma_core.config_docs import field_docs
 from prisma_core.embed import model_key
 from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
@@ -13,13 +12,18 @@ from prisma_core.pipeline import RunSummary
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import RunRecord
 from ui import charts
+from ui.glossary import TERMS, explain
+from ui.help import FAMILY_HELP, SAE_HELP
 from ui.jobs import Job
+from ui.navigation import route_here
 from ui.progress import job_panel, start_job
+from ui.runs import detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
 from ui.state import PAGES, RUN_KEY, embed_config, loaded_run, require_dataset, revision, select, workspace
 from ui.text import feature_name, md
 
-SAE_HELP = field_docs(SAEConfig)
-FAMILY_HELP = field_docs(FamilyConfig)
+route_here()
+
+
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 HEATMAP_FEATURES = 20
 WARNINGS_KEY = "train_warnings"
@@ -32,6 +36,7 @@ st.markdown(
     "meant to capture one concept. Every document is described by its **k** strongest features. The settings "
     "below are suggested for the size of this dataset; the defaults are a good start."
 )
+explain("sparse autoencoder (SAE)", "expansion factor", "k", "epoch", "detail captured", "overfitting")
 
 embedding = embed_config()
 vector_space = model_key(embedding)
@@ -64,7 +69,7 @@ def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] 
             "Batch size", 2, 65_536, suggested.batch_size, help=SAE_HELP["batch_size"], key="batch_size"
         )
         lr = row[1].number_input(
-            "Learning rate",
+            "Step size (learning rate)",
             1e-6,
             0.5,
             None,
@@ -78,10 +83,10 @@ def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] 
         with st.expander("Advanced settings"):
             row = st.columns(3)
             k_aux = row[0].number_input(
-                "AuxK k", 1, 65_536, None, placeholder="2 k", help=SAE_HELP["k_aux"], key="k_aux"
+                "Second-chance features", 1, 65_536, None, placeholder="2 k", help=SAE_HELP["k_aux"], key="k_aux"
             )
             aux_alpha = row[1].number_input(
-                "AuxK weight",
+                "Second-chance weight",
                 0.0,
                 10.0,
                 suggested.aux_alpha,
@@ -90,11 +95,17 @@ def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] 
                 key="aux_alpha",
             )
             dead_after = row[2].number_input(
-                "Dead after (samples)", 1, 10**9, None, placeholder="one epoch", help=SAE_HELP["dead_after"], key="dead"
+                "Never-firing after (documents)",
+                1,
+                10**9,
+                None,
+                placeholder="one epoch",
+                help=SAE_HELP["dead_after"],
+                key="dead",
             )
             row = st.columns(3)
             holdout = row[0].number_input(
-                "Held-out share",
+                "Share kept aside for checking",
                 0.0,
                 0.89,
                 suggested.holdout_fraction,
@@ -102,7 +113,7 @@ def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] 
                 key="holdout",
             )
             grad_clip = row[1].number_input(
-                "Gradient clip", 0.01, 100.0, suggested.grad_clip, help=SAE_HELP["grad_clip"], key="grad_clip"
+                "Step size limit", 0.01, 100.0, suggested.grad_clip, help=SAE_HELP["grad_clip"], key="grad_clip"
             )
             device = row[2].selectbox("Device", DEVICES, help=SAE_HELP["device"], key="sae_device")
             st.markdown("**Feature families**")
@@ -147,18 +158,19 @@ def runs_table(runs: list[RunRecord]) -> None:
         sae, m = run.config["sae"], run.metrics
         rows.append(
             {
-                "created": run.created_at[:16].replace("T", " "),
+                "name": run_name(run),
+                "quality": quality_words(run),
+                "overfitted": bool(overfitting(run)),
+                "detail_unseen": detail_captured(run),
+                "detail_train": 1.0 - m["fvu_train"] if isinstance(m.get("fvu_train"), float) else None,
+                "never_firing": m.get("dead_fraction"),
+                "features": n_features(run),
                 "expansion": sae["expansion_factor"],
                 "k": sae["k"],
                 "epochs": sae["epochs"],
                 "batch": sae["batch_size"],
                 "lr": sae["lr"],
                 "seed": sae["seed"],
-                "FVU held out": m.get("fvu_holdout"),
-                "variance explained": m.get("variance_explained_holdout"),
-                "FVU train": m.get("fvu_train"),
-                "dead latents": m.get("dead_fraction"),
-                "mean L0": m.get("mean_l0"),
                 "families": m.get("n_families"),
                 "seconds": m.get("seconds"),
                 "run": run.run_id,
@@ -170,13 +182,31 @@ def runs_table(runs: list[RunRecord]) -> None:
         hide_index=True,
         key="runs_table",
         column_config={
-            "lr": number(format="%.2e"),
-            "FVU held out": number(format="%.3f", help="Fraction of variance unexplained on documents not trained on."),
-            "variance explained": number(format="percent"),
-            "FVU train": number(format="%.3f"),
-            "dead latents": number(format="percent", help="Share of features that fire on no training document."),
-            "mean L0": number(format="%.1f"),
-            "seconds": number(format="%.0f"),
+            "name": st.column_config.TextColumn("Run", width="large"),
+            "quality": st.column_config.TextColumn("Quality", help=TERMS["detail captured"]),
+            "overfitted": st.column_config.CheckboxColumn("Overfitted", help=TERMS["overfitting"]),
+            "detail_unseen": number(
+                "Detail captured (unseen documents)",
+                format="percent",
+                help="How much of the embeddings the features reproduce on documents kept aside during training.",
+            ),
+            "detail_train": number(
+                "Detail captured (training documents)",
+                format="percent",
+                help="The same on the documents it was trained on. Much higher than on unseen documents means "
+                "overfitting.",
+            ),
+            "never_firing": number("Never-firing features", format="percent", help=TERMS["never-firing features"]),
+            "features": number("Features", help="How many features the run learned."),
+            "expansion": number("Expansion factor", help=SAE_HELP["expansion_factor"]),
+            "k": number("k", help=SAE_HELP["k"]),
+            "epochs": number("Epochs", help=SAE_HELP["epochs"]),
+            "batch": number("Batch size", help=SAE_HELP["batch_size"]),
+            "lr": number("Step size", format="%.2e", help=SAE_HELP["lr"]),
+            "seed": number("Seed", format="%d"),
+            "families": number("Families"),
+            "seconds": number("Training time (s)", format="%.0f"),
+            "run": st.column_config.TextColumn("Run id"),
         },
     )
 
@@ -193,7 +223,9 @@ def diagnostics(workspace_path: str, run_id: str, revision: int, n: int) -> tupl
 def selected_run_section(run_id: str) -> None:
     run = ws.run(run_id)
     st.subheader("Selected run")
+    st.markdown(f"**{md(run_name(run))}**")
     st.caption(f"Choose another run in the sidebar. Run id: {run_id}")
+    run_quality_note(run)
     if run.history:
         st.altair_chart(charts.training_curves(run.history), width="stretch")
     try:
@@ -202,11 +234,14 @@ def selected_run_section(run_id: str) -> None:
         st.error(f"This run cannot be opened: {md(error)} Delete it below and train again.")
         names = []
     if names:
-        st.markdown(f"**Diagnostics** over the {len(names)} densest features")
+        st.markdown(f"**How the {len(names)} most common features relate**")
         left, right = st.columns(2)
-        left.altair_chart(charts.heatmap(similarity, names, "Decoder cosine similarity", "cosine"), width="stretch")
+        left.altair_chart(
+            charts.heatmap(similarity, names, "How alike they are (1 = the same concept)", "closeness"),
+            width="stretch",
+        )
         right.altair_chart(
-            charts.heatmap(cooccurrence, names, "Co-occurrence: P(column active | row active)", "probability"),
+            charts.heatmap(cooccurrence, names, "How often they fire together (share of the row's documents)", "share"),
             width="stretch",
         )
     with st.expander("Delete this run"):

@@ -47,6 +47,11 @@ _COLUMN_ALIASES = {
 }
 
 
+class DemoDownloadError(IngestError):
+    """The demo corpus could not be downloaded (no network, or the mirror is unreachable); a local copy can be
+    given instead (`DemoConfig.local_file`, or `save_local_copy`)."""
+
+
 @dataclass(frozen=True)
 class DemoConfig:
     n_documents: int = 400
@@ -123,11 +128,33 @@ def _download(url: str, target: Path, timeout: float) -> None:
             partial.write_bytes(response.read())
     except (urllib.error.URLError, TimeoutError, OSError) as error:
         partial.unlink(missing_ok=True)
-        raise IngestError(
+        raise DemoDownloadError(
             f"Could not download the demo corpus from {url} ({error}). Without network, set {DEMO_FILE_ENV} to a "
             "local copy of MTSamples (CSV or Parquet)."
         ) from error
     partial.replace(target)
+
+
+def save_local_copy(cache_dir: str | Path, name: str, data: bytes) -> int:
+    """Keep an analyst's copy of MTSamples (CSV or Parquet, e.g. Kaggle's mtsamples.csv) as the demo corpus, so the
+    demo runs without network. Returns the number of usable notes; raises IngestError when it is not MTSamples."""
+    notes = _normalised(_read_table(name, data))
+    if notes.empty:
+        raise IngestError(f"{name} holds no usable notes (each needs at least {_MIN_WORDS} words).")
+    target = Path(cache_dir) / _CACHE_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    _read_table(name, data).to_csv(partial, index=False)
+    partial.replace(target)
+    return len(notes)
+
+
+def existing_demo(workspace: Workspace, config: DemoConfig = DemoConfig()) -> tuple[str, str] | None:
+    """(dataset id, run id) of a finished demo of this size already in the workspace, else None."""
+    existing = [d for d in workspace.datasets() if d.name == DEMO_NAME and d.n_documents == config.n_documents]
+    if existing and workspace.runs(existing[-1].dataset_id):
+        return existing[-1].dataset_id, workspace.latest_run(existing[-1].dataset_id).run_id
+    return None
 
 
 def _read_table(name: str, data: bytes) -> pd.DataFrame:
@@ -171,9 +198,10 @@ def run_demo(
     Returns (dataset id, run id). A demo dataset of the same size already in the workspace is reused, and so is
     its latest run, so a second demo opens at once.
     """
+    done = existing_demo(workspace, config)
+    if done is not None:
+        return done
     existing = [d for d in workspace.datasets() if d.name == DEMO_NAME and d.n_documents == config.n_documents]
-    if existing and workspace.runs(existing[-1].dataset_id):
-        return existing[-1].dataset_id, workspace.latest_run(existing[-1].dataset_id).run_id
     if existing:
         dataset_id = existing[-1].dataset_id
     else:

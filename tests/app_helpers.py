@@ -62,3 +62,9 @@ def bbc_csv(corpora_dir: Path, n: int = N_DOCUMENTS) -> tuple[pd.DataFrame, byte
     frame = pd.read_parquet(corpora_dir / "bbc_news.parquet").sample(n, random_state=0).reset_index(drop=True)
     frame = frame.rename(columns={"label": "category"})[["id", "title", "category", "text"]]
     return frame, frame.to_csv(index=False).encode()
+
+
+def features_table(at: AppTest) -> pd.DataFrame:
+    """The Features page's table (its key changes with the search and with label edits)."""
+    (found,) = [frame.value for frame in at.dataframe if (frame.key or "").startswith("features_table:")]
+    return found

@@ -31,7 +31,8 @@ def test_preview_guesses_text_column_and_report_counts_duplicates(app_workspace,
     assert at.text_input(key="dataset_name").value == "with_problems"
     assert len(at.dataframe[0].value) == 20  # the preview
     assert at.selectbox(key="id_column").value == "id"  # guessed from the name; ids are unique in the preview
-    assert at.selectbox(key="title_column").value == "(automatic)"
+    assert at.selectbox(key="title_column").value == "title"  # a title column is picked, not "(automatic)"
+    n_datasets = len(Workspace(app_workspace).datasets())
     at.button(key="create_dataset").click().run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
@@ -41,6 +42,10 @@ def test_preview_guesses_text_column_and_report_counts_duplicates(app_workspace,
     stored = Workspace(app_workspace).dataset(at.session_state["dataset_id"])
     assert stored.n_documents == 32
     assert stored.report["duplicate_text_ids"] == ["dup-1", "dup-2"]
+    at.button(key="create_dataset").click().run()  # clicked again: no second, identical dataset
+    assert not at.exception
+    assert "This upload is already stored as a dataset (see below)." in texts(at.info)
+    assert len(Workspace(app_workspace).datasets()) == n_datasets + 1
 
 
 def test_rename_then_delete_the_selected_dataset(app_workspace):

@@ -1,5 +1,7 @@
 """Explore page: refraction, semantic search, concept queries and group comparison, checked against the core."""
 
+import json
+
 import pandas as pd
 import pytest
 from app_helpers import new_app, open_page, table, texts
@@ -60,6 +62,9 @@ def test_semantic_search(trained_app, run):
     assert shown["similarity"].tolist() == pytest.approx((1 - expected["distance"]).round(3).tolist(), abs=1e-3)
     categories = trained_app.frame.set_index("id").loc[shown["doc_id"].head(5), "category"]
     assert (categories == "business").sum() >= 3
+    at.selectbox(key="search_read").select(2).run()  # a result opens whole
+    whole = trained_app.frame.set_index("id").at[expected["doc_id"].iloc[2], "text"]
+    assert whole in texts(at.get("text"))
 
 
 def test_concept_query_counts_and_documents(trained_app, run):
@@ -74,9 +79,12 @@ def test_concept_query_counts_and_documents(trained_app, run):
     positions = analysis.concept_query(run.codes, {must: round(threshold, 3)}, {must_not: 0.0})
     assert 0 < len(positions) < len(trained_app.frame)
     assert {m.label: m.value for m in at.metric}["Matching documents"] == f"{len(positions):,}"
-    shown = table(at, "doc_id", "title", f"#{must}")
+    shown = table(at, "doc_id", "title", f"strength #{must}")
     assert shown["doc_id"].tolist() == trained_app.frame["id"].iloc[positions].tolist()
-    assert (shown[f"#{must}"] > round(threshold, 3)).all()
+    assert (shown[f"strength #{must}"] > round(threshold, 3)).all()
+    # Enter in the feature search picks the highlighted feature: the "Select all matches" action is never offered
+    assert at.multiselect(key="must").proto.HasField("select_all") and at.multiselect(key="must").proto.select_all == 0
+    assert at.multiselect(key="must_not").proto.select_all == 0
     assert [b.label for b in at.get("download_button")] == ["Download matching documents (CSV)"]
 
 
@@ -92,7 +100,12 @@ def test_group_comparison_by_category(trained_app, run):
     assert shown["n_documents"].tolist() == expected["n_documents"].tolist()
     assert shown["prevalence"].tolist() == pytest.approx(expected["prevalence"].tolist())
     assert shown["difference"].tolist() == pytest.approx(expected["difference"].tolist())
-    assert len(at.get("vega_lite_chart")) == 1
+    (chart,) = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    x, y = spec["encoding"]["x"], spec["encoding"]["y"]
+    assert x["axis"]["labelOverlap"] is False and x["sort"] == sizes.index.tolist()  # every group named, largest first
+    ids = [int(name.split(" ")[0].lstrip("#")) for name in y["sort"]]
+    assert ids == sorted(ids) and set(ids) == set(shown["feature"].str.split(" ").str[0].str.lstrip("#").astype(int))
 
 
 def test_downloads_are_offered(trained_app):

@@ -6,6 +6,7 @@ from app_helpers import new_app, open_page, table, texts
 
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig, find_families
+from ui.family_graph import family_view
 from ui.state import FEATURE_KEY, bump_revision
 from ui.themes import ALL_THEMES
 
@@ -24,22 +25,41 @@ def graph_data(at) -> dict:
     return json.loads(json.loads(component.proto.json_args)["data"])
 
 
-def test_graph_draws_the_largest_families_parent_to_child(trained_app):
+def test_graph_draws_readable_trees_of_the_most_frequent_members(trained_app):
     at = families_page(trained_app)
     assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
-    largest = sorted(run.families, key=lambda f: -len(f["members"]))[:8]
+    density = run.features.set_index("feature_id")["density"]
+    largest = sorted(run.families, key=lambda f: -len(f["members"]))[:6]
+    data = graph_data(at)
+    drawn = {int(node["id"]): node for node in data["nodes"]}
+    edges = {(int(e["from"]), int(e["to"])) for e in data["edges"]}
+    views = [family_view(family, density, levels=2, max_members=8) for family in largest]
+    assert set(drawn) == {member for view in views for member in view.depth}
+    for family, view in zip(largest, views, strict=True):
+        assert len(view.depth) <= 8 and view.hidden == len(family["members"]) - len(view.depth)
+        assert view.depth[family["parent"]] == 0 and drawn[family["parent"]]["level"] == 0
+        for member, level in view.depth.items():
+            if member != family["parent"]:  # every drawn member hangs from a drawn parent, at most 2 levels down
+                (parent,) = [p for p, c, _ in family["edges"] if c == member]
+                assert (parent, member) in edges and level == view.depth[parent] + 1 <= 2
+        children = sorted((c for p, c, _ in family["edges"] if p == family["parent"]), key=lambda c: -density[c])
+        shown = [c for c in children if c in view.depth]
+        assert shown == children[: len(shown)]  # the most frequent children come first
+    assert all(len(node["label"].split("  (+")[0]) <= 28 + 20 for node in drawn.values())  # short labels, escaped
+    for parent, child in edges:
+        assert density[parent] >= density[child]
+    layout = json.loads(json.loads(at.get("component_instance")[0].proto.json_args)["config"])
+    assert layout["layout"]["hierarchical"]["enabled"] and layout["layout"]["hierarchical"]["direction"] == "LR"
+    assert layout["layout"]["hierarchical"]["sortMethod"] == "directed" and not layout["physics"]["enabled"]
+
+    at.number_input(key="family_levels").set_value(6)
+    at.number_input(key="family_members").set_value(200).run()  # everything, on demand
     data = graph_data(at)
     assert {node["id"] for node in data["nodes"]} == {str(m) for f in largest for m in f["members"]}
     assert {(e["from"], e["to"]) for e in data["edges"]} == {
         (str(p), str(c)) for f in largest for p, c, _ in f["edges"]
     }
-    density = run.features.set_index("feature_id")["density"]
-    for parent, child, _ in largest[0]["edges"]:
-        assert density[parent] >= density[child]
-    sizes = {node["id"]: node["size"] for node in data["nodes"]}
-    densest = max(sizes, key=sizes.get)
-    assert density[int(densest)] == max(density[int(node)] for node in sizes)
 
 
 def test_node_labels_are_escaped(trained_app):
@@ -55,7 +75,7 @@ def test_node_labels_are_escaped(trained_app):
     bump_revision(run_id)
     at.run()
     node = next(node for node in graph_data(at)["nodes"] if node["id"] == str(feature))
-    assert node["label"] == f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y"
+    assert node["label"].split("  (+")[0] == f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y"
     assert node["title"].startswith(f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y · active on")
     workspace.prefer_interpretation(run_id, feature, keyword_label)
     bump_revision(run_id)

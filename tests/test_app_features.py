@@ -1,7 +1,7 @@
 """Features page: the features table, search, a feature card's numbers, and editing a label by hand."""
 
 import pytest
-from app_helpers import new_app, open_page, table, texts
+from app_helpers import features_table, new_app, open_page, table, texts
 
 from prisma_core import analysis, pipeline
 from prisma_core.explore import search_features
@@ -19,7 +19,7 @@ def test_table_lists_every_feature_densest_first_with_core_values(trained_app):
     at = features_page(trained_app)
     assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
-    shown = at.dataframe(key="features_table").value
+    shown = features_table(at)
     assert len(shown) == len(run.features) == 768
     assert shown["density"].is_monotonic_decreasing
     expected = run.features.set_index("feature_id")
@@ -28,7 +28,7 @@ def test_table_lists_every_feature_densest_first_with_core_values(trained_app):
         assert row.density == expected.at[row.feature_id, "density"]
         assert row.mean_activation == pytest.approx(expected.at[row.feature_id, "mean_activation"])
     n_dead = int((run.features["density"] == 0).sum())
-    assert f"768 of 768 features shown · {n_dead} never fire on this dataset (dead)" in texts(at.caption)
+    assert f"768 of 768 features shown · {n_dead} never fire on these documents" in texts(at.caption)
 
 
 def test_search_filters_by_label(trained_app):
@@ -36,7 +36,7 @@ def test_search_filters_by_label(trained_app):
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     word = run.features.sort_values("density", ascending=False)["label"].iloc[0].split(" · ")[0]
     at.text_input(key="feature_search").input(word).run()
-    shown = at.dataframe(key="features_table").value
+    shown = features_table(at)
     assert sorted(shown["feature_id"]) == sorted(search_features(run, word)["feature_id"])
     described = run.features.set_index("feature_id").loc[shown["feature_id"]]
     assert all(word in f"{r.label} {r.description}".lower() for r in described.itertuples())
@@ -53,7 +53,7 @@ def test_feature_card_shows_the_core_numbers(trained_app):
     assert texts(at.subheader)[0] == f"Feature #{feature}: {row['label']}"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Active on"] == f"{row['density']} docs"
-    assert metrics["Mean activation"] == f"{row['mean_activation']:.3f}"
+    assert metrics["Typical strength"] == f"{row['mean_activation']:.3f}"
     assert metrics["Label from"] == "keywords"
 
     top = table(at, "activation", "doc_id")
@@ -86,7 +86,7 @@ def test_manual_label_replaces_the_shown_label_and_can_be_undone(trained_app):
     row = run.features.set_index("feature_id").loc[feature]
     assert (row["label"], row["label_source"]) == ("UK general election <b>2005</b>", "manual")
     assert texts(at.subheader)[0] == f"Feature #{feature}: UK general election <b>2005</b>"
-    assert at.dataframe(key="features_table").value.set_index("feature_id").at[feature, "label"] == row["label"]
+    assert features_table(at).set_index("feature_id").at[feature, "label"] == row["label"]
     interpretations = table(at, "source", "preferred")
     assert sorted(interpretations["source"]) == ["keywords", "manual"]
 
@@ -102,3 +102,40 @@ def test_manual_label_replaces_the_shown_label_and_can_be_undone(trained_app):
 def interpretations_ids(trained_app, feature):
     stored = trained_app.workspace.interpretations(trained_app.run_id)
     return stored.loc[stored["feature_id"] == feature, "interpretation_id"].tolist()
+
+
+def select_row(at, row: int):
+    """Click a row of the features table, as the browser reports it (the table's selection state)."""
+    (key,) = [frame.key for frame in at.dataframe if (frame.key or "").startswith("features_table:")]
+    at.session_state[key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    return at.run()
+
+
+def test_a_search_with_no_match_after_clicking_a_row_says_so_without_a_traceback(trained_app):
+    at = features_page(trained_app)
+    select_row(at, 4)
+    fifth = int(features_table(at)["feature_id"].iloc[4])
+    assert at.selectbox(key="feature_pick").value == fifth
+    at.text_input(key="feature_search").input("oximetry").run()
+    assert not at.exception
+    assert features_table(at).empty
+    assert any("No feature label or description mentions “oximetry”" in text for text in texts(at.info))
+    assert at.selectbox(key="feature_pick").value == fifth  # the open card stays
+
+
+def test_saving_a_label_during_a_search_keeps_the_card_and_confirms(trained_app):
+    at = features_page(trained_app)
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    word = run.features.sort_values("density", ascending=False)["label"].iloc[0].split(" · ")[0]
+    at.text_input(key="feature_search").input(word).run()
+    select_row(at, 1)
+    feature = int(features_table(at)["feature_id"].iloc[1])
+    assert at.selectbox(key="feature_pick").value == feature
+    at.text_input(key="features_manual_label").input("budget talks")
+    at.button(key=f"FormSubmitter:features_manual_{feature}-Save label").click().run()
+    assert not at.exception
+    assert at.selectbox(key="feature_pick").value == feature
+    assert texts(at.subheader)[0] == f"Feature #{feature}: budget talks"
+    assert f"Saved: feature #{feature} is now labelled “budget talks”." in texts(at.success)
+    scores = table(at, "source", "preferred").set_index("source")["score_embedding"]
+    assert scores["manual"] == "not scored"  # not "None"

@@ -1,8 +1,10 @@
 """Home page: the workspace overview, the next step, and the one-click demo that ends on the Features page."""
 
-from app_helpers import new_app, table, texts, wait_for_job
+from app_helpers import features_table, new_app, open_page, table, texts, wait_for_job
 
 from prisma_core.demo import DEMO_NAME
+from ui.runs import run_name
+from ui.state import run_widget_key
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
@@ -10,11 +12,12 @@ pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 def test_overview_and_next_step(trained_app):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     assert not at.exception
-    overview = table(at, "dataset", "documents", "SAE runs").set_index("dataset")
+    overview = table(at, "dataset", "documents", "trained models").set_index("dataset")
     assert overview.at["BBC sample", "documents"] == 150
-    assert overview.at["BBC sample", "SAE runs"] == len(trained_app.workspace.runs(trained_app.dataset_id))
-    assert "“BBC sample” has a trained SAE: look at its concepts." in texts(at.markdown)
-    assert [link.label for link in at.get("page_link")] == [
+    assert overview.at["BBC sample", "trained models"] == len(trained_app.workspace.runs(trained_app.dataset_id))
+    shown = run_name(trained_app.workspace.run(trained_app.run_id))
+    assert f"“BBC sample” has a trained model: look at its concepts. Shown: {shown}." in texts(at.markdown)
+    assert [link.label for link in at.main.get("page_link")] == [
         "Browse features",
         "See feature families",
         "Explore documents",
@@ -34,8 +37,8 @@ def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_a
     assert demo.metadata_columns == ["specialty"]
     assert at.sidebar.selectbox(key="dataset_id").value == demo.dataset_id
     (run,) = trained_app.workspace.runs(demo.dataset_id)
-    assert at.sidebar.selectbox(key="run_id").value == run.run_id
-    assert len(at.dataframe(key="features_table").value) == run.config["sae"]["expansion_factor"] * 384
+    assert at.sidebar.selectbox(key=run_widget_key(demo.dataset_id)).value == run.run_id
+    assert len(features_table(at)) == run.config["sae"]["expansion_factor"] * 384
 
     again = new_app()  # on Home (an AppTest.switch_page would pin the page and hide the app's own switch)
     again.button(key="demo").click().run()
@@ -44,3 +47,75 @@ def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_a
     assert texts(again.title) == ["Features"]
     assert len([d for d in trained_app.workspace.datasets() if d.name == DEMO_NAME]) == 1
     assert len(trained_app.workspace.runs(demo.dataset_id)) == 1
+
+
+def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypatch):
+    import ui.runs
+
+    monkeypatch.setattr(ui.runs, "OVERFIT_GAP", -1.0)  # the small test run is not overfitted: call every run so
+    monkeypatch.setattr(ui.runs, "OVERFIT_RATIO", 0.0)
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    (warning,) = texts(at.warning)
+    assert "it has memorised its training documents instead of learning general concepts (overfitting)" in warning
+    assert (
+        "train again with fewer epochs (try 5 instead of 10), a lower expansion factor (try 1 instead of 2)" in warning
+    )
+    run_picker = at.sidebar.selectbox(key=run_widget_key(trained_app.dataset_id))
+    assert run_picker.format_func(run_picker.value).endswith(" · overfitted")
+    open_page(at, "train")
+    assert warning in texts(at.warning)
+    assert "Quality: " in " ".join(texts(at.caption))
+
+
+def test_demo_without_network_offers_an_upload_of_a_local_copy(app_workspace, corpora_dir, tmp_path, monkeypatch):
+    import prisma_core.demo
+    from prisma_core.demo import DemoDownloadError
+    from ui.state import job_registry
+
+    def offline(url, target, timeout):
+        raise DemoDownloadError(f"Could not download the demo corpus from {url} (<urlopen error [Errno -3] ...>).")
+
+    monkeypatch.setattr(prisma_core.demo, "_download", offline)
+    monkeypatch.setenv("PRISMA_WORKSPACE", str(tmp_path))  # an empty workspace: no demo yet
+    monkeypatch.delenv("PRISMA_DEMO_FILE")
+    at = new_app()
+    at.button(key="demo").click().run()
+    assert job_registry().wait("demo", 120).error is not None
+    at.run()
+    assert not at.exception and not at.error
+    (warning,) = texts(at.warning)
+    assert warning.startswith("The demo documents could not be downloaded: this computer seems to be offline")
+    assert "urlopen" not in warning and "PRISMA_DEMO_FILE" not in warning
+    assert next(link.label for link in at.main.get("page_link")) == "Or analyse your own documents: upload any CSV"
+
+    copy = (corpora_dir / "mtsamples.parquet").read_bytes()
+    at.file_uploader(key="demo_upload").set_value(("mtsamples.parquet", copy, "application/octet-stream")).run()
+    wait_for_job("demo")
+    at.run()
+    assert not at.exception
+    assert texts(at.title) == ["Features"]
+
+
+def test_a_second_demo_click_opens_the_stored_result_without_a_job(app_workspace, trained_app):
+    from ui.state import job_registry
+
+    new_app().button(key="demo").click().run()  # the demo exists (first demo test, or built here)
+    wait_for_job("demo")
+    before = job_registry().get("demo")
+    at = new_app()
+    at.button(key="demo").click().run()
+    assert texts(at.title) == ["Features"]
+    assert job_registry().get("demo") is before  # opened at once: no background job was started
+
+
+def test_glossary_explains_the_words_that_stay(app_workspace):
+    from ui.glossary import TERMS
+
+    at = open_page(new_app(), "glossary")
+    assert not at.exception
+    assert texts(at.title) == ["Glossary"]
+    shown = " ".join(texts(at.markdown))
+    for term in ("Detail captured", "Overfitting", "Never-firing features", "Label score", "Lift"):
+        assert f"**{term}**" in shown
+    assert len(TERMS) >= 15
+    assert [link.label for link in at.sidebar.get("page_link")][-1] == "Glossary"

@@ -6,7 +6,8 @@ from app_helpers import SMALL_SAE, new_app, open_page, texts
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.sae import suggest_config
-from ui.state import job_registry
+from ui.runs import run_name
+from ui.state import job_registry, run_widget_key
 
 TRAIN_BUTTON = "FormSubmitter:train_form-Train"
 
@@ -14,7 +15,7 @@ pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
 
 def runs_frame(at):
-    return next(frame.value for frame in at.dataframe if "FVU held out" in frame.value.columns)
+    return next(frame.value for frame in at.dataframe if "detail_unseen" in frame.value.columns)
 
 
 def test_form_is_prefilled_for_the_corpus_size(trained_app):
@@ -36,12 +37,15 @@ def test_runs_table_shows_the_run_metrics_and_diagnostics(trained_app):
     record = trained_app.workspace.run(trained_app.run_id)
     row = runs_frame(at).set_index("run").loc[trained_app.run_id]
     assert (row["expansion"], row["k"], row["epochs"], row["batch"]) == tuple(SMALL_SAE.values())
-    assert row["FVU held out"] == pytest.approx(record.metrics["fvu_holdout"])
-    assert row["dead latents"] == pytest.approx(record.metrics["dead_fraction"])
-    assert row["mean L0"] == pytest.approx(8.0)
+    assert row["detail_unseen"] == pytest.approx(1 - record.metrics["fvu_holdout"])
+    assert row["detail_train"] == pytest.approx(1 - record.metrics["fvu_train"])
+    assert row["never_firing"] == pytest.approx(record.metrics["dead_fraction"])
+    assert row["features"] == SMALL_SAE["expansion"] * 384
+    assert row["name"] == run_name(record) and " features · " in row["name"]
+    assert row["quality"].split(" ")[0] in {"good", "fair", "rough"}
     assert row["families"] == record.metrics["n_families"]
     assert len(at.get("vega_lite_chart")) == 3  # training curves, decoder similarity, co-occurrence
-    assert "**Diagnostics** over the 20 densest features" in texts(at.markdown)
+    assert "**How the 20 most common features relate**" in texts(at.markdown)
 
 
 def test_second_click_joins_the_running_job_and_the_new_run_is_selected(trained_app):
@@ -64,7 +68,9 @@ def test_second_click_joins_the_running_job_and_the_new_run_is_selected(trained_
     assert not at.exception
     runs = trained_app.workspace.runs(trained_app.dataset_id)
     assert len(runs) == 2
-    assert at.sidebar.selectbox(key="run_id").value == first.result.run_id == runs[-1].run_id
+    assert (
+        at.sidebar.selectbox(key=run_widget_key(trained_app.dataset_id)).value == first.result.run_id == runs[-1].run_id
+    )
     assert first.history and {"loss", "fvu", "dead_fraction"} <= set(first.history[0])
     trained_app.workspace.delete_run(first.result.run_id)
 

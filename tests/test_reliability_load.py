@@ -25,7 +25,7 @@ from reliability_helpers import REPO
 from prisma_core import pipeline
 from prisma_core.sae import SAEConfig
 from prisma_core.store import WORKSPACE_ENV, Workspace
-from ui.state import run_name
+from ui.state import run_name, run_widget_key
 
 N_SESSIONS = 5
 N_ROUNDS = 3
@@ -147,10 +147,11 @@ def browse(server: Server, session: int) -> list[Visit]:
     record = server.workspace.dataset(server.dataset_id)
     home, _ = interact(server, {})
     session_id = home["session_id"]
-    dataset = option(home, "dataset_id", f"{record.name} ({record.n_documents:,} docs)")
+    dataset = option(home, "dataset_id", f"{record.name} ({record.n_documents:,} documents)")
     chosen, _ = interact(server, {"session_id": session_id, "widget_state": {"dataset_id": dataset}})
-    run = option(chosen, "run_id", run_name(server.workspace.run(server.run_id)))
-    interact(server, {"session_id": session_id, "widget_state": {"run_id": run}})
+    run_picker = run_widget_key(server.dataset_id)
+    run = option(chosen, run_picker, run_name(server.workspace.run(server.run_id)))
+    interact(server, {"session_id": session_id, "widget_state": {run_picker: run}})
     visits = []
 
     def visit(page: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -159,15 +160,15 @@ def browse(server: Server, session: int) -> list[Visit]:
         return snapshot
 
     for round_number in range(N_ROUNDS):
-        features = visit("features", {"page": "feature-browser"})
+        features = visit("features", {"page": "features"})
         (picker,) = [node for node in nodes(features["tree"]) if node.get("key") == "feature_pick"]
         pick = picker["props"]["options"][(7 * session + 3 * round_number) % len(picker["props"]["options"])]
         visit("features: open a card", {"widget_state": {"feature_pick": pick}})
-        families = visit("families", {"page": "family-graph"})
+        families = visit("families", {"page": "families"})
         (shown,) = [node for node in nodes(families["tree"]) if node.get("key") == "family_shown"]
         family = shown["props"]["options"][1 + (session + round_number) % (len(shown["props"]["options"]) - 1)]
         visit("families: draw one family", {"widget_state": {"family_shown": family}})
-        visit("explore", {"page": "explorer"})
+        visit("explore", {"page": "explore"})
         if round_number % 2 == 0:
             visit("explore: search", {"widget_state": {"explore_tab": "Search"}})
             query = SEARCHES[(session + round_number) % len(SEARCHES)]

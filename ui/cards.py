@@ -10,6 +10,7 @@ import streamlit as st
 
 from prisma_core import analysis
 from prisma_core.errors import PrismaError
+from prisma_core.explore import search_features
 from prisma_core.interpret.label_scores import (
     ScoreConfig,
     ScoreSupport,
@@ -19,7 +20,7 @@ from prisma_core.interpret.label_scores import (
     score_support,
     verdict,
 )
-from prisma_core.pipeline import LoadedRun
+from prisma_core.pipeline import LoadedRun, family_membership
 from ui import charts
 from ui.state import bump_revision, dataset_documents, workspace
 from ui.text import feature_name, md, snippet
@@ -29,6 +30,37 @@ TOP_DOCUMENTS = 10
 CONTRAST_DOCUMENTS = 5
 NEAREST_FEATURES = 8
 FULL_TEXTS = 3
+
+
+FEATURE_COLUMNS = {
+    "feature_id": st.column_config.NumberColumn("Feature", format="%d"),
+    "label": st.column_config.TextColumn("Label", width="large"),
+    "density": st.column_config.NumberColumn("Documents", help="How many documents the feature is active on."),
+    "density_fraction": st.column_config.NumberColumn(
+        "Share", format="percent", help="The share of all documents the feature is active on."
+    ),
+    "mean_activation": st.column_config.NumberColumn(
+        "Typical strength", format="%.3f", help="Average activation over the documents where the feature is active."
+    ),
+    "max_activation": st.column_config.NumberColumn(
+        "Strongest", format="%.3f", help="The highest activation of the feature in any document."
+    ),
+    "score_embedding": st.column_config.NumberColumn(
+        "Label score",
+        format="%.2f",
+        help="How well the label tells the feature's documents from the others: 1.0 perfectly, 0.5 no better than "
+        "chance. Empty when there are too few documents to judge.",
+    ),
+    "label_source": st.column_config.TextColumn("Label from", help="keywords, a language model, or manual (you)."),
+    "family_id": st.column_config.NumberColumn("Family", format="%d"),
+}
+"""Column names and help texts of a features table, for an analyst."""
+
+
+def features_table(run: LoadedRun, query: str = "") -> pd.DataFrame:
+    """The features matching `query` (all when empty), densest first, with their family, in FEATURE_COLUMNS order."""
+    matches = search_features(run, query).merge(family_membership(run.families), on="feature_id", how="left")
+    return matches[list(FEATURE_COLUMNS)].reset_index(drop=True)
 
 
 def feature_row(run: LoadedRun, feature_id: int) -> pd.Series:
@@ -44,35 +76,46 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
         st.caption(md(row["description"]))
     n_docs = run.codes.shape[0]
     columns = st.columns(4)
-    columns[0].metric("Active on", f"{int(row['density']):,} docs", help=f"{row['density_fraction']:.1%} of {n_docs:,}")
-    columns[1].metric("Mean activation", f"{row['mean_activation']:.3f}", help="Average over the active documents.")
-    columns[2].metric("Max activation", f"{row['max_activation']:.3f}")
+    columns[0].metric(
+        "Active on", f"{int(row['density']):,} docs", help=f"{row['density_fraction']:.1%} of the {n_docs:,} documents"
+    )
+    columns[1].metric(
+        "Typical strength", f"{row['mean_activation']:.3f}", help="Average activation where the feature is active."
+    )
+    columns[2].metric("Strongest", f"{row['max_activation']:.3f}", help="Its highest activation in any document.")
     columns[3].metric("Label from", str(row["label_source"]))
     if int(row["density"]) == 0:
-        st.info("This feature never fires on this dataset (a dead latent): it has no documents to show.")
+        st.info("This feature never fires on these documents: it has no documents to show.")
         return
 
     left, right = st.columns([3, 2])
     with left:
-        st.markdown("**Activation histogram**")
+        st.markdown("**How strongly it fires** (documents per activation, where active)")
         st.altair_chart(charts.activation_histogram(analysis.feature_column(run.codes, feature_id)[1]), width="stretch")
     with right:
-        st.markdown("**Nearest features** (decoder cosine, active features only)")
+        st.markdown("**Similar features** (closest in what they stand for)")
         st.dataframe(
             nearest_active(run, feature_id), hide_index=True, key=f"{key}_nearest", column_config=_number_columns()
         )
 
-    st.markdown("**Top-activating documents**")
+    st.markdown("**Documents where it is strongest**")
     top = analysis.top_documents(run.codes, feature_id, TOP_DOCUMENTS)
     top_docs = top.merge(docs, on="position", how="left")
-    st.dataframe(_document_table(top_docs, with_value=True), hide_index=True, key=f"{key}_top")
+    st.dataframe(
+        _document_table(top_docs, with_value=True), hide_index=True, key=f"{key}_top", column_config=DOCUMENT_COLUMNS
+    )
     for doc in top_docs.head(FULL_TEXTS).itertuples():
-        with st.expander(f"Full text: {md(doc.doc_id)} (activation {doc.value:.3f})"):
+        with st.expander(f"Full text: {md(doc.doc_id)} (strength {doc.value:.3f})"):
             st.text(doc.text)
 
-    st.markdown("**Contrast: documents where it is zero**")
+    st.markdown("**For contrast: documents where it is absent**")
     zero = docs.set_index("position").loc[analysis.zero_documents(run.codes, feature_id, CONTRAST_DOCUMENTS)]
-    st.dataframe(_document_table(zero.reset_index(), with_value=False), hide_index=True, key=f"{key}_zero")
+    st.dataframe(
+        _document_table(zero.reset_index(), with_value=False),
+        hide_index=True,
+        key=f"{key}_zero",
+        column_config=DOCUMENT_COLUMNS,
+    )
 
     label_editor(run, feature_id, key)
 
@@ -92,7 +135,24 @@ def _document_table(frame: pd.DataFrame, with_value: bool) -> pd.DataFrame:
 
 
 def _number_columns() -> dict[str, st.column_config.Column]:
-    return {"cosine": st.column_config.NumberColumn(format="%.3f"), "label": st.column_config.TextColumn(width="large")}
+    return {
+        "feature_id": st.column_config.NumberColumn("Feature", format="%d"),
+        "cosine": st.column_config.NumberColumn(
+            "Closeness", format="%.3f", help="1 = the same concept; near 0 = unrelated (cosine of the directions)."
+        ),
+        "label": st.column_config.TextColumn("Label", width="large"),
+        "density": st.column_config.NumberColumn("Documents"),
+    }
+
+
+DOCUMENT_COLUMNS = {
+    "activation": st.column_config.NumberColumn("Strength", format="%.4f"),
+    "doc_id": st.column_config.TextColumn("Document"),
+    "title": st.column_config.TextColumn("Title"),
+    "text": st.column_config.TextColumn("Text (start)", width="large"),
+}
+"""Display names of the document tables (the data keeps its column names)."""
+SAVED_KEY = "label_saved"
 
 
 def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
@@ -105,19 +165,28 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
     interpretations = workspace().interpretations(run_id)
     mine = interpretations[interpretations["feature_id"] == feature_id].sort_values("created_at")
     st.markdown("**Label**")
-    choose, write = st.tabs(["Interpretations", "Write your own"])
+    saved = st.session_state.pop(SAVED_KEY, None)
+    if saved and saved[:2] == (run_id, feature_id):
+        st.success(f"Saved: feature #{feature_id} is now labelled “{md(saved[2])}”.", icon=":material/check_circle:")
+    choose, write = st.tabs(["All labels", "Write your own"])
     with choose:
         support = feature_score_support(run, feature_id)
         table = mine[["label", "description", "source", "created_at", "preferred"]].assign(
             score=[score_text(s, support, detection=False) for s in mine["score_embedding"]],
             llm_check=[score_text(s, support, detection=True) for s in mine["score_detection"]],
         )
+        table["created_at"] = table["created_at"].astype("string").str[:16].str.replace("T", " ")
         st.dataframe(
             table,
             hide_index=True,
             key=f"{key}_interpretations",
             column_config={
-                "score": st.column_config.TextColumn("label score", help=SCORE_HELP, width="medium"),
+                "label": "Label",
+                "description": "Description",
+                "source": "From",
+                "created_at": "Added",
+                "preferred": st.column_config.CheckboxColumn("Shown"),
+                "score": st.column_config.TextColumn("Label score", help=SCORE_HELP, width="medium"),
                 "llm_check": st.column_config.TextColumn("LLM check", help=DETECTION_HELP),
             },
         )
@@ -141,6 +210,7 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
                 st.warning("Write a label first.")
             else:
                 save_manual_label(run_id, feature_id, label, description)
+                st.session_state[SAVED_KEY] = (run_id, feature_id, label.strip())
                 st.rerun()
 
 

@@ -12,10 +12,10 @@ from ui.text import feature_name
 
 PRIMARY = "#6C4AB6"  # the theme's primary colour (.streamlit/config.toml)
 METRIC_NAMES = {
-    "loss": "loss",
-    "fvu": "FVU (train)",
-    "fvu_holdout": "FVU (held out)",
-    "dead_fraction": "dead latents",
+    "loss": "training loss",
+    "fvu": "detail missed, training documents",
+    "fvu_holdout": "detail missed, unseen documents",
+    "dead_fraction": "share of never-firing features",
 }
 
 
@@ -29,7 +29,7 @@ def training_curves(history: Sequence[dict[str, float]]) -> alt.Chart:
         alt.Chart(long, height=260)
         .mark_line(point=alt.OverlayMarkDef(size=12))
         .encode(
-            x=alt.X("step:Q", title="optimiser step", axis=alt.Axis(format="d", tickMinStep=1)),
+            x=alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1)),
             y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=True)),
             color=alt.Color("metric:N", title=None, legend=alt.Legend(orient="top")),
             tooltip=["metric:N", "step:Q", alt.Tooltip("value:Q", format=".4f")],
@@ -91,14 +91,20 @@ def heatmap(matrix: np.ndarray, names: Sequence[str], title: str, value_title: s
     )
 
 
-def group_prevalence(frame: pd.DataFrame) -> alt.Chart:
-    """Prevalence of features per group: columns group, feature (name), prevalence."""
+def group_prevalence(frame: pd.DataFrame, features: Sequence[str], groups: Sequence[str]) -> alt.Chart:
+    """Prevalence of features per group: columns group, feature (name), prevalence. Every group gets its own column
+    and its name on the axis (labels never hidden for overlap); features are rows in the given order."""
     return (
-        alt.Chart(frame, height=max(160, 22 * frame["feature"].nunique()))
+        alt.Chart(frame, height=alt.Step(22), width=alt.Step(34))
         .mark_rect()
         .encode(
-            x=alt.X("group:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=160)),
-            y=alt.Y("feature:N", title=None, axis=alt.Axis(labelLimit=300)),
+            x=alt.X(
+                "group:N",
+                title=None,
+                sort=list(groups),
+                axis=alt.Axis(labelAngle=-45, labelLimit=180, labelOverlap=False, orient="top"),
+            ),
+            y=alt.Y("feature:N", title=None, sort=list(features), axis=alt.Axis(labelLimit=320, labelOverlap=False)),
             color=alt.Color("prevalence:Q", title="share of group", scale=alt.Scale(scheme="purples")),
             tooltip=["group:N", "feature:N", alt.Tooltip("prevalence:Q", format=".1%")],
         )

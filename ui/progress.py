@@ -29,15 +29,22 @@ _WATCHED_KEY = "watched_jobs"
 """Jobs this session started or saw running: only their watchers get the success callback (e.g. a page switch)."""
 
 
-def job_panel(key: str, on_success: Callable[[Job], None] | None = None, live_chart: bool = False) -> Job | None:
+def job_panel(
+    key: str,
+    on_success: Callable[[Job], None] | None = None,
+    live_chart: bool = False,
+    on_error: Callable[[Job], bool] | None = None,
+) -> Job | None:
     """Show the job stored under `key`, if any. While it runs, the panel refreshes itself every POLL_SECONDS;
     when it finishes, the whole page reruns so it shows the stored results, and a session that watched the job
-    gets `on_success(job)` once (e.g. to select the new run)."""
+    gets `on_success(job)` once (e.g. to select the new run). A failed job is shown by `on_error(job)` when that
+    returns True (it drew its own message), else as an error with the job's message."""
     job = job_registry().get(key)
     if job is None:
         return None
     if not job.running:
-        _finished(job, on_success)
+        if job.error is None or on_error is None or not on_error(job):
+            _finished(job, on_success)
         return job
     _watched().add(job.job_id)
 

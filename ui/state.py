@@ -18,8 +18,9 @@ from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, load_model
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import LoadedRun
-from prisma_core.store import DatasetRecord, RunRecord, Workspace, resolve_workspace
+from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
 from ui.jobs import JobRegistry
+from ui.runs import run_name
 from ui.text import md
 
 PAGES = {
@@ -31,6 +32,7 @@ PAGES = {
     "families": "pages/families.py",
     "labels": "pages/labels.py",
     "explore": "pages/explore.py",
+    "glossary": "pages/glossary.py",
 }
 DATASET_KEY = "dataset_id"
 RUN_KEY = "run_id"
@@ -138,8 +140,15 @@ def select(dataset_id: str | None = None, run_id: str | None = None) -> None:
     st.session_state[PENDING_SELECTION_KEY] = (dataset_id, run_id)
 
 
+def run_widget_key(dataset_id: str) -> str:
+    """The sidebar's run picker has one widget per dataset: a picker shared by all datasets kept showing the
+    previous dataset's run (Streamlit keeps a keyed widget's state when only its options change)."""
+    return f"run_pick_{dataset_id}"
+
+
 def sidebar() -> None:
-    """Dataset and run pickers shared by every page (drawn by the entrypoint)."""
+    """Dataset and run pickers shared by every page (drawn by the router). The selected run is kept under RUN_KEY
+    (plain state); the picker mirrors it."""
     ws = workspace()
     datasets = {record.dataset_id: record for record in reversed(ws.datasets())}
     pending_dataset, pending_run = st.session_state.pop(PENDING_SELECTION_KEY, (None, None))
@@ -147,22 +156,38 @@ def sidebar() -> None:
     with st.sidebar:
         if not datasets:
             st.caption("No dataset yet: add one on the Datasets page or run the demo on Home.")
+            st.session_state.pop(RUN_KEY, None)
             return
         dataset_id = st.selectbox(
             "Dataset",
             list(datasets),
-            format_func=lambda i: f"{datasets[i].name} ({datasets[i].n_documents:,} docs)",
+            format_func=lambda i: f"{datasets[i].name} ({datasets[i].n_documents:,} documents)",
             key=DATASET_KEY,
         )
         runs = {run.run_id: run for run in reversed(ws.runs(dataset_id))}
         _keep_valid(RUN_KEY, runs, pending_run)
         if runs:
-            st.selectbox("SAE run", list(runs), format_func=lambda i: run_name(runs[i]), key=RUN_KEY)
+            run_id = st.session_state.get(RUN_KEY) or next(iter(runs))
+            st.session_state[RUN_KEY] = st.session_state[run_widget_key(dataset_id)] = run_id
+            st.selectbox(
+                "Trained model (run)",
+                list(runs),
+                format_func=lambda i: run_name(runs[i]),
+                key=run_widget_key(dataset_id),
+                on_change=_picked_run,
+                args=(dataset_id,),
+                help="Every page shows the run chosen here. A run's name says when it was trained, how many "
+                "features it has and how well they capture the documents.",
+            )
         else:
-            st.caption("No SAE run for this dataset yet.")
+            st.caption("No trained model for this dataset yet.")
         running = job_registry().running()
         if running:
             st.caption("Working: " + ", ".join(md(job.title) for job in running))
+
+
+def _picked_run(dataset_id: str) -> None:
+    st.session_state[RUN_KEY] = st.session_state[run_widget_key(dataset_id)]
 
 
 def _keep_valid(key: str, options: dict[str, Any], pending: str | None) -> None:
@@ -170,13 +195,6 @@ def _keep_valid(key: str, options: dict[str, Any], pending: str | None) -> None:
         st.session_state[key] = pending
     elif st.session_state.get(key) not in options:
         st.session_state.pop(key, None)
-
-
-def run_name(run: RunRecord) -> str:
-    sae = run.config.get("sae", {})
-    fvu = run.metrics.get("fvu_holdout")
-    quality = f"FVU {fvu:.2f}" if isinstance(fvu, float) and fvu == fvu else "no holdout"
-    return f"{run.created_at[5:16].replace('T', ' ')} · x{sae.get('expansion_factor')} k{sae.get('k')} · {quality}"
 
 
 def current_dataset() -> DatasetRecord | None:

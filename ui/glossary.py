@@ -1,0 +1,47 @@
+"""The few technical words the app keeps, explained for an analyst: one source for the Glossary page and the
+help popovers next to numbers that use them."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+TERMS: dict[str, str] = {
+    "feature": "A concept the model found in your documents, such as *chest pain* or *election campaign*. Each "
+    "document is described by a handful of features, each with a strength (its activation).",
+    "activation": "How strongly a feature is present in a document: 0 means absent; larger means stronger. Values "
+    "compare between documents of the same feature, not between features.",
+    "embedding": "A list of numbers that stands for the meaning of a document, computed by a language model. "
+    "Documents with similar meaning get similar embeddings.",
+    "sparse autoencoder (SAE)": "The model Prisma trains on the embeddings. It learns a dictionary of features and "
+    "describes every document with only a few of them, which is what makes the features readable.",
+    "run": "One trained SAE on one dataset, with its settings. Train again with other settings to get another run; "
+    "the sidebar picks the run every page shows.",
+    "detail captured": "How much of the documents' embeddings the features reproduce, on documents kept aside "
+    "during training (technically 1 - FVU, the fraction of variance unexplained). Above 70% is good, 50-70% fair, "
+    "below 50% rough.",
+    "overfitting": "The run describes the documents it was trained on much better than documents it has not seen: "
+    "it memorised instead of learning general concepts. Fewer epochs, fewer features (a lower expansion factor) or "
+    "more documents help.",
+    "never-firing features": "Features active on no document (sometimes called dead). They carry no meaning; a few "
+    "percent is normal, many mean the run has more features than the documents need.",
+    "expansion factor": "How many features the SAE may learn, as a multiple of the embedding size (384 for the "
+    "default model): 8 gives 3,072 features.",
+    "k": "How many features describe each document. Larger k keeps more detail; smaller k gives each document fewer, "
+    "broader concepts.",
+    "epoch": "One pass of training over all documents.",
+    "family": "A general feature (the parent) with the more specific features that mostly fire where it fires "
+    "(its children).",
+    "τ (tau)": "How often a child must fire together with its parent to join its family: higher τ gives fewer, "
+    "tighter families.",
+    "label score": "How well a feature's label tells its documents apart from the others: 1.0 perfectly, 0.5 no "
+    "better than chance (technically a ROC-AUC of label-to-document similarity).",
+    "similarity": "How close two texts are in meaning, from 0 (unrelated) to 1 (the same), from their embeddings.",
+    "lift": "How many times more common a feature is in a group than in the other documents.",
+}
+
+
+def explain(*terms: str, label: str = "What do these words mean?") -> None:
+    """A small popover defining the given glossary terms (for the few technical words a page must keep)."""
+    with st.popover(label, icon=":material/help:"):
+        for term in terms:
+            st.markdown(f"**{term}**: {TERMS[term]}")

@@ -1,0 +1,47 @@
+"""Compare groups (Explore): which metadata columns make useful groups, how values become groups, and the
+prevalence heatmap's order."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+MAX_GROUPS = 30
+"""Past this many groups, the smallest are pooled as "(other)"."""
+TOO_MANY_SHARE = 0.5
+"""A column with distinct values for more than this share of documents (ids, DOIs, free text) makes no groups."""
+
+
+def column_note(column: pd.Series) -> str:
+    """How a metadata column would split the documents, in words, e.g. "5 groups" or "1,875 different values"."""
+    n_values = int(column.nunique(dropna=True))
+    if n_values > MAX_GROUPS:
+        return f"{n_values:,} different values"
+    return f"{n_values} group{'s' if n_values != 1 else ''}"
+
+
+def too_many_values(column: pd.Series) -> bool:
+    """Nearly one value per document: groups of one or two documents say nothing about their features."""
+    n_values = int(column.nunique(dropna=True))
+    return n_values > MAX_GROUPS and n_values > TOO_MANY_SHARE * max(len(column), 1)
+
+
+def ordered_columns(frame: pd.DataFrame) -> list[str]:
+    """Metadata columns, those that make useful groups first (datetime columns are always useful: they are bucketed)."""
+    useful = [
+        c for c in frame.columns if pd.api.types.is_datetime64_any_dtype(frame[c]) or not too_many_values(frame[c])
+    ]
+    return [*useful, *[c for c in frame.columns if c not in useful]]
+
+
+def pooled(groups: pd.Series) -> pd.Series:
+    """Past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
+    counts = groups.value_counts()
+    if len(counts) <= MAX_GROUPS:
+        return groups
+    return groups.where(groups.isin(counts.index[: MAX_GROUPS - 1]), "(other)")
+
+
+def feature_order(feature_ids: pd.Series, names: pd.Series) -> list[str]:
+    """Feature names in numeric order of their ids (not as text: #9 before #10)."""
+    order = pd.DataFrame({"id": feature_ids.astype(int), "name": names}).drop_duplicates("id").sort_values("id")
+    return order["name"].tolist()

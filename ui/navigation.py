@@ -1,0 +1,64 @@
+"""The app's router: the page list, the sidebar (page links, dataset and run pickers) and the page run.
+
+`app.py` calls `run()`. Every page starts with `route_here()`, for one case: Streamlit still has a legacy router for a
+`pages/` folder, which serves the first request a server process receives, before any session has called
+`st.navigation`. Asked for a page's URL (say /features), it runs `pages/features.py` on its own, without this router.
+`route_here()` notices (the page is not being run by `run()`), runs the router instead, which registers the pages
+(switching the legacy router off for good) and runs the asked-for page inside the app's frame. Page URLs are the file
+names, so the legacy router always finds the page a natural URL names and never shows "Page not found".
+The legacy router's own page list is hidden by `client.showSidebarNavigation = false` (.streamlit/config.toml); the
+sidebar draws the app's page links itself.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import streamlit as st
+
+from ui.state import PAGES, sidebar
+
+PAGE_TITLES = {
+    "home": ("Home", ":material/home:"),
+    "datasets": ("Datasets", ":material/upload_file:"),
+    "embeddings": ("Embeddings", ":material/scatter_plot:"),
+    "train": ("Train SAE", ":material/model_training:"),
+    "features": ("Features", ":material/label:"),
+    "families": ("Families", ":material/account_tree:"),
+    "labels": ("Labels", ":material/sell:"),
+    "explore": ("Explore", ":material/travel_explore:"),
+    "glossary": ("Glossary", ":material/menu_book:"),
+}
+_routing = threading.local()  # one script thread per session run
+
+
+def pages() -> list[st.Page]:
+    """Every page, its URL its file name (/features runs pages/features.py); Home at the root."""
+    return [
+        st.Page(PAGES[name], title=title, icon=icon, default=name == "home", url_path=None if name == "home" else name)
+        for name, (title, icon) in PAGE_TITLES.items()
+    ]
+
+
+def run() -> None:
+    """Route this run: set up the page, draw the sidebar, run the chosen page."""
+    st.set_page_config(page_title="Prisma", page_icon=":material/change_history:", layout="wide")
+    all_pages = pages()
+    page = st.navigation(all_pages, position="hidden")
+    with st.sidebar:
+        for link in all_pages:
+            st.page_link(link, label=link.title, icon=link.icon)
+        st.divider()
+    sidebar()
+    _routing.active = True
+    try:
+        page.run()
+    finally:
+        _routing.active = False
+
+
+def route_here() -> None:
+    """First call of every page: when the legacy pages/ router ran this page directly, route through `run()`."""
+    if not getattr(_routing, "active", False):
+        run()
+        st.stop()
