@@ -18,7 +18,7 @@ from ui.progress import job_panel, start_job
 from ui.state import PAGES, bump_revision, require_run, revision, workspace
 from ui.text import md
 
-SCOPES = ["All features", "A family", "Chosen features"]
+SCOPES = ["All features", "A theme", "A family", "Chosen features"]
 SCOPE_KEY = "label_scope"
 SEEN_KEY = "label_jobs_seen"
 CPU_TOKENS_PER_S = 150
@@ -32,6 +32,12 @@ route_here()
 class LabelJobResult:
     features: LabelSummary
     families: LabelSummary | None
+    themes: LabelSummary | None = None
+
+    def groups(self) -> list[tuple[str, LabelSummary]]:
+        """(what, summary) of every level this batch labelled."""
+        levels = [("features", self.features), ("families", self.families), ("themes", self.themes)]
+        return [(what, summary) for what, summary in levels if summary is not None]
 
 
 run = require_run()
@@ -40,14 +46,17 @@ ws = workspace()
 st.title("Labels")
 st.markdown(
     "Every feature starts with a keyword label. An LLM served by [Ollama](https://ollama.com), on this computer or "
-    "hosted, can name features and families in plain words: it reads each feature's strongest documents and "
+    "hosted, can name features, families and themes in plain words: it reads each feature's strongest documents and "
     "documents where it is silent. Every label gets a score; pick the one to show on the feature's card."
 )
 label_job_key, score_job_key = f"label:{run_id}", f"score:{run_id}"
 
 
+SINGULAR = {"features": "feature", "families": "family", "themes": "theme"}
+
+
 def describe(summary: LabelSummary, what: str) -> str:
-    parts = [f"{summary.n_labelled:,} {what} labelled by {md(summary.model)}"]
+    parts = [f"{counted(summary.n_labelled, SINGULAR[what], what)} labelled by {md(summary.model)}"]
     if summary.n_skipped:
         parts.append(f"{summary.n_skipped:,} already had its label")
     if summary.n_failed:
@@ -62,11 +71,10 @@ def show_outcome(job: Job) -> None:
     result: LabelJobResult | None = job.result
     if result is None:
         return
-    lines = [describe(result.features, "features")]
-    if result.families is not None:
-        lines.append(describe(result.families, "families"))
-    stop = result.features.stop_reason or (result.families.stop_reason if result.families else "")
-    errors = result.features.errors + (result.families.errors if result.families else [])
+    summaries = result.groups()
+    lines = [describe(summary, what) for what, summary in summaries]
+    stop = next((summary.stop_reason for _, summary in summaries if summary.stop_reason), "")
+    errors = [error for _, summary in summaries for error in summary.errors]
     box = st.warning if stop or errors else st.success
     box(" ".join(lines) + (f" {md(stop)}" if stop else ""), icon=":material/label:")
     if errors:
@@ -77,8 +85,7 @@ def show_outcome(job: Job) -> None:
                 "A reply that is not valid JSON or gives no usable label was sent back with the reason before it "
                 "counted as a failure. Try a larger model, raise the timeout, or run again to retry the failures."
             )
-    left = result.features.n_remaining + result.features.n_failed
-    left += (result.families.n_remaining + result.families.n_failed) if result.families else 0
+    left = sum(summary.n_remaining + summary.n_failed for _, summary in summaries)
     if left:
         st.info(f"{left:,} still to label: **Start** again resumes, skipping what is already labelled.")
 
@@ -93,9 +100,16 @@ def refresh_once(job: Job | None) -> None:
         bump_revision(run_id)
 
 
-def scope_picker() -> tuple[list[int] | None, list[int] | None, str]:
-    """(feature ids or None for all, family ids or None for all, a title) of what to label."""
+def scope_picker() -> Scope:
     scope = st.radio("What to label", SCOPES, horizontal=True, key=SCOPE_KEY)
+    if scope == "A theme":
+        if run.theme_info.empty:
+            st.info("This run has no themes: train it again to group its features into themes.")
+            st.stop()
+        names = {int(t.theme_id): f"Theme {t.theme_id}: {t.label}" for t in run.theme_info.itertuples()}
+        theme_id = st.selectbox("Theme", list(names), format_func=names.__getitem__, key="label_theme")
+        st.caption("The theme is named from the labels its features show now and the documents most about it.")
+        return Scope([], [], [theme_id], f"theme {theme_id}")
     if scope == "A family":
         if not run.families:
             st.info("This run has no families: rebuild them on the Families page with a lower τ.")
@@ -104,16 +118,17 @@ def scope_picker() -> tuple[list[int] | None, list[int] | None, str]:
         family_id = st.selectbox("Family", list(names), format_func=names.__getitem__, key="label_family")
         family = next(f for f in run.families if int(f["family_id"]) == family_id)
         st.caption(f"Its {len(family['members'])} features are named first, then the family from their labels.")
-        return [int(m) for m in family["members"]], [family_id], f"family {family_id}"
+        return Scope([int(m) for m in family["members"]], [family_id], [], f"family {family_id}")
     if scope == "Chosen features":
         options = feature_options(run)
         chosen = st.multiselect("Features", list(options), format_func=options.__getitem__, key="label_features")
         if not chosen:
             st.info("Choose one or more features.")
             st.stop()
-        return [int(f) for f in chosen], [], f"{len(chosen)} features"
+        return Scope([int(f) for f in chosen], [], [], f"{len(chosen)} features")
     with_families = st.checkbox("Then name every family", value=True, key="label_with_families")
-    return None, (None if with_families else []), "all features"
+    with_themes = st.checkbox("Then name every theme", value=True, key="label_with_themes")
+    return Scope(None, None if with_families else [], None if with_themes else [], "all features")
 
 
 def estimate(plan: LabelPlan, measured: float | None) -> str:
@@ -122,16 +137,21 @@ def estimate(plan: LabelPlan, measured: float | None) -> str:
     fast = plan.n_requests * SECONDS_PER_ANSWER / 3 + plan.prompt_tokens / (CPU_TOKENS_PER_S * 10)
     slow = plan.n_requests * SECONDS_PER_ANSWER + plan.prompt_tokens / CPU_TOKENS_PER_S
     text = (
-        f"**{plan.n_requests:,} requests** ({plan.n_features:,} features, {plan.n_families:,} families), about "
+        f"**{counted(plan.n_requests, 'request')}** ({counted(plan.n_features, 'feature')}, "
+        f"{counted(plan.n_families, 'family', 'families')}, {counted(plan.n_themes, 'theme')}), about "
         f"{plan.prompt_tokens:,} tokens for the model to read: roughly {minutes(fast)} on a GPU, "
         f"{minutes(slow)} for a small model on a laptop CPU."
     )
     if measured:
         text += f" At the pace of the last batch ({measured:.1f} s a request): {minutes(plan.n_requests * measured)}."
-    skipped = plan.n_features_skipped + plan.n_families_skipped
+    skipped = plan.n_features_skipped + plan.n_families_skipped + plan.n_themes_skipped
     if skipped:
         text += f" {skipped:,} already labelled by this model are skipped."
     return text
+
+
+def counted(n: int, word: str, plural: str = "") -> str:
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
 
 
 def minutes(seconds: float) -> str:
@@ -141,28 +161,35 @@ def minutes(seconds: float) -> str:
 def seconds_per_request(job: Job | None) -> float | None:
     if job is None or job.result is None:
         return None
-    done = job.result.features.n_labelled + job.result.features.n_failed
-    done += (job.result.families.n_labelled + job.result.families.n_failed) if job.result.families else 0
+    done = sum(summary.n_labelled + summary.n_failed for _, summary in job.result.groups())
     return job.seconds / done if done else None
 
 
-def start_labelling(
-    config: OllamaConfig,
-    label_config: LabelConfig,
-    feature_ids: list[int] | None,
-    family_ids: list[int] | None,
-    title: str,
-) -> None:
-    def work(progress, should_stop) -> LabelJobResult:
-        features = labelling.label_run(ws, run_id, config, label_config, feature_ids, progress, should_stop)
-        families = None
-        if family_ids != [] and not features.stop_reason:
-            families = labelling.label_families(
-                ws, run_id, config, label_config, progress, should_stop, family_ids=family_ids
-            )
-        return LabelJobResult(features, families)
+@dataclass(frozen=True)
+class Scope:
+    """What a batch labels: ids per level, None for all of a level, [] for none of it."""
 
-    start_job(label_job_key, f"Labelling {title} with {config.model}", work, stop_aware=True)
+    feature_ids: list[int] | None
+    family_ids: list[int] | None
+    theme_ids: list[int] | None
+    title: str
+
+
+def start_labelling(config: OllamaConfig, label_config: LabelConfig, scope: Scope) -> None:
+    def work(progress, should_stop) -> LabelJobResult:
+        features = labelling.label_run(ws, run_id, config, label_config, scope.feature_ids, progress, should_stop)
+        families = themes = None
+        if scope.family_ids != [] and not features.stop_reason:
+            families = labelling.label_families(
+                ws, run_id, config, label_config, progress, should_stop, family_ids=scope.family_ids
+            )
+        if scope.theme_ids != [] and not features.stop_reason and not (families and families.stop_reason):
+            themes = labelling.label_themes(
+                ws, run_id, config, label_config, progress, should_stop, theme_ids=scope.theme_ids
+            )
+        return LabelJobResult(features, families, themes)
+
+    start_job(label_job_key, f"Labelling {scope.title} with {config.model}", work, stop_aware=True)
 
 
 @st.cache_data(show_spinner="Scoring the labels against shuffled ones…", max_entries=8)
@@ -215,7 +242,7 @@ st.subheader("1. Ollama server")
 config = connection_settings()
 if config is not None:
     st.subheader("2. What to label")
-    feature_ids, family_ids, title = scope_picker()
+    scope = scope_picker()
     relabel = st.checkbox(
         "Label again what this model already labelled",
         key="label_relabel",
@@ -223,7 +250,9 @@ if config is not None:
     )
     label_config = LabelConfig(relabel=relabel)
     try:
-        plan = labelling.plan_labels(ws, run, config, label_config, feature_ids, family_ids)
+        plan = labelling.plan_labels(
+            ws, run, config, label_config, scope.feature_ids, scope.family_ids, scope.theme_ids
+        )
     except PrismaError as error:
         st.error(md(error))
         st.stop()
@@ -236,7 +265,7 @@ if config is not None:
         disabled=running or not plan.n_requests,
         key="label_start",
     ):
-        start_labelling(config, label_config, feature_ids, family_ids, title)
+        start_labelling(config, label_config, scope)
 
     with st.expander("Check the labels with the model (detection score)"):
         st.markdown(

@@ -53,6 +53,11 @@ def strong_codes(codes: sp.csr_matrix, share: float = STRONG_SHARE) -> sp.csr_ma
     return strong
 
 
+def strong_density(codes: sp.csr_matrix) -> np.ndarray:
+    """Per feature: the number of documents where it is a strong activation (the documents label scores rest on)."""
+    return np.diff(strong_codes(codes).tocsc().indptr).astype(np.int64)
+
+
 def feature_stats(codes: sp.csr_matrix) -> pd.DataFrame:
     """Per feature: density (documents active), density fraction, mean activation when active, max activation."""
     csc = codes.tocsc()

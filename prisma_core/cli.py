@@ -265,18 +265,19 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     run_id = args.run or workspace.latest_run().run_id
     ollama, config = config_from_args(OllamaConfig, args), config_from_args(LabelConfig, args)
     bars = ProgressBars()
+    summaries = {}
     try:
-        summary = labelling.label_run(workspace, run_id, ollama, config, args.features, bars)
-        families = None
-        if args.families and not summary.stop_reason:
-            families = labelling.label_families(workspace, run_id, ollama, config, bars)
+        summaries["features"] = labelling.label_run(workspace, run_id, ollama, config, args.features, bars)
+        groups = {"families": labelling.label_families, "themes": labelling.label_themes}
+        for level, label_groups in groups.items():
+            if getattr(args, level) and not any(s.stop_reason for s in summaries.values()):
+                summaries[level] = label_groups(workspace, run_id, ollama, config, bars)
     finally:
         bars.close()
     print(f"run {run_id}")
-    _print_label_summary("features", summary)
-    if families:
-        _print_label_summary("families", families)
-    stop_reason = summary.stop_reason or (families.stop_reason if families else "")
+    for level, summary in summaries.items():
+        _print_label_summary(level, summary)
+    stop_reason = next((s.stop_reason for s in summaries.values() if s.stop_reason), "")
     if stop_reason:
         raise LabellingError(stop_reason)
 
@@ -353,7 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--run", help="run id (default: the newest)")
     export.add_argument("--out", required=True, type=Path)
     command("list", "list datasets and runs", cmd_list)
-    label = command("label", "name features (and families) with an Ollama model", cmd_label, OllamaConfig, LabelConfig)
+    label = command(
+        "label", "name features (and families, themes) with an Ollama model", cmd_label, OllamaConfig, LabelConfig
+    )
     score = command(
         "score", "score every label (embedding; detection with --detect)", cmd_score, ScoreConfig, OllamaConfig
     )
@@ -362,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--run", help="run id (default: the newest)")
         sub.add_argument("--features", type=_feature_ids, help="only these feature ids, e.g. 1,2,3 (default: all)")
     label.add_argument("--families", action="store_true", help="also name the families, after the features")
+    label.add_argument("--themes", action="store_true", help="also name the themes, after the features (and families)")
     score.add_argument("--detect", action="store_true", help="also run the LLM detection check on LLM labels")
     run = command(
         "run",

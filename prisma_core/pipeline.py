@@ -80,7 +80,7 @@ class LoadedRun:
     record: RunRecord
     codes: sp.csr_matrix  # [n_documents, n_features]
     directions: np.ndarray  # [n_features, d] unit-norm decoder directions
-    features: pd.DataFrame  # stats + resolved label + theme_id per feature
+    features: pd.DataFrame  # stats, n_strong (documents where it is strong), resolved label, theme_id per feature
     families: list[dict[str, Any]]
     themes: Themes | None  # None for runs made before themes existed
     theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features
@@ -423,6 +423,7 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         on="feature_id",
         how="left",
     )
+    features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
     directions = model.decoder_directions().detach().cpu().numpy()
     theme_rows = workspace.themes(record.run_id)
     themes = None

@@ -4,7 +4,8 @@ Endpoints: GET /api/tags (the installed models) and POST /api/chat (one JSON rep
 NDJSON chunks otherwise; 404 with Ollama's error body for a model that is not installed). Unless a test
 scripts its replies, answers are derived from the prompt so tests can predict them:
 - labelling (a `format` schema with a "label" property): the most frequent capitalised word of the
-  <evidence> block, or "<parent label> family" for a family prompt;
+  <evidence> block, or "<parent label> family" for a group prompt (a keyword label's first six words, without
+  its separators);
 - detection (a schema with "matches"): the numbers of the documents whose text contains the concept label.
 Every chat request body is recorded in `requests`, and the Authorization header of every request in
 `authorizations`; with `required_authorization` set, a request without that exact header gets Ollama's 401.
@@ -64,8 +65,8 @@ def derived_answer(request: dict[str, Any]) -> str:
         concept = _CONCEPT_LABEL.search(prompt).group(1).lower()
         matches = [int(number) for number, text in _DOCUMENT.findall(prompt) if concept in text.lower()]
         return json.dumps({"matches": matches})
-    if parent := _PARENT_LABEL.search(prompt):
-        label = f"{parent.group(1)} family"
+    if parent := _PARENT_LABEL.search(prompt):  # a keyword label's words, cut as a model would to stay short
+        label = " ".join([*parent.group(1).replace(" · ", " ").split()[:6], "family"])
     else:
         evidence = _EVIDENCE_BLOCK.search(prompt).group(1)
         label = Counter(_CAPITALISED_WORD.findall(evidence)).most_common(1)[0][0]

@@ -96,7 +96,7 @@ def test_the_server_models_are_listed_and_chosen_features_are_labelled(trained_a
     assert at.selectbox(key="ollama_model").value == "llama3.2:latest"
     features = densest(trained_app, 3, skip=5)
     choose(at, features)
-    assert any(text.startswith("**3 requests** (3 features, 0 families)") for text in texts(at.markdown))
+    assert any(text.startswith("**3 requests** (3 features, 0 families, 0 themes)") for text in texts(at.markdown))
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
     assert job.error is None and job.result.features.n_labelled == 3
@@ -129,6 +129,26 @@ def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fa
     assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
     prompt = fake.user_prompts()[-1]
     assert "<parent>" in prompt and "<evidence>" in prompt and "<contrast>" in prompt
+
+
+def test_a_theme_is_named_from_its_features_labels_and_shown_on_home(trained_app, fake):
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    theme = run.theme_info.iloc[-1]
+    at = labels_page(trained_app, fake.url)
+    at.radio(key="label_scope").set_value("A theme").run()
+    at.selectbox(key="label_theme").set_value(int(theme["theme_id"])).run()
+    assert any(text.startswith("**1 request** (0 features, 0 families, 1 theme)") for text in texts(at.markdown))
+    at.button(key="label_start").click().run()
+    job = wait(trained_app.run_id)
+    assert job.error is None and job.result.themes.n_labelled == 1 and job.result.features.n_labelled == 0
+    themes = trained_app.workspace.themes(trained_app.run_id)
+    stored = next(t for t in themes if t["theme_id"] == theme["theme_id"])
+    assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
+    assert "Name what this theme is about." in fake.user_prompts()[-1]
+    at.run()
+    assert any("1 theme labelled by llama3.2" in text for text in texts(at.success))
+    home = open_page(at, "home")
+    assert stored["label"] in shown_text(home)
 
 
 def test_cancel_keeps_what_was_labelled_and_resume_asks_only_for_the_rest(trained_app, fake):

@@ -46,6 +46,7 @@ from prisma_core.interpret.labelling import (
     label_families,
     label_quality,
     label_run,
+    label_themes,
     plan_labels,
     score_baseline,
     score_run,
@@ -125,6 +126,11 @@ def run_codes(workspace: Workspace, run_id: str) -> sp.csc_matrix:
     return sp.csc_matrix(pipeline.load_run(workspace, run_id).codes)
 
 
+def strong_documents(workspace: Workspace, run_id: str) -> pd.Series:
+    """Per feature, the documents where it is strong: label scores rest on these."""
+    return pipeline.load_run(workspace, run_id).features.set_index("feature_id")["n_strong"]
+
+
 def prefix(text: str) -> str:
     return neutralise_markup(text.strip())[:PREFIX]
 
@@ -198,9 +204,9 @@ def test_labels_are_stored_with_model_prompt_version_and_an_embedding_score(work
     expected = {json.loads(derived_answer(request))["label"] for request in fake.requests}
     assert set(rows["label"]) == expected
     assert rows["description"].str.startswith("Documents about ").all()
-    density = workspace.features(base_run.run_id).set_index("feature_id")["density"]
+    n_strong = strong_documents(workspace, base_run.run_id)
     scored = rows["score_embedding"].notna()
-    assert scored.tolist() == [density[f] >= ScoreConfig().min_positives for f in features]
+    assert scored.tolist() == [n_strong[f] >= ScoreConfig().min_positives for f in features]
     assert rows.loc[scored, "score_embedding"].between(0, 1).all()
     after = interpretations(workspace, base_run.run_id)
     pd.testing.assert_frame_equal(after[after["source"] == KEYWORD_SOURCE].reset_index(drop=True), keyword_rows)
@@ -412,6 +418,37 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     assert rerun.n_skipped == 4 and len(fake.requests) == 1
 
 
+def test_theme_labels_come_from_their_most_typical_features_through_the_same_path(
+    workspace, base_run, fake, tmp_path
+):
+    themes = workspace.themes(base_run.run_id)
+    assert len(themes) >= 2
+    shown = pipeline.resolve_labels(workspace.interpretations(base_run.run_id)).set_index("feature_id")["label"]
+    run = pipeline.load_run(workspace, base_run.run_id)
+    assert plan_labels(workspace, run, ollama(fake), feature_ids=[], theme_ids=None).n_themes == len(themes)
+
+    summary = label_themes(workspace, None, ollama(fake))
+
+    assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (len(themes), 0, 0)
+    stored = workspace.themes(base_run.run_id)
+    for before, after in zip(themes, stored, strict=True):
+        typical = shown[before["features"][0]]  # the headline of the prompt: the theme's most typical feature
+        assert after["label"] == " ".join([*typical.replace(" · ", " ").split()[:6], "family"])
+        assert after["label_source"] == "llama3.2"
+        assert after["features"] == before["features"]
+        np.testing.assert_array_equal(after["evidence"], before["evidence"])
+    prompt = fake.user_prompts()[0]
+    assert "Name what this theme is about." in prompt
+    assert "a broad subject that many concepts share" in fake.requests[0]["messages"][0]["content"]
+
+    fake.requests.clear()
+    again = label_themes(workspace, None, ollama(fake))
+    assert again.n_skipped == len(themes) and fake.requests == []
+    pipeline.export_run(workspace, None, tmp_path / "export")
+    exported = json.loads((tmp_path / "export" / "themes.json").read_text())
+    assert [(t["label"], t["label_source"]) for t in exported] == [(t["label"], "llama3.2") for t in stored]
+
+
 # -- scores -----------------------------------------------------------------------------------------------------
 
 
@@ -515,9 +552,9 @@ def test_scoring_documents_hold_out_what_labellers_saw_and_fall_back_when_too_fe
 
 def test_keyword_labels_carry_an_embedding_score_from_training(workspace, base_run):
     rows = workspace.interpretations(base_run.run_id)
-    density = workspace.features(base_run.run_id).set_index("feature_id")["density"]
+    n_strong = strong_documents(workspace, base_run.run_id)
     keyword = rows[rows["source"] == KEYWORD_SOURCE].set_index("feature_id")
-    scoreable = density[keyword.index] >= ScoreConfig().min_positives
+    scoreable = n_strong[keyword.index] >= ScoreConfig().min_positives
     assert keyword["score_embedding"].notna().tolist() == scoreable.tolist()
     assert scoreable.sum() >= 20
     assert keyword["score_embedding"].dropna().between(0, 1).all()

@@ -228,8 +228,8 @@ def feature_score_support(run: LoadedRun, feature_id: int) -> ScoreSupport:
     """The documents this feature's label scores rest on (counts), as the scoring chose them."""
     keyword_documents = int(run.record.config.get("keywords", {}).get("n_top_documents", 0))
     config = covering_keywords(ScoreConfig(), keyword_documents)
-    density = run.features.set_index("feature_id").at[int(feature_id), "density"]
-    return score_support(np.array([density]), run.codes.shape[0], config)
+    n_strong = run.features.set_index("feature_id").at[int(feature_id), "n_strong"]
+    return score_support(np.array([n_strong]), run.codes.shape[0], config)
 
 
 def score_text(score: float, support: ScoreSupport, detection: bool) -> str:

@@ -30,8 +30,10 @@ KEYWORD_SOURCE = "keywords"
 SEPARATOR = " · "
 INACTIVE_LABEL = "(inactive feature)"
 UNNAMED_LABEL = "(no shared words)"
-_TOKEN = r"(?u)\b[^\W\d_]{3,24}\b"
-"""Words of 3 to 24 letters: no numbers, no two-letter fragments, no letter runs such as a DNA sequence."""
+_TOKEN = r"(?u)\b[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{3,24}\b"
+"""Words of 3 to 24 letters: no numbers, no two-letter fragments, no letter runs such as a DNA sequence. Chinese
+and Japanese characters are left out: those scripts do not separate words with spaces, so a run of them is a
+phrase or a sentence, not a word (their units are named "no shared words"; an LLM label can name them)."""
 _SIMILAR_TERMS = 0.8
 """Cosine above which two candidate terms say the same thing (plural, spelling variant)."""
 

@@ -170,7 +170,8 @@ class ScoreSupport:
 
 
 def score_support(density: np.ndarray, n_docs: int, config: ScoreConfig = ScoreConfig()) -> ScoreSupport:
-    """The positives and negatives behind the embedding score of features active on `density` documents each."""
+    """The positives and negatives behind the embedding score of features strong on `density` documents each
+    (`analysis.strong_density`)."""
     density = np.asarray(density, dtype=np.int64)
     held_out = np.maximum(density - config.n_shown, 0)
     negatives = np.minimum(config.n_negatives, n_docs - density)

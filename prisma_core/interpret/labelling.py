@@ -1,4 +1,4 @@
-"""Label a run's features and families with Ollama, and score every label of a run.
+"""Label a run's features, families and themes with Ollama, and score every label of a run.
 
 Made for the app as much as for the command line: each stage reports progress, stops when `should_stop()` turns
 true, and returns a summary with counts and the errors met. It raises only when nothing can be done at all
@@ -10,8 +10,8 @@ true, and returns a summary with counts and the errors met. It raises only when 
 - A feature whose labelling fails (no usable answer after the retries, a timeout, a dropped connection) keeps its
   labels and is counted. After `max_consecutive_failures` failures in a row the batch stops: the server is gone or
   too slow, or the model cannot do the task, and carrying on would only wait out more timeouts.
-- Family labels are written together when the batch ends, however it ends (a hard kill loses them); a family
-  whose labelling fails keeps its keyword label.
+- Family and theme labels are written every few groups and when the batch ends, however it ends (a hard kill
+  loses at most the last few); a group whose labelling fails keeps its keyword label.
 - Scores: see `label_scores` for the documents a label is scored on and `scoring` for the measures.
 """
 
@@ -162,10 +162,12 @@ class LabelPlan:
     n_families: int  # families the batch will ask about
     n_families_skipped: int
     prompt_tokens: int  # estimated tokens the model will read, all requests together
+    n_themes: int = 0  # themes the batch will ask about
+    n_themes_skipped: int = 0
 
     @property
     def n_requests(self) -> int:
-        return self.n_features + self.n_families
+        return self.n_features + self.n_families + self.n_themes
 
 
 def plan_labels(
@@ -175,16 +177,20 @@ def plan_labels(
     config: LabelConfig = LabelConfig(),
     feature_ids: Sequence[int] | None = None,
     family_ids: Sequence[int] | None = (),
+    theme_ids: Sequence[int] | None = (),
 ) -> LabelPlan:
-    """What `label_run` (on `feature_ids`, all by default) and `label_families` (on `family_ids`: none by default,
-    all with None) would ask, from what is stored now. Sends nothing to Ollama."""
+    """What `label_run` (on `feature_ids`, all by default), `label_families` (on `family_ids`) and `label_themes`
+    (on `theme_ids`; for both, none by default and all with None) would ask, from what is stored now. Sends
+    nothing to Ollama."""
     record = run.record
     selected = _selected_features(len(run.features), feature_ids)
     wanted = [f for f in selected if run.features["density"].iat[f] > 0]
     done = set() if config.relabel else _labelled_by(workspace.interpretations(record.run_id), ollama.model)
     todo = [f for f in wanted if f not in done]
-    families = [f for f in run.families if family_ids is None or int(f["family_id"]) in {int(i) for i in family_ids}]
+    families = _chosen(workspace.families(record.run_id), "family_id", family_ids)
     family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
+    themes = _chosen(workspace.themes(record.run_id), "theme_id", theme_ids)
+    theme_todo = [t for t in themes if config.relabel or not has_model([t["label_source"]], ollama.model)]
     sample = workspace.documents(record.dataset_id, ["text"])["text"].head(200)
     mean_tokens = int(sample.str.len().mean() / CHARS_PER_TOKEN) if len(sample) else 0
     document_tokens = min(ollama.max_doc_tokens, mean_tokens)
@@ -195,8 +201,18 @@ def plan_labels(
         n_inactive=len(selected) - len(wanted),
         n_families=len(family_todo),
         n_families_skipped=len(families) - len(family_todo),
-        prompt_tokens=per_request * (len(todo) + len(family_todo)),
+        prompt_tokens=per_request * (len(todo) + len(family_todo) + len(theme_todo)),
+        n_themes=len(theme_todo),
+        n_themes_skipped=len(themes) - len(theme_todo),
     )
+
+
+def _chosen(groups: list[dict[str, Any]], id_key: str, ids: Sequence[int] | None) -> list[dict[str, Any]]:
+    """The groups named in `ids` (all of them with None)."""
+    if ids is None:
+        return groups
+    wanted = {int(i) for i in ids}
+    return [g for g in groups if int(g[id_key]) in wanted]
 
 
 PROMPT_OVERHEAD_TOKENS = 300
@@ -367,42 +383,85 @@ def label_families(
     family_ids: Sequence[int] | None = None,
 ) -> LabelSummary:
     """Name each family of the run (or those in `family_ids`) from the labels its parent and children show now
-    (preferred, LLM, keywords) and the documents where the family is strongest.
+    (preferred, LLM, keywords) and the documents where the family is strongest (see `_label_groups`)."""
+    return _label_groups(workspace, run_id, ollama, config, progress, should_stop, _FAMILIES, family_ids)
 
-    Families already named by this model are skipped unless `config.relabel`; a family that fails keeps its label.
-    Labels are saved every few families and when the batch ends, onto the families stored at that moment: a
-    family rebuilt in the meantime (other members) keeps its new label.
-    """
+
+def label_themes(
+    workspace: Workspace,
+    run_id: str | None,
+    ollama: OllamaConfig,
+    config: LabelConfig = LabelConfig(),
+    progress: ProgressCallback = ignore_progress,
+    should_stop: StopCheck = never_stop,
+    theme_ids: Sequence[int] | None = None,
+) -> LabelSummary:
+    """Name each theme of the run (or those in `theme_ids`) from the labels of its most typical features and the
+    documents where those features are strongest (see `_label_groups`)."""
+    return _label_groups(workspace, run_id, ollama, config, progress, should_stop, _THEMES, theme_ids)
+
+
+@dataclass(frozen=True)
+class _GroupTable:
+    """Where one kind of group is stored: how to read and replace its rows, and which fields hold what."""
+
+    kind: str  # a key of prompts.GROUP_KINDS
+    stage: str  # the progress stage name
+    id_key: str
+    members_key: str
+    read: Callable[[Workspace, str], list[dict[str, Any]]]
+    save: Callable[[Workspace, str, list[dict[str, Any]]], None]
+
+
+_FAMILIES = _GroupTable("family", "family labels", "family_id", "members", Workspace.families, Workspace.save_families)
+_THEMES = _GroupTable("theme", "theme labels", "theme_id", "features", Workspace.themes, Workspace.save_themes)
+
+
+def _label_groups(
+    workspace: Workspace,
+    run_id: str | None,
+    ollama: OllamaConfig,
+    config: LabelConfig,
+    progress: ProgressCallback,
+    should_stop: StopCheck,
+    table: _GroupTable,
+    group_ids: Sequence[int] | None,
+) -> LabelSummary:
+    """Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label.
+    Labels are saved every few groups and when the batch ends, onto the groups stored at that moment: a group
+    rebuilt in the meantime (other members) keeps its new label."""
     run = pipeline.load_run(workspace, run_id)
     record = run.record
-    families = workspace.families(record.run_id)
-    wanted = [f for f in families if family_ids is None or int(f["family_id"]) in {int(i) for i in family_ids}]
-    todo = [f for f in wanted if config.relabel or not has_model([f["label_source"]], ollama.model)]
+    groups = table.read(workspace, record.run_id)
+    wanted = _chosen(groups, table.id_key, group_ids)
+    todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], ollama.model)]
     shown = pipeline.resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
     made: dict[int, LabelResult] = {}
     with OllamaLabeller(ollama) as labeller:
         if todo:
             labeller.check()
-        batch = _Batch("family labels", len(todo), config.max_consecutive_failures, progress, should_stop)
+        batch = _Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
         texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy() if todo else None
         codes = sp.csc_matrix(run.codes)
         try:
-            for family in todo:
+            for row in todo:
                 if not batch.keep_going():
                     break
-                group = FeatureGroup("family", f"Family {family['family_id']}", [int(m) for m in family["members"]])
+                group_id = int(row[table.id_key])
+                name = f"{table.kind.capitalize()} {group_id}"
+                group = FeatureGroup(table.kind, name, [int(m) for m in row[table.members_key]])
                 try:
                     result = label_group(group, shown, texts, codes, labeller, config)
                 except LabellingError as error:
                     batch.failed(f"{group.name}: {error}")
                     continue
-                made[int(family["family_id"])] = result
-                batch.succeeded(f"family {family['family_id']}: {result.label}")
-                if len(made) % FAMILY_SAVE_EVERY == 0:
-                    _save_family_labels(workspace, record.run_id, families, made)
+                made[group_id] = result
+                batch.succeeded(f"{table.kind} {group_id}: {result.label}")
+                if len(made) % GROUP_SAVE_EVERY == 0:
+                    _save_group_labels(workspace, record.run_id, table, groups, made)
         finally:
             if made:
-                _save_family_labels(workspace, record.run_id, families, made)
+                _save_group_labels(workspace, record.run_id, table, groups, made)
     return LabelSummary(
         model=ollama.model,
         host=ollama.host,
@@ -416,25 +475,29 @@ def label_families(
     )
 
 
-FAMILY_SAVE_EVERY = 10
-"""Family labels are written after this many new ones (and at the end): a crash loses at most these."""
+GROUP_SAVE_EVERY = 10
+"""Group labels are written after this many new ones (and at the end): a crash loses at most these."""
 
 
-def _save_family_labels(
-    workspace: Workspace, run_id: str, labelled_from: list[dict[str, Any]], made: dict[int, LabelResult]
+def _save_group_labels(
+    workspace: Workspace,
+    run_id: str,
+    table: _GroupTable,
+    labelled_from: list[dict[str, Any]],
+    made: dict[int, LabelResult],
 ) -> None:
-    """Write the labels made onto the families stored now, matched by id and members (a rebuild is respected)."""
-    members_of = {int(f["family_id"]): list(f["members"]) for f in labelled_from}
-    current = workspace.families(run_id)
+    """Write the labels made onto the groups stored now, matched by id and members (a rebuild is respected)."""
+    members_of = {int(g[table.id_key]): list(g[table.members_key]) for g in labelled_from}
     updated, changed = [], False
-    for family in current:
-        result = made.get(int(family["family_id"]))
-        if result is not None and list(family["members"]) == members_of.get(int(family["family_id"])):
-            changed |= (family["label"], family["label_source"]) != (result.label, result.model)
-            family = family | {"label": result.label, "label_source": result.model}
-        updated.append(family)
+    for group in table.read(workspace, run_id):
+        group_id = int(group[table.id_key])
+        result = made.get(group_id)
+        if result is not None and list(group[table.members_key]) == members_of.get(group_id):
+            changed |= (group["label"], group["label_source"]) != (result.label, result.model)
+            group = group | {"label": result.label, "label_source": result.model}
+        updated.append(group)
     if changed:
-        workspace.save_families(run_id, updated)
+        table.save(workspace, run_id, updated)
 
 
 # -- scores -----------------------------------------------------------------------------------------------------
@@ -565,7 +628,7 @@ def score_baseline(
     config = covering_keywords(config, _keyword_top_documents(record))
     active = run.features[run.features["density"] > 0]
     labelled = active[active["label"].notna()]
-    support = score_support(labelled["density"].to_numpy(), run.codes.shape[0], config)
+    support = score_support(labelled["n_strong"].to_numpy(), run.codes.shape[0], config)
     scoreable = labelled[[basis != "too_few" for basis in support.basis]]
     if scoreable.empty:
         return ScoreBaseline(0, float("nan"), float("nan"), len(labelled))

@@ -40,14 +40,14 @@ FEATURE_SYSTEM_PROMPT = (
 
 GROUP_KINDS = {
     "family": "a family: a general parent concept and its more specific child concepts",
-    "theme": "a theme: several families of concepts, the broadest family's concept first",
+    "theme": "a theme: a broad subject that many concepts share, its most typical concept first",
 }
 """The levels of the hierarchy above a feature that are named from their members (theme -> family -> feature)."""
 
 GROUP_SYSTEM_PROMPT = (
     "You name groups of related concepts learned by a sparse autoencoder trained on document embeddings. "
     "You receive {kind}, each concept given by its label, and documents where the group is strongly active "
-    "(EVIDENCE) and documents where none of its concepts is (CONTRAST). Name the single theme that covers "
+    "(EVIDENCE) and documents where none of its concepts is (CONTRAST). Name the single subject that covers "
     f"the concepts and the evidence and not the contrast. {_UNTRUSTED_DATA_RULE} {_LABEL_ANSWER_FORMAT}"
 )
 
@@ -134,7 +134,7 @@ def group_messages(
         f"<parent>\n{wrap_label(headline_label)}\n</parent>\n\n"
         f"<children>\n{children}\n</children>\n\n"
         f"{documents}"
-        f"Name the theme of this {kind}. Answer with the JSON object only."
+        f"Name what this {kind} is about. Answer with the JSON object only."
     )
     system = GROUP_SYSTEM_PROMPT.replace("{kind}", GROUP_KINDS[kind])
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
