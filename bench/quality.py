@@ -115,8 +115,8 @@ def _prisma_levels(run: Any) -> dict[str, tuple[sp.csr_matrix, list[str]]]:
     feature_labels = run.features.set_index("feature_id")["label"]
     return {
         "theme": (run.themes.members(), run.theme_info["label"].tolist()),
-        "family": (sp.csr_matrix(family_members), [f["label"] for f in run.families]),
-        "feature": (sp.csr_matrix(strong[:, live] > 0), feature_labels.loc[live].tolist()),
+        "family": (sp.csr_matrix(family_members, dtype=np.float32), [f["label"] for f in run.families]),
+        "feature": (sp.csr_matrix(strong[:, live] > 0, dtype=np.float32), feature_labels.loc[live].tolist()),
     }
 
 

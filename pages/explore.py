@@ -57,6 +57,13 @@ def document_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"doc_id": frame["doc_id"], "title": frame["title"], "text": frame["text"].map(snippet)})
 
 
+CONCEPT_COLUMNS = {
+    "feature_id": st.column_config.NumberColumn("Feature", format="%d"),
+    "value": st.column_config.NumberColumn("Strength", format="%.4f"),
+    "label": st.column_config.TextColumn("Label", width="large"),
+}
+
+
 def show_concepts(frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info("No feature is active on this text.")
@@ -68,11 +75,7 @@ def show_concepts(frame: pd.DataFrame) -> None:
         frame,
         hide_index=True,
         key="refraction_table",
-        column_config={
-            "feature_id": st.column_config.NumberColumn("Feature", format="%d"),
-            "value": st.column_config.NumberColumn("Strength", format="%.4f"),
-            "label": st.column_config.TextColumn("Label", width="large"),
-        },
+        column_config=CONCEPT_COLUMNS,
     )
     if not weak.empty:
         with st.expander(f"{len(weak)} weaker concepts (less than a quarter of the strongest)"):
@@ -80,7 +83,7 @@ def show_concepts(frame: pd.DataFrame) -> None:
                 weak,
                 hide_index=True,
                 key="refraction_weak_table",
-                column_config={"value": st.column_config.NumberColumn("activation", format="%.4f")},
+                column_config=CONCEPT_COLUMNS,
             )
 
 
@@ -274,7 +277,7 @@ def compare_tab() -> None:
     st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
     if level != "feature":
         if (by_level := levels.level_comparison(run, level, groups)) is not None:
-            levels.show_level_comparison(by_level, DISTINCTIVE_PER_GROUP)
+            levels.show_level_comparison(by_level, DISTINCTIVE_PER_GROUP, sizes["group"].tolist())
         return
     result = comparison(str(ws.path), run.record.run_id, revision(run.record.run_id), groups)
     labels = run.features.set_index("feature_id")["label"]

@@ -47,14 +47,20 @@ def texts(elements) -> list[str]:
 
 def table(at: AppTest, *columns: str, exact: bool = False) -> pd.DataFrame:
     """The one dataframe on the page holding these columns (all of its columns when exact)."""
+    found = tables(at, *columns, exact=exact)
+    assert len(found) == 1, f"{len(found)} dataframes with columns {sorted(columns)}"
+    return found[0]
+
+
+def tables(at: AppTest, *columns: str, exact: bool = False) -> list[pd.DataFrame]:
+    """Every dataframe on the page holding these columns, in page order (AppTest knows only the keys of tables
+    that can be selected from, so tables are found by their columns)."""
     wanted = set(columns)
-    found = [
+    return [
         frame.value
         for frame in at.dataframe
         if (set(frame.value.columns) == wanted if exact else wanted <= set(frame.value.columns))
     ]
-    assert len(found) == 1, f"{len(found)} dataframes with columns {sorted(wanted)}"
-    return found[0]
 
 
 def bbc_csv(corpora_dir: Path, n: int = N_DOCUMENTS) -> tuple[pd.DataFrame, bytes]:

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 import pytest
-from app_helpers import new_app, open_page, table, texts
+from app_helpers import new_app, open_page, table, tables, texts
 
 from prisma_core import analysis, pipeline
 from prisma_core.explore import refract_document, refract_text, search_documents
@@ -27,7 +27,7 @@ def test_refract_a_document(trained_app, run):
     at = explore(trained_app, "Refract")
     at.selectbox(key="refract_doc").select(17).run()
     assert not at.exception
-    shown = pd.concat([at.dataframe(key="refraction_table").value, at.dataframe(key="refraction_weak_table").value])
+    shown = pd.concat(tables(at, "feature_id", "value", "label"))
     expected = refract_document(run, 17)
     assert shown["feature_id"].tolist() == expected["feature_id"].tolist()
     assert shown["value"].tolist() == pytest.approx(expected["value"].tolist())
@@ -43,9 +43,7 @@ def test_refract_typed_text(trained_app, run):
     at.text_area(key="refract_text").input(text)
     at.button(key="refract_button").click().run()
     assert not at.exception
-    shown = at.dataframe(key="refraction_table").value
-    if "refraction_weak_table" in [d.key for d in at.dataframe]:
-        shown = pd.concat([shown, at.dataframe(key="refraction_weak_table").value])
+    shown = pd.concat(tables(at, "feature_id", "value", "label"))
     expected = refract_text(run, text)
     assert shown["feature_id"].tolist() == expected["feature_id"].tolist()
     assert shown["value"].tolist() == pytest.approx(expected["value"].tolist(), rel=1e-4)

@@ -5,6 +5,7 @@ from app_helpers import features_table, new_app, open_page, table, texts
 
 from prisma_core import analysis, pipeline
 from prisma_core.explore import search_features
+from prisma_core.interpret.label_scores import ScoreConfig
 from ui.cards import NEAREST_FEATURES, TOP_DOCUMENTS
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
@@ -50,7 +51,7 @@ def test_feature_card_shows_the_core_numbers(trained_app):
     at.selectbox(key="feature_pick").select(feature).run()
     assert not at.exception
     row = run.features.set_index("feature_id").loc[feature]
-    assert texts(at.subheader)[0] == f"Feature #{feature}: {row['label']}"
+    assert card_title(at) == f"Feature #{feature}: {row['label']}"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Active on"] == f"{row['density']} docs"
     assert metrics["Typical strength"] == f"{row['mean_activation']:.3f}"
@@ -85,7 +86,7 @@ def test_manual_label_replaces_the_shown_label_and_can_be_undone(trained_app):
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     row = run.features.set_index("feature_id").loc[feature]
     assert (row["label"], row["label_source"]) == ("UK general election <b>2005</b>", "manual")
-    assert texts(at.subheader)[0] == f"Feature #{feature}: UK general election <b>2005</b>"
+    assert card_title(at) == f"Feature #{feature}: UK general election <b>2005</b>"
     assert features_table(at).set_index("feature_id").at[feature, "label"] == row["label"]
     interpretations = table(at, "source", "preferred")
     assert sorted(interpretations["source"]) == ["keywords", "manual"]
@@ -97,6 +98,12 @@ def test_manual_label_replaces_the_shown_label_and_can_be_undone(trained_app):
     restored = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id")
     assert restored.at[feature, "label_source"] == "keywords"
     assert texts(at.metric)[3] == "keywords"
+
+
+def card_title(at) -> str:
+    """The open feature card's heading (the page's other headings name its sections)."""
+    (title,) = [text for text in texts(at.subheader) if text.startswith("Feature #")]
+    return title
 
 
 def interpretations_ids(trained_app, feature):
@@ -135,7 +142,9 @@ def test_saving_a_label_during_a_search_keeps_the_card_and_confirms(trained_app)
     at.button(key=f"FormSubmitter:features_manual_{feature}-Save label").click().run()
     assert not at.exception
     assert at.selectbox(key="feature_pick").value == feature
-    assert texts(at.subheader)[0] == f"Feature #{feature}: budget talks"
+    assert card_title(at) == f"Feature #{feature}: budget talks"
     assert f"Saved: feature #{feature} is now labelled “budget talks”." in texts(at.success)
-    scores = table(at, "source", "preferred").set_index("source")["score_embedding"]
-    assert scores["manual"] == "not scored"  # not "None"
+    scores = table(at, "source", "preferred").set_index("source")["score"]
+    features = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id")
+    n_strong = features.at[feature, "n_strong"]
+    assert scores["manual"] == ("not scored" if n_strong >= ScoreConfig().min_positives else "not enough evidence")

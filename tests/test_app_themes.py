@@ -4,7 +4,7 @@ one theme at a time on Families, queries and group comparison at every level, th
 import json
 
 import pytest
-from app_helpers import new_app, open_page, table, texts, wait_for_job
+from app_helpers import new_app, open_page, table, tables, texts, wait_for_job
 
 from prisma_core import analysis, pipeline
 from prisma_core.explore import level_units
@@ -103,7 +103,7 @@ def test_concept_query_at_a_level_returns_the_core_documents(trained_app, run, l
     positions = analysis.concept_query(codes, {must: 0.0}, {must_not: 0.0})
     assert 0 < len(positions) < len(trained_app.frame)
     assert {m.label: m.value for m in at.metric}["Matching documents"] == f"{len(positions):,}"
-    shown = at.dataframe(key="query_results").value
+    shown = table(at, "doc_id", "title", "text")
     assert shown["doc_id"].tolist() == trained_app.frame["id"].iloc[positions].tolist()
 
 
@@ -111,7 +111,7 @@ def test_group_comparison_at_the_theme_level(trained_app, run):
     at = explore(trained_app, "Compare groups")
     at.radio(key="compare_level").set_value("theme").run()
     assert not at.exception
-    shown = at.dataframe(key="distinctive_level_table").value
+    shown = table(at, "group", "concept")
     codes, units = level_units(run, "theme")
     expected = analysis.group_comparison(codes, trained_app.frame["category"]).groupby("group").head(5)
     assert shown["group"].tolist() == expected["group"].tolist()
@@ -124,9 +124,8 @@ def test_refraction_shows_the_strong_concepts_first_and_folds_the_weak(trained_a
     at.selectbox(key="refract_doc").select(17).run()
     assert not at.exception
     strong = analysis.strong_codes(run.codes)[17]
-    shown = at.dataframe(key="refraction_table").value
+    shown, weak = tables(at, "feature_id", "value", "label")
     assert shown["feature_id"].tolist() == strong.indices[(-strong.data).argsort(kind="stable")].tolist()
-    weak = at.dataframe(key="refraction_weak_table").value
     assert len(shown) + len(weak) == run.codes[17].nnz
     assert weak["value"].max() < 0.25 * shown["value"].max()
     assert any(c.value.startswith("Themes of this document:") for c in at.caption)

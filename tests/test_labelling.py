@@ -418,9 +418,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     assert rerun.n_skipped == 4 and len(fake.requests) == 1
 
 
-def test_theme_labels_come_from_their_most_typical_features_through_the_same_path(
-    workspace, base_run, fake, tmp_path
-):
+def test_theme_labels_come_from_their_most_typical_features_through_the_same_path(workspace, base_run, fake, tmp_path):
     themes = workspace.themes(base_run.run_id)
     assert len(themes) >= 2
     shown = pipeline.resolve_labels(workspace.interpretations(base_run.run_id)).set_index("feature_id")["label"]

@@ -233,11 +233,12 @@ def feature_score_support(run: LoadedRun, feature_id: int) -> ScoreSupport:
 
 
 def score_text(score: float, support: ScoreSupport, detection: bool) -> str:
-    """ "0.82 (0.74 to 0.90), above chance", or "not enough evidence" where the feature fires too rarely."""
+    """ "0.82 (0.74 to 0.90), above chance"; "not enough evidence" where the feature fires too rarely; "not scored"
+    (or "not checked") for a label without that score, such as one written by hand."""
     if support.basis[0] == "too_few":
         return "not enough evidence"
     if score is None or not np.isfinite(score):
-        return ""
+        return "not checked" if detection else "not scored"
     config = ScoreConfig()
     if detection:
         low, high = detection_band(score, config.n_detect_positives, config.n_detect_negatives)

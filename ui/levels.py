@@ -88,9 +88,9 @@ def level_comparison(run: LoadedRun, level: str, groups: pd.Series) -> pd.DataFr
     return result.assign(feature=[names[int(c)] for c in result["feature_id"]])
 
 
-def show_level_comparison(result: pd.DataFrame, per_group: int) -> None:
+def show_level_comparison(result: pd.DataFrame, per_group: int, group_order: list[str]) -> None:
     top = result.groupby("group", sort=True).head(per_group)
-    st.markdown(f"**Most distinctive of each group** (top {per_group} by difference)")
+    st.markdown(f"**What sets each group apart**: its {per_group} most distinctive concepts")
     st.dataframe(
         top[["group", "feature", "n_documents", "prevalence", "prevalence_rest", "difference", "lift"]].rename(
             columns={"feature": "concept"}
@@ -98,15 +98,19 @@ def show_level_comparison(result: pd.DataFrame, per_group: int) -> None:
         hide_index=True,
         key="distinctive_level_table",
         column_config={
-            "n_documents": st.column_config.NumberColumn("documents"),
-            "prevalence": st.column_config.NumberColumn("in group", format="percent"),
-            "prevalence_rest": st.column_config.NumberColumn("elsewhere", format="percent"),
-            "difference": st.column_config.NumberColumn(format="%.3f"),
-            "lift": st.column_config.NumberColumn(format="%.2f"),
+            "group": "Group",
+            "concept": st.column_config.TextColumn("Concept", width="large"),
+            "n_documents": st.column_config.NumberColumn("Documents in group with it"),
+            "prevalence": st.column_config.NumberColumn("In group", format="percent"),
+            "prevalence_rest": st.column_config.NumberColumn("Elsewhere", format="percent"),
+            "difference": st.column_config.NumberColumn("Difference", format="%.3f"),
+            "lift": st.column_config.NumberColumn("Times more common", format="%.1f"),
         },
     )
-    shown = result[result["feature"].isin(top["feature"].unique())]
-    st.altair_chart(charts.group_prevalence(shown), width="stretch")
+    concepts = list(dict.fromkeys(top["feature"]))
+    shown = result[result["feature"].isin(concepts)]
+    st.markdown("**How common each of these concepts is in every group**")
+    st.altair_chart(charts.group_prevalence(shown, concepts, group_order), width="stretch")
 
 
 def split_strong(frame: pd.DataFrame, share: float = analysis.STRONG_SHARE) -> tuple[pd.DataFrame, pd.DataFrame]:
