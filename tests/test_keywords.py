@@ -63,6 +63,18 @@ def test_a_term_must_be_shared_by_several_class_documents(bbc_sample):
     assert not labels["description"].str.contains("zxqvbrandt").any()
 
 
+def test_words_common_in_every_class_are_never_candidates(bbc_sample):
+    """A word in 60% of all documents is frequent in every class, yet says nothing about any of them."""
+    sample, vectors = bbc_sample
+    texts = [text + " Zephyrquote" if i % 5 < 3 else text for i, text in enumerate(sample["text"])]
+    members = category_members(sample["label"], extra_units=0)
+    shares = np.asarray(members @ np.array([t.endswith("Zephyrquote") for t in texts], np.float32)).ravel()
+    assert (shares / np.asarray(members.sum(axis=1)).ravel() >= 0.5).all()  # common in every class
+    labels = keyword_labels(texts, members, vectors, embed, KeywordConfig(n_candidates=50))
+    assert not labels["description"].str.contains("zephyrquote").any()
+    assert not labels["label"].str.startswith(UNNAMED_LABEL).any()
+
+
 def test_units_with_the_same_documents_get_labels_that_differ(bbc_sample):
     sample, vectors = bbc_sample
     members = category_members(sample["label"], extra_units=0)

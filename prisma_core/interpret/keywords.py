@@ -34,6 +34,9 @@ _TOKEN = r"(?u)\b[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{3,
 """Words of 3 to 24 letters: no numbers, no two-letter fragments, no letter runs such as a DNA sequence. Chinese
 and Japanese characters are left out: those scripts do not separate words with spaces, so a run of them is a
 phrase or a sentence, not a word (their units are named "no shared words"; an LLM label can name them)."""
+MIN_LIFT = 2.0
+"""A candidate term is at least this many times more common in the class than in the corpus: words common
+everywhere ("said", "new", "patient") say nothing about a class, however often they appear in it."""
 _SIMILAR_TERMS = 0.8
 """Cosine above which two candidate terms say the same thing (plural, spelling variant)."""
 
@@ -52,7 +55,8 @@ class KeywordConfig:
     n_candidates: int = 15
     """Candidate terms per concept re-ranked with the embedding model."""
     min_class_share: float = 0.15
-    """A candidate term must appear in at least this share of the class documents (and in at least two)."""
+    """A candidate term must appear in at least this share of the class documents (of n_top_documents of them, for
+    a larger class such as a theme's) and in at least two."""
     diversity: float = 0.4
     """Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms."""
     max_vocabulary: int = 50_000
@@ -141,7 +145,8 @@ def _candidates(members: sp.csr_matrix, doc_terms: sp.csr_matrix, config: Keywor
         start, end = class_df.indptr[unit], class_df.indptr[unit + 1]
         counts, term_ids = class_df.data[start:end], class_df.indices[start:end]
         rate = counts / max(class_size[unit], 1.0)
-        keep = (counts >= 2) & (rate >= config.min_class_share) & (rate > corpus_rate[term_ids])
+        needed = max(2.0, config.min_class_share * min(class_size[unit], config.n_top_documents))
+        keep = (counts >= needed) & (rate >= MIN_LIFT * corpus_rate[term_ids])
         score = rate[keep] * np.log(rate[keep] / corpus_rate[term_ids[keep]])
         found.append(term_ids[keep][np.argsort(-score, kind="stable")[: config.n_candidates]])
     return found
