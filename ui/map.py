@@ -77,7 +77,8 @@ def document_map_view(run: LoadedRun) -> None:
         st.info("This run has no themes yet: group its features into themes on the Features page first.")
         return
     points = map_points(run)
-    st.altair_chart(map_chart(points), width="stretch", key="document_map")
+    with st.container(key="document_map"):
+        st.altair_chart(map_chart(points), width="stretch")
     n_docs = run.codes.shape[0]
     sampled = f" Showing a random sample of {len(points):,} of {n_docs:,} documents." if len(points) < n_docs else ""
     st.caption(MAP_CAPTION + sampled)
