@@ -302,11 +302,12 @@ class Workspace:
             # with the winner's create (an Overwrite) and only succeeds against the table as it now is.
             _retry(lambda: self.db.open_table(name).add(data))
 
-    def _delete(self, name: str, where: str) -> None:
-        """Deletes matching rows; nothing is committed (no disk space needed) when no row matches."""
+    def _delete(self, name: str, where: str, count_first: bool = True) -> None:
+        """Deletes matching rows; nothing is committed (no disk space needed) when no row matches. `count_first=False`
+        for a filter known to match that Lance cannot count (on `_rowid`)."""
         if self._has_table(name):
             table = self.db.open_table(name)
-            if table.count_rows(where):
+            if not count_first or table.count_rows(where):
                 _retry(lambda: table.delete(where))
 
     def table_versions(self, names: Sequence[str]) -> int:
@@ -511,7 +512,7 @@ class Workspace:
         )
         extra = rows.loc[rows["position"].duplicated(), "_rowid"]
         if len(extra):
-            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})")
+            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False)
 
     def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
         """[n_documents, d] float32 in document order."""

@@ -32,6 +32,7 @@ from prisma_core.ingest import IngestConfig, preview_sources, read_sources
 from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig, check_config, train_sae
 from prisma_core.store import WORKSPACE_ENV, Workspace
+from ui.themes import ALL_THEMES
 
 KEY = model_key(EmbedConfig())
 BY_ID = IngestConfig(text_column="text", id_column="id")
@@ -359,6 +360,8 @@ def test_a_held_out_set_with_no_variance_reports_no_fvu(trained: Trained) -> Non
 
 
 def families_caption(at) -> str:
+    """The count of every family of the run (the page opens on one theme's families)."""
+    at.selectbox(key="family_theme").set_value(ALL_THEMES).run()
     return next(text for text in texts(at.caption) if " families over " in text)
 
 

@@ -22,6 +22,7 @@ from prisma_core import pipeline
 from prisma_core.errors import IngestError, NotFoundError
 from prisma_core.ingest import IngestConfig
 from prisma_core.store import WORKSPACE_ENV, Workspace, resolve_workspace
+from ui.family_graph import LABEL_CHARS
 from ui.text import md
 
 SCANNED = sorted(
@@ -302,7 +303,7 @@ def test_hostile_labels_are_escaped_in_the_family_graph(hostile_workspace, monke
         assert "<" not in node["title"]
         assert "&lt;" in node["title"]
         # labels are drawn on a canvas, as plain text: escaping them would show "AT&amp;T"
-        assert node["label"].startswith(f"#{node['id']} {HOSTILE[int(node['id']) % 2]}"[:39])
+        assert node["label"].startswith(f"#{node['id']} {HOSTILE[int(node['id']) % 2]}"[: LABEL_CHARS - 1])
         assert html.unescape(node["title"]).startswith(f"#{node['id']} {HOSTILE[int(node['id']) % 2]}")
 
 

@@ -63,7 +63,7 @@ def test_the_number_of_themes_changes_without_retraining_and_is_reproducible(bbc
     np.testing.assert_allclose(restored.probabilities, eight.probabilities, atol=1e-6)
 
 
-@pytest.mark.parametrize(("n_documents", "low", "high"), [(1_000, 10, 14), (100_000, 45, 50), (50, 4, 4)])
+@pytest.mark.parametrize(("n_documents", "low", "high"), [(1_000, 10, 14), (100_000, 45, 50), (10, 4, 4)])
 def test_the_automatic_range_grows_with_the_corpus(n_documents, low, high):
     assert low <= max_themes(n_documents) <= high
 

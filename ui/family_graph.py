@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from streamlit_agraph import Config, Edge, Node
 
-from ui.text import html_text
+from ui.text import html_text, snippet
 
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#C9A227", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]
 LABEL_CHARS = 28
@@ -73,7 +73,7 @@ def graph_elements(views: list[FamilyView], features: pd.DataFrame) -> tuple[lis
                 str(member),
                 Node(
                     id=str(member),
-                    label=html_text(label, limit=LABEL_CHARS) + (f"  (+{more})" if more else ""),
+                    label=snippet(label, limit=LABEL_CHARS) + (f"  (+{more})" if more else ""),  # canvas: plain text
                     title=html_text(f"{label} · active on {int(row['density']):,} documents"),
                     shape="box",
                     color={"background": color if level == 0 else "#FFFFFF", "border": color},

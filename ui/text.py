@@ -20,7 +20,7 @@ def md(value: object) -> str:
 
 
 def html_text(value: object, limit: int | None = None) -> str:
-    """Literal text for an HTML context (graph node labels and tooltips)."""
+    """Literal text for an HTML context (graph node tooltips; node labels are drawn on a canvas as plain text)."""
     text = "" if value is None else str(value)
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
