@@ -232,7 +232,7 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     expect(page.get_by_role("heading", name="Theme 0:")).to_be_visible()
     expect(page.locator(".st-key-features_theme_features")).to_be_visible()
     first_card = page.get_by_role("heading", name="Feature #").first.inner_text()
-    page.locator(".st-key-feature_pick [data-testid=stSelectbox]").click()
+    page.locator(".st-key-feature_pick [role=combobox]").click()
     page.locator("[role=option]").nth(2).click()
     settle(page)
     second_card = page.get_by_role("heading", name="Feature #").first.inner_text()
@@ -327,11 +327,12 @@ def test_the_demo_as_a_new_user_meets_it(browser, corpora_dir, tmp_path):
         expect(page.get_by_role("heading", name="Features", exact=True)).to_be_visible(timeout=LONG_WORK_MS)
         settle(page)
         assert_clean(page)
-        sidebar = page.locator("[data-testid=stSidebar]").inner_text()
+        pickers = page.locator("[data-testid=stSidebar] input[role=combobox]")  # the chosen value is the input's
+        sidebar = " ".join(picker.input_value() for picker in pickers.all())
         assert "MTSamples demo" in sidebar and "features ·" in sidebar and "FVU" not in sidebar
 
         # click the 5th row, then search a word that matches no label (issue 11: IndexError)
-        table = page.locator("[data-testid=stDataFrame]").first
+        table = page.locator("[class*='st-key-features_table'] [data-testid=stDataFrame]").first  # not the themes
         table.wait_for()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 * 5 + 18)  # the row selector of the 5th row

@@ -150,7 +150,8 @@ def test_label_cancel_resume_with_a_hosted_key_in_chromium(labels_server, browse
     assert KEY not in page.content()
 
     go(page, "Features")
-    expect(page.get_by_text("llama3.2:latest", exact=True).first).to_be_visible(timeout=PAGE_MS)
+    label_from = page.locator("[data-testid=stMetric]").filter(has_text="Label from")  # tables draw on a canvas
+    expect(label_from).to_contain_text("llama3.2:latest", timeout=PAGE_MS)
     expect(page.get_by_text("Chance is 0.50", exact=False)).to_be_visible(timeout=PAGE_MS)
     assert KEY not in page.content()
     shoot(page, "8_labels_card")
