@@ -62,7 +62,7 @@ def test_graph_draws_readable_trees_of_the_most_frequent_members(trained_app):
     }
 
 
-def test_node_labels_are_escaped(trained_app):
+def test_node_tooltips_are_escaped_and_labels_stay_plain_text(trained_app):
     workspace, run_id = trained_app.workspace, trained_app.run_id
     at = families_page(trained_app)
     feature = int(graph_data(at)["nodes"][0]["id"])
@@ -75,7 +75,7 @@ def test_node_labels_are_escaped(trained_app):
     bump_revision(run_id)
     at.run()
     node = next(node for node in graph_data(at)["nodes"] if node["id"] == str(feature))
-    assert node["label"].split("  (+")[0] == f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y"
+    assert node["label"].split("  (+")[0] == f"#{feature} <b>x</b> & y"  # drawn on a canvas: plain text
     assert node["title"].startswith(f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y · active on")
     workspace.prefer_interpretation(run_id, feature, keyword_label)
     bump_revision(run_id)

@@ -40,7 +40,7 @@ def test_search_filters_by_label(trained_app):
     shown = features_table(at)
     assert sorted(shown["feature_id"]) == sorted(search_features(run, word)["feature_id"])
     described = run.features.set_index("feature_id").loc[shown["feature_id"]]
-    assert all(word in f"{r.label} {r.description}".lower() for r in described.itertuples())
+    assert all(word.lower() in f"{r.label} {r.description}".lower() for r in described.itertuples())
     assert 0 < len(shown) < len(run.features)
 
 
