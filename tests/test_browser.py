@@ -361,7 +361,7 @@ def test_the_demo_as_a_new_user_meets_it(browser, corpora_dir, tmp_path):
         search.press("Enter")
         settle(page)
         page.get_by_role("tab", name="Write your own").click()
-        page.get_by_label("Label", exact=True).fill("heart valve findings")
+        page.get_by_role("textbox", name="Label", exact=True).fill("heart valve findings")  # the visible editor
         page.get_by_role("button", name="Save label").click()
         settle(page)
         expect(page.get_by_text("is now labelled “heart valve findings”")).to_be_visible(timeout=PAGE_MS)
