@@ -53,15 +53,22 @@ def unit_names(level: str, frame: pd.DataFrame) -> dict[int, str]:
     return {i: f"{word} {int(u)}: {label}" for i, (u, label) in enumerate(pairs)}
 
 
-def level_query(run: LoadedRun, level: str) -> tuple[np.ndarray, pd.DataFrame] | None:
-    """Must / must-not pickers at a theme or family level. Returns the matching positions and, per match, the
-    value of each "must" unit; None when nothing is chosen or the level is unavailable."""
+def available_units(run: LoadedRun, level: str) -> tuple[sp.spmatrix, dict[int, str]] | None:
+    """(codes, unit names) of a theme or family level; None, said on the page, when the run cannot offer it."""
     try:
         codes, frame = units(run, level)
     except PrismaError as error:
         st.info(md(error))
         return None
-    names = unit_names(level, frame)
+    return codes, unit_names(level, frame)
+
+
+def level_query(run: LoadedRun, level: str) -> tuple[np.ndarray, pd.DataFrame] | None:
+    """Must / must-not pickers at a theme or family level. Returns the matching positions and, per match, the
+    value of each "must" unit; None when nothing is chosen or the level is unavailable."""
+    if (found := available_units(run, level)) is None:
+        return None
+    codes, names = found
     word = LEVEL_NAMES[level].lower()
     must = st.multiselect("Must be present", list(names), format_func=names.__getitem__, key=f"must_{level}")
     must_not = st.multiselect(
@@ -78,12 +85,9 @@ def level_query(run: LoadedRun, level: str) -> tuple[np.ndarray, pd.DataFrame] |
 def level_comparison(run: LoadedRun, level: str, groups: pd.Series) -> pd.DataFrame | None:
     """group_comparison at a theme or family level, with a `feature` column naming the unit (for the tables and
     heatmap the Compare tab already draws)."""
-    try:
-        codes, frame = units(run, level)
-    except PrismaError as error:
-        st.info(md(error))
+    if (found := available_units(run, level)) is None:
         return None
-    names = unit_names(level, frame)
+    codes, names = found
     result = analysis.group_comparison(codes, groups)
     return result.assign(feature=[names[int(c)] for c in result["feature_id"]])
 
