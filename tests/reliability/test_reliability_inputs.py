@@ -1,6 +1,6 @@
 """The bad-input catalogue, through `pipeline.ingest` (what the app's uploader and the CLI call) into a workspace.
 
-tests/test_ingest.py checks the readers themselves (every format, every refusal, at the level of `read_sources`).
+tests/core/test_ingest.py checks the readers themselves (every format, every refusal, at the level of `read_sources`).
 Here each bad input goes all the way to the store: a refused upload must give a specific message and commit
 nothing (every table keeps its version), and an accepted one must be stored exactly as reported.
 The app's uploader gets the same catalogue at the end (AppTest, as an analyst would upload).
@@ -540,4 +540,4 @@ def test_uploader_takes_a_hundred_thousand_rows(app_session, ag_news: pd.DataFra
     documents = created(at, workspace, [("big.csv", frame.to_csv(index=False).encode())], {"text_column": "text"})
     assert len(documents) == 100_000
     assert documents["text"].iloc[-1] == frame["text"].iloc[-1]
-    # Too few documents for an SAE, through the app: tests/test_app_train.py::test_too_few_documents_for_an_sae
+    # Too few documents for an SAE, through the app: tests/app/test_app_train.py::test_too_few_documents_for_an_sae

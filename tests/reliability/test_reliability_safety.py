@@ -104,7 +104,7 @@ def test_weights_are_read_with_safetensors_only() -> None:
     assert "from safetensors.torch import load_file, save_file" in source
     assert unsafe_loads(REPO / "prisma_core" / "sae" / "io.py") == []
     # A pickle disguised as sae.safetensors is refused without being unpickled:
-    # tests/test_reliability_faults.py::test_damaged_or_foreign_weights_are_refused_with_a_message[pickle]
+    # tests/reliability/test_reliability_faults.py::test_damaged_or_foreign_weights_are_refused_with_a_message[pickle]
 
 
 # -- names never become paths -----------------------------------------------------------------------------------

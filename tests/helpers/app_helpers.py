@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from ui.state import PENDING_SELECTION_KEY, job_registry
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")
 N_DOCUMENTS = 150
 SMALL_SAE = {"expansion": 2, "k": 8, "epochs": 10, "batch_size": 32}

@@ -1,4 +1,4 @@
-"""`python tests/reliability_cli_worker.py WORKSPACE START JSON`: another session running CLI commands.
+"""`python tests/helpers/reliability_cli_worker.py WORKSPACE START JSON`: another session running CLI commands.
 
 Runs the commands (a JSON list of argument lists, without `--workspace`) one after the other in one process,
 starting at the wall-clock time START (after the imports), and stops at the first that fails.

@@ -13,7 +13,7 @@ import pandas as pd
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMALL_SAE = SAEConfig(expansion_factor=1, k=8, epochs=3, batch_size=32)
 """Trains in about a second on 60 documents: the tests are about what is stored, not about quality."""
 

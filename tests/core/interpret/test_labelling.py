@@ -58,7 +58,7 @@ from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace, now_iso
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 N_DOCUMENTS = 120
 WORDS_PER_DOCUMENT = 150  # one embedding window per article: the opening tells its topic, at a third of the CPU
 INJECTION = (

@@ -1,4 +1,4 @@
-"""`python tests/reliability_vector_writer.py WORKSPACE START VALUE`: another process saving vectors.
+"""`python tests/helpers/reliability_vector_writer.py WORKSPACE START VALUE`: another process saving vectors.
 
 Saves constant vectors (every value VALUE) for every dataset of the workspace, in order, starting at the wall-clock
 time START (after the imports), so that writers started one after the other really write at the same moment.

@@ -11,7 +11,7 @@ import pytest
 
 from prisma_core.sae import suggest_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def prisma(*args: str, workspace: Path) -> subprocess.CompletedProcess:

@@ -33,7 +33,7 @@ START_DELAY_S = 25.0
 
 def start_worker(script: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / script), *args],
+        [sys.executable, str(REPO / "tests" / "helpers" / script), *args],
         cwd=REPO,
         env=os.environ | {"PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,

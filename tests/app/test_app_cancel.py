@@ -1,5 +1,5 @@
 """Cancel for every long job in the app: training, embedding and the demo stop on the Cancel button of their live
-panel, store nothing half-done, and can be started again. (Labelling: tests/test_app_labels.py.)"""
+panel, store nothing half-done, and can be started again. (Labelling: tests/app/test_app_labels.py.)"""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Train
     workspace = Workspace(trained.path)
     allowed = [*expected.values(), members_of(workspace.families(trained.run_id))]
     start = str(time.time() + 12)
-    writer = str(REPO / "tests" / "reliability_family_writer.py")
+    writer = str(REPO / "tests" / "helpers" / "reliability_family_writer.py")
     writers = [
         subprocess.Popen(
             [sys.executable, writer, str(trained.path), trained.run_id, start, str(tau), "6"],

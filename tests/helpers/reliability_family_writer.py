@@ -1,4 +1,4 @@
-"""`python tests/reliability_family_writer.py WORKSPACE RUN_ID START TAU REPEATS`: a session rebuilding families.
+"""`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START TAU REPEATS`: a session rebuilding families.
 
 Rebuilds the run's families at tau REPEATS times in a row, starting at the wall-clock time START (after the imports).
 """
