@@ -1,4 +1,5 @@
-"""`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START TAU REPEATS`: a session rebuilding families.
+"""`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START TAU REPEATS`: one session
+rebuilding families.
 
 Rebuilds the run's families at tau REPEATS times in a row, starting at the wall-clock time START (after the imports).
 """

@@ -21,9 +21,9 @@ import pandas as pd
 import pypdf
 import pytest
 from app_helpers import new_app, open_page, texts
+from document_files import pdf_of_text, zip_of
 from reliability_helpers import REPO, SMALL_SAE, bbc_subset, snapshot
 from streamlit.testing.v1 import AppTest
-from test_ingest import pdf_of_text, zip_of
 
 from prisma_core import pipeline
 from prisma_core.embed import DEFAULT_MODEL, load_model, plan_chunks
