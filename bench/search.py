@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bench import common
-from prisma_core import store
+from prisma_core.store import workspace as store
 from prisma_core.store import Workspace, _vectors_table_name
 
 NAME = "search"
