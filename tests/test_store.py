@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -141,3 +144,17 @@ def test_training_before_embedding_says_what_to_do(tmp_path, small_corpus):
     with pytest.raises(NotFoundError, match="run the embedding step"):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE)
     assert workspace.runs() == []
+
+
+def test_storing_a_dataset_loads_no_embedding_model_code(tmp_path):
+    """Ingesting (and `prisma list`) should not pay for torch: hashing a text for the cache needs only hashlib."""
+    code = (
+        "import sys, pandas as pd\n"
+        "from prisma_core.store import Workspace\n"
+        "workspace = Workspace(sys.argv[1])\n"
+        "workspace.add_dataset('notes', pd.DataFrame({'doc_id': ['a'], 'text': ['a note']}), ['notes.csv'], {})\n"
+        "print(len(workspace.documents(workspace.datasets()[0].dataset_id)['text_hash'][0]))\n"
+        "print(sorted({'torch', 'prisma_core.embed'} & set(sys.modules)))"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert result.stdout.split() == ["64", "[]"], result.stderr

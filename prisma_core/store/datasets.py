@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -19,13 +20,16 @@ from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
 
 
+def text_hash(text: str) -> str:
+    """The key of the embedding cache: equal texts share their vectors across datasets."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class Datasets(Runs, Maintenance):
     """A dataset owns its runs: deleting it deletes them."""
 
     def add_dataset(self, name: str, documents: pd.DataFrame, sources: Sequence[str], report: dict[str, Any]) -> str:
         """Store documents (doc_id, title, text, metadata columns...) and then the dataset record."""
-        from prisma_core.embed import text_hash
-
         name = name.strip() or "dataset"
         dataset_id = new_id("ds")
         metadata_columns = [c for c in documents.columns if c not in ("doc_id", "title", "text")]
