@@ -18,7 +18,7 @@ from prisma_core.config_docs import field_docs
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import LabellingError, PrismaError, SettingsError
 from prisma_core.families import FamilyConfig
-from prisma_core.ingest import IngestConfig
+from prisma_core.ingest import IngestConfig, guess_id_column, preview_paths
 from prisma_core.interpret import labelling
 from prisma_core.interpret.label_scores import ScoreConfig
 from prisma_core.interpret.labelling import LabelConfig, LabelSummary
@@ -125,8 +125,17 @@ def _dataset_id(workspace: Workspace, args: argparse.Namespace) -> str:
     return datasets[-1].dataset_id
 
 
+def _ingest_config(args: argparse.Namespace) -> IngestConfig:
+    """The ingest flags; without --id-column, the id column is guessed from the first rows as the Datasets page
+    pre-selects it (a column named like an id with unique values), else row numbers."""
+    config = config_from_args(IngestConfig, args)
+    if config.id_column is not None:
+        return config
+    return dataclasses.replace(config, id_column=guess_id_column(preview_paths(args.files)))
+
+
 def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
-    dataset_id, dataset = pipeline.ingest(workspace, args.files, args.name, config_from_args(IngestConfig, args))
+    dataset_id, dataset = pipeline.ingest(workspace, args.files, args.name, _ingest_config(args))
     report = dataset.report
     print(f"dataset {dataset_id}: {report.n_documents} documents from {len(report.files)} file(s)")
     if report.empty_ids:

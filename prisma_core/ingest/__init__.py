@@ -12,7 +12,7 @@ import pandas as pd
 
 from prisma_core.errors import IngestError
 from prisma_core.ingest.archives import check_file_size, check_total_size, unpack
-from prisma_core.ingest.columns import guess_text_column
+from prisma_core.ingest.columns import guess_id_column, guess_text_column
 from prisma_core.ingest.config import SUPPORTED_EXTENSIONS, IngestConfig, Source
 from prisma_core.ingest.documents import documents_of, text_document, unique_ids
 from prisma_core.ingest.readers import read_file
@@ -60,13 +60,22 @@ def read_sources(sources: Sequence[Source], config: IngestConfig = IngestConfig(
 
 def read_paths(paths: Sequence[str | Path], config: IngestConfig = IngestConfig()) -> IngestedDataset:
     """Like read_sources, for files on disk; sizes are checked before anything is read."""
+    return read_sources(_sources_on_disk(paths, config), config)
+
+
+def preview_paths(paths: Sequence[str | Path], n_rows: int = 20) -> pd.DataFrame:
+    """Like preview_sources, for files on disk."""
+    return preview_sources(_sources_on_disk(paths, IngestConfig()), n_rows)
+
+
+def _sources_on_disk(paths: Sequence[str | Path], config: IngestConfig) -> list[Source]:
     files = [Path(path) for path in paths]
     for path in files:
         if not path.is_file():
             raise IngestError(f"{path}: file not found")
         check_file_size(path.name, path.stat().st_size, config)
     check_total_size(sum(path.stat().st_size for path in files), config)
-    return read_sources([(path.name, path.read_bytes()) for path in files], config)
+    return [(path.name, path.read_bytes()) for path in files]
 
 
 def preview_sources(sources: Sequence[Source], n_rows: int = 20) -> pd.DataFrame:
@@ -92,7 +101,9 @@ __all__ = [
     "IngestReport",
     "IngestedDataset",
     "Source",
+    "guess_id_column",
     "guess_text_column",
+    "preview_paths",
     "preview_sources",
     "read_paths",
     "read_sources",

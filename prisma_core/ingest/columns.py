@@ -8,6 +8,7 @@ from prisma_core.errors import IngestError
 from prisma_core.ingest.config import IngestConfig
 
 _TITLE_NAMES = ("title", "headline")
+_ID_NAMES = ("id", "doc_id", "document_id", "identifier", "uid")
 
 
 def guess_text_column(frame: pd.DataFrame) -> str:
@@ -20,6 +21,16 @@ def guess_text_column(frame: pd.DataFrame) -> str:
     if not scores:
         raise IngestError(f"no text-like column; the columns are: {column_list(frame)}")
     return max(scores, key=scores.__getitem__)
+
+
+def guess_id_column(frame: pd.DataFrame) -> str | None:
+    """A column named like an id (id, doc_id, ...) whose values are all present and unique, else None (row numbers).
+
+    The Datasets page pre-selects it and the command line uses it when no id column is given."""
+    for column in frame.columns:
+        if str(column).lower() in _ID_NAMES and frame[column].notna().all() and frame[column].is_unique:
+            return str(column)
+    return None
 
 
 def choose_columns(

@@ -14,7 +14,7 @@ Source = tuple[str, bytes]  # (file name, content): what a browser upload gives
 @dataclass(frozen=True)
 class IngestConfig:
     text_column: str | None = None  # None: auto-detect the most text-like string column (longest mean length)
-    id_column: str | None = None  # None: ids from 1-based row numbers ("notes:3" when several files)
+    id_column: str | None = None  # None: 1-based row numbers ("notes:3" when several files); see guess_id_column
     title_column: str | None = None  # None: a column named title/headline if present; text files: file name stem
     max_file_bytes: int = 200 * 2**20  # per file, and per file unpacked from a zip
     max_total_bytes: int = 500 * 2**20  # all files together, counting zip contents as actually unpacked
