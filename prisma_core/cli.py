@@ -200,14 +200,14 @@ def _print_themes(themes: Sequence[dict[str, Any]]) -> None:
 
 
 def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     themes = pipeline.rebuild_themes(workspace, run_id, config_from_args(ThemeConfig, args), ProgressBars())
     print(f"run {run_id}: {themes.n_themes} themes")
     _print_themes(workspace.themes(run_id))
 
 
 def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     families = pipeline.rebuild_families(workspace, run_id, config_from_args(FamilyConfig, args), ProgressBars())
     print(f"run {run_id}: {len(families)} families")
     for family in families[:20]:
@@ -271,7 +271,7 @@ def _print_label_quality(workspace: Workspace, run_id: str) -> None:
 
 def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     """Exit code 2 (a LabellingError) when Ollama is unreachable or the batch gave up; what was done is kept."""
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     ollama, config = config_from_args(OllamaConfig, args), config_from_args(LabelConfig, args)
     bars = ProgressBars()
     summaries = {}
@@ -292,7 +292,7 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     detect_with = config_from_args(OllamaConfig, args) if args.detect else None
     bars = ProgressBars()
     try:

@@ -153,7 +153,7 @@ def existing_demo(workspace: Workspace, config: DemoConfig = DemoConfig()) -> tu
     """(dataset id, run id) of a finished demo of this size already in the workspace, else None."""
     existing = [d for d in workspace.datasets() if d.name == DEMO_NAME and d.n_documents == config.n_documents]
     if existing and workspace.runs(existing[-1].dataset_id):
-        return existing[-1].dataset_id, workspace.latest_run(existing[-1].dataset_id).run_id
+        return existing[-1].dataset_id, workspace.run_or_latest(None, existing[-1].dataset_id).run_id
     return None
 
 

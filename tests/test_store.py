@@ -88,6 +88,8 @@ def test_run_record_and_artefacts(trained):
     assert len(workspace.features(summary.run_id)) == 384
     interpretations = workspace.interpretations(summary.run_id)
     assert len(interpretations) == 384 and set(interpretations["source"]) == {"keywords"}
+    assert workspace.run_or_latest(summary.run_id) == record
+    assert workspace.run_or_latest(None, dataset_id) == record == workspace.run_or_latest()  # the only run so far
 
 
 def test_preferred_interpretation_wins(trained):
@@ -144,6 +146,8 @@ def test_training_before_embedding_says_what_to_do(tmp_path, small_corpus):
     with pytest.raises(NotFoundError, match="run the embedding step"):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE)
     assert workspace.runs() == []
+    with pytest.raises(NotFoundError, match="train one first"):
+        workspace.run_or_latest(None, dataset_id)
 
 
 def test_storing_a_dataset_loads_no_embedding_model_code(tmp_path):

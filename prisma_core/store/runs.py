@@ -106,7 +106,10 @@ class Runs(Tables):
             raise NotFoundError(f"No SAE run {run_id!r} in workspace {self.path}.")
         return next(r for r in self.runs(runs["dataset_id"].iloc[0]) if r.run_id == run_id)
 
-    def latest_run(self, dataset_id: str | None = None) -> RunRecord:
+    def run_or_latest(self, run_id: str | None = None, dataset_id: str | None = None) -> RunRecord:
+        """The run with this id; without one, the newest run (of this dataset, when given)."""
+        if run_id:
+            return self.run(run_id)
         runs = self.runs(dataset_id)
         if not runs:
             raise NotFoundError("No trained SAE run yet: train one first.")
