@@ -1,3 +1,5 @@
+import json
+import socket
 import subprocess
 import sys
 
@@ -6,6 +8,7 @@ import pandas as pd
 import pytest
 
 from prisma_core import pipeline
+from prisma_core.cli import main as cli_main
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError
 from prisma_core.families import FamilyConfig
@@ -162,3 +165,15 @@ def test_storing_a_dataset_loads_no_embedding_model_code(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.stdout.split() == ["64", "[]"], result.stderr
+
+
+def test_listing_leaves_an_abandoned_run_folder_alone_and_the_next_run_removes_it(tmp_path, capsys):
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    abandoned = tmp_path / "runs" / "run-20000101-000000-abcdef"
+    abandoned.mkdir(parents=True)
+    (abandoned / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)}))
+    assert cli_main(["list", "--workspace", str(tmp_path)]) == 0
+    assert abandoned.is_dir()  # a read never deletes
+    run_id, folder = Workspace(tmp_path).new_run_dir()
+    assert not abandoned.exists() and sorted((tmp_path / "runs").iterdir()) == [folder]
+    assert folder.name == run_id

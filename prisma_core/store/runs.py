@@ -21,7 +21,7 @@ class Runs(Tables):
         """Removes what a run killed before its record was written left behind (its folder, any rows).
 
         A run still being written by a live process has a folder and no record too: only runs whose process is
-        gone are removed. Best effort: a read-only workspace still opens.
+        gone are removed. Best effort: a failure here never stops the new run.
         """
         runs_dir = self.path / "runs"
         folders = (
@@ -40,7 +40,11 @@ class Runs(Tables):
         return not self._read("sae_runs", f"run_id = '{check_id(run_id)}'", ["run_id"]).empty
 
     def new_run_dir(self) -> tuple[str, Path]:
-        """A folder for a new run's weights, marked with the process writing it (see _remove_abandoned_runs)."""
+        """A folder for a new run's weights, marked with the process writing it.
+
+        Starting a run is when what killed runs left behind is removed (see _remove_abandoned_runs): opening a
+        workspace, listing or reading it never removes a run."""
+        self._remove_abandoned_runs()
         run_id = new_id("run")
         directory = self.path / "runs" / run_id
         try:

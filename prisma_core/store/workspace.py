@@ -34,5 +34,4 @@ class Workspace(Vectors, Artefacts):
             self.db = lancedb.connect(str(self.path / "lancedb"))
         except OSError as error:
             raise StoreError(f"Cannot open the workspace folder {self.path}: {error}") from error
-        self._remove_abandoned_runs()
         self._reclaim_space_if_due()
