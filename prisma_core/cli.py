@@ -226,7 +226,7 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
             m = run.metrics
             print(
                 f"    {run.run_id}  FVU {m['fvu_holdout']:.3f}  dead {m['dead_fraction']:.1%}  "
-                f"n={run.config['sae'].get('n_latents', '?')} k={run.config['sae']['k']}"
+                f"n={len(workspace.features(run.run_id))} k={run.config['sae']['k']}"
             )
 
 

@@ -112,11 +112,13 @@ def test_themes_regroup_without_retraining(bbc_run, bbc_workspace):
     assert pipeline.load_run(workspace).themes.n_themes == 4  # a refused setting changes nothing
 
 
-def test_list_shows_the_run(bbc_run, bbc_workspace):
+def test_list_shows_the_run(bbc_run, bbc_workspace, bbc):
     workspace, _ = bbc_workspace
     listing = prisma("list", workspace=workspace.path)
     assert listing.returncode == 0
     assert "bbc_news" in listing.stdout and "run-" in listing.stdout
+    suggested = suggest_config(len(bbc), 384)
+    assert f"n={suggested.n_latents(384)} k={suggested.k}" in listing.stdout  # the number of features, not "?"
 
 
 def test_ingest_without_an_id_column_guesses_it_as_the_datasets_page_does(tmp_path, bbc):
