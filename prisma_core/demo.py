@@ -62,7 +62,8 @@ class DemoConfig:
     """A local copy of MTSamples (CSV or Parquet) read instead of downloading, e.g. on machines without network."""
     url: str = DEMO_URL
     """Where the corpus is downloaded from on first use."""
-    timeout_seconds: float = 60.0
+    timeout_s: float = 60.0
+    """Seconds to wait for the download server to answer."""
 
     def __post_init__(self) -> None:
         if self.n_documents < 50:
@@ -115,7 +116,7 @@ def _raw_corpus(cache_dir: Path, config: DemoConfig) -> tuple[str, bytes]:
         return path.name, path.read_bytes()
     cached = cache_dir / _CACHE_NAME
     if not cached.is_file():
-        _download(config.url, cached, config.timeout_seconds)
+        _download(config.url, cached, config.timeout_s)
     return cached.name, cached.read_bytes()
 
 
