@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from bench import common
-from prisma_core import store
-from prisma_core.store import Workspace, _vectors_table_name
+from prisma_core.store import Workspace, vectors_table_name
+from prisma_core.store import vectors as store
 
 NAME = "search"
 TITLE = "5. Search: LanceDB latency and recall@10"
@@ -53,7 +53,7 @@ def run(quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache") -> 
         finally:
             store.INDEX_MIN_ROWS = threshold
         flat = _store_search(workspace, dataset_id, queries, exact["top"])
-        table_name = _vectors_table_name(KEY)
+        table_name = vectors_table_name(KEY)
         store.INDEX_MIN_ROWS = min(threshold, len(data))  # the quick run indexes its small table too
         try:
             index_seconds, _ = common.timed(lambda: workspace._maybe_index(table_name))

@@ -8,7 +8,14 @@ import streamlit as st
 
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
-from prisma_core.ingest import SUPPORTED_EXTENSIONS, IngestConfig, Source, guess_text_column, preview_sources
+from prisma_core.ingest import (
+    SUPPORTED_EXTENSIONS,
+    IngestConfig,
+    Source,
+    guess_id_column,
+    guess_text_column,
+    preview_sources,
+)
 from ui.navigation import route_here
 from ui.state import PAGES, current_dataset, select, workspace
 from ui.text import md
@@ -18,7 +25,6 @@ route_here()
 TEXT_FORMATS = (".txt", ".md", ".pdf", ".docx")  # one document per file: no columns to choose
 NO_TITLE = "(none)"
 TITLE_NAMES = ("title", "headline")
-ID_NAMES = ("id", "doc_id", "document_id", "identifier", "uid")
 ROW_IDS = "(row numbers)"
 REPORT_KEY = "ingest_report"
 CREATED_KEY = "created_upload"
@@ -63,7 +69,7 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
     id_column = right.selectbox(
         "Id column (optional)",
         id_options,
-        index=id_options.index(guess_id_column(frame)),
+        index=id_options.index(guess_id_column(frame) or ROW_IDS),
         key="id_column",
         help="Row numbers when none is chosen. Repeated ids get a #2, #3… suffix.",
     )
@@ -77,14 +83,6 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
 def guess_title_column(frame: pd.DataFrame) -> str:
     """A column named title or headline (any case), else no title."""
     return next((str(c) for c in frame.columns if str(c).strip().lower() in TITLE_NAMES), NO_TITLE)
-
-
-def guess_id_column(frame: pd.DataFrame) -> str:
-    """A column named like an id whose values are unique in the preview, else row numbers."""
-    for column in frame.columns:
-        if str(column).lower() in ID_NAMES and frame[column].notna().all() and frame[column].is_unique:
-            return str(column)
-    return ROW_IDS
 
 
 def upload_section() -> None:

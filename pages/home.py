@@ -134,7 +134,7 @@ elif not ws.runs(dataset.dataset_id):
     st.markdown(f"“{md(dataset.name)}” is embedded: train a sparse autoencoder on it.")
     st.page_link(PAGES["train"], label="Train an SAE", icon=":material/model_training:")
 else:
-    run = ws.run(st.session_state[RUN_KEY]) if st.session_state.get(RUN_KEY) else ws.latest_run(dataset.dataset_id)
+    run = ws.run_or_latest(st.session_state.get(RUN_KEY), dataset.dataset_id)
     st.markdown(f"“{md(dataset.name)}” has a trained model: look at its concepts. Shown: {md(run_name(run))}.")
     run_quality_note(run)
     st.page_link(PAGES["features"], label="Browse features", icon=":material/label:")

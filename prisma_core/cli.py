@@ -18,7 +18,7 @@ from prisma_core.config_docs import field_docs
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import LabellingError, PrismaError, SettingsError
 from prisma_core.families import FamilyConfig
-from prisma_core.ingest import IngestConfig
+from prisma_core.ingest import IngestConfig, guess_id_column, preview_paths
 from prisma_core.interpret import labelling
 from prisma_core.interpret.label_scores import ScoreConfig
 from prisma_core.interpret.labelling import LabelConfig, LabelSummary
@@ -125,8 +125,17 @@ def _dataset_id(workspace: Workspace, args: argparse.Namespace) -> str:
     return datasets[-1].dataset_id
 
 
+def _ingest_config(args: argparse.Namespace) -> IngestConfig:
+    """The ingest flags; without --id-column, the id column is guessed from the first rows as the Datasets page
+    pre-selects it (a column named like an id with unique values), else row numbers."""
+    config = config_from_args(IngestConfig, args)
+    if config.id_column is not None:
+        return config
+    return dataclasses.replace(config, id_column=guess_id_column(preview_paths(args.files)))
+
+
 def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
-    dataset_id, dataset = pipeline.ingest(workspace, args.files, args.name, config_from_args(IngestConfig, args))
+    dataset_id, dataset = pipeline.ingest(workspace, args.files, args.name, _ingest_config(args))
     report = dataset.report
     print(f"dataset {dataset_id}: {report.n_documents} documents from {len(report.files)} file(s)")
     if report.empty_ids:
@@ -191,14 +200,14 @@ def _print_themes(themes: Sequence[dict[str, Any]]) -> None:
 
 
 def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     themes = pipeline.rebuild_themes(workspace, run_id, config_from_args(ThemeConfig, args), ProgressBars())
     print(f"run {run_id}: {themes.n_themes} themes")
     _print_themes(workspace.themes(run_id))
 
 
 def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     families = pipeline.rebuild_families(workspace, run_id, config_from_args(FamilyConfig, args), ProgressBars())
     print(f"run {run_id}: {len(families)} families")
     for family in families[:20]:
@@ -217,7 +226,7 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
             m = run.metrics
             print(
                 f"    {run.run_id}  FVU {m['fvu_holdout']:.3f}  dead {m['dead_fraction']:.1%}  "
-                f"n={run.config['sae'].get('n_latents', '?')} k={run.config['sae']['k']}"
+                f"n={len(workspace.features(run.run_id))} k={run.config['sae']['k']}"
             )
 
 
@@ -262,7 +271,7 @@ def _print_label_quality(workspace: Workspace, run_id: str) -> None:
 
 def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     """Exit code 2 (a LabellingError) when Ollama is unreachable or the batch gave up; what was done is kept."""
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     ollama, config = config_from_args(OllamaConfig, args), config_from_args(LabelConfig, args)
     bars = ProgressBars()
     summaries = {}
@@ -283,7 +292,7 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
-    run_id = args.run or workspace.latest_run().run_id
+    run_id = workspace.run_or_latest(args.run).run_id
     detect_with = config_from_args(OllamaConfig, args) if args.detect else None
     bars = ProgressBars()
     try:

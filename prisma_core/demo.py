@@ -62,7 +62,8 @@ class DemoConfig:
     """A local copy of MTSamples (CSV or Parquet) read instead of downloading, e.g. on machines without network."""
     url: str = DEMO_URL
     """Where the corpus is downloaded from on first use."""
-    timeout_seconds: float = 60.0
+    timeout_s: float = 60.0
+    """Seconds to wait for the download server to answer."""
 
     def __post_init__(self) -> None:
         if self.n_documents < 50:
@@ -115,7 +116,7 @@ def _raw_corpus(cache_dir: Path, config: DemoConfig) -> tuple[str, bytes]:
         return path.name, path.read_bytes()
     cached = cache_dir / _CACHE_NAME
     if not cached.is_file():
-        _download(config.url, cached, config.timeout_seconds)
+        _download(config.url, cached, config.timeout_s)
     return cached.name, cached.read_bytes()
 
 
@@ -153,7 +154,7 @@ def existing_demo(workspace: Workspace, config: DemoConfig = DemoConfig()) -> tu
     """(dataset id, run id) of a finished demo of this size already in the workspace, else None."""
     existing = [d for d in workspace.datasets() if d.name == DEMO_NAME and d.n_documents == config.n_documents]
     if existing and workspace.runs(existing[-1].dataset_id):
-        return existing[-1].dataset_id, workspace.latest_run(existing[-1].dataset_id).run_id
+        return existing[-1].dataset_id, workspace.run_or_latest(None, existing[-1].dataset_id).run_id
     return None
 
 

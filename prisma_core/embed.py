@@ -9,7 +9,6 @@ document.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import platform
 import threading
@@ -72,10 +71,6 @@ class Chunking:
     chunks_per_doc: np.ndarray  # [n_docs]
     chunk_ids: list[list[int]]  # every chunk, special tokens included
     chunk_owner: np.ndarray  # [n_chunks] index of the document each chunk belongs to
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def resolve_device(device: str = "auto") -> str:

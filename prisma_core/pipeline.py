@@ -407,7 +407,7 @@ def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
-    record = workspace.run(run_id) if run_id else workspace.latest_run(dataset_id)
+    record = workspace.run_or_latest(run_id, dataset_id)
     model, _ = load_sae(Path(record.weights_dir))
     n_docs = workspace.dataset(record.dataset_id).n_documents
     rows = workspace.activations(record.run_id)

@@ -104,8 +104,8 @@ def roc_auc(positive: np.ndarray, negative: np.ndarray) -> float:
     """ROC-AUC of scores separating positive [p] from negative [q]: the share of (positive, negative) pairs ranked
     the right way round, ties counting half.
 
-    The same number as `scoring.embedding_score` (sklearn's roc_auc_score) without its per-call validation, which
-    would dominate when every feature of a run is scored.
+    The same number as sklearn's roc_auc_score without its per-call validation, which would dominate when every
+    feature of a run is scored.
     """
     negative = np.sort(negative)
     below = np.searchsorted(negative, positive, side="left")

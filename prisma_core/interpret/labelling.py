@@ -653,7 +653,7 @@ def score_baseline(
 
 def label_quality(workspace: Workspace, run_id: str | None = None) -> pd.DataFrame:
     """Per label source (keywords, each model): n_labels, n_scored, mean_embedding, n_detected, mean_detection."""
-    record = workspace.run(run_id) if run_id else workspace.latest_run()
+    record = workspace.run_or_latest(run_id)
     interpretations = workspace.interpretations(record.run_id)
     grouped = interpretations.groupby("source")
     return pd.DataFrame(

@@ -1,8 +1,8 @@
 """How well a label describes its feature, measured rather than assumed (SPEC section 5).
 
-- embedding_score: needs no LLM. ROC-AUC of the cosine similarity between the label's embedding and the
-  documents: 1.0 when every activating document is closer to the label than every non-activating one,
-  0.5 when the label says nothing about the feature.
+- the embedding score (label_scores, for every label of a run at once) needs no LLM: ROC-AUC of the cosine
+  similarity between the label's embedding and the documents, 1.0 when every activating document is closer to the
+  label than every non-activating one, 0.5 when the label says nothing about the feature.
 - detection_score: given only the label, does a model pick held-out activating documents out of a shuffled
   mix with non-activating ones? Balanced accuracy, so 0.5 is chance whatever the mix.
 - holdout_split keeps the documents shown to the labeller out of the documents used to score it.
@@ -12,36 +12,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-from sklearn.metrics import balanced_accuracy_score, roc_auc_score
-
-_EPS = 1e-12
+from sklearn.metrics import balanced_accuracy_score
 
 
 class Detector(Protocol):
     def detect(self, label: str, documents: list[str]) -> list[bool]:
         """For each document, in order, whether it expresses the label."""
         ...
-
-
-def cosine_similarities(vector: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Cosine similarity of vector [d] with each row of matrix [n, d] -> [n]."""
-    row_norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(vector)
-    return (matrix @ vector) / np.maximum(row_norms, _EPS)
-
-
-def embedding_score(label_vector: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
-    """ROC-AUC of cosine(label, document) separating positive [p, d] from negative [q, d] documents."""
-    label_vector = np.asarray(label_vector, dtype=np.float64)
-    positive = np.asarray(positive, dtype=np.float64)
-    negative = np.asarray(negative, dtype=np.float64)
-    if label_vector.ndim != 1:
-        raise ValueError(f"label_vector must be 1-d [d], got shape {label_vector.shape}")
-    for name, matrix in (("positive", positive), ("negative", negative)):
-        if matrix.ndim != 2 or matrix.shape[1] != label_vector.shape[0] or len(matrix) == 0:
-            raise ValueError(f"{name} must be a non-empty [n, {label_vector.shape[0]}] array, got {matrix.shape}")
-    similarities = cosine_similarities(label_vector, np.vstack([positive, negative]))
-    is_positive = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
-    return float(roc_auc_score(is_positive, similarities))
 
 
 def detection_score(detector: Detector, label: str, positive: list[str], negative: list[str], seed: int) -> float:

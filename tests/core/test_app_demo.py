@@ -53,7 +53,7 @@ def test_cached_download_is_reused_without_network(kaggle_csv, tmp_path):
 
 
 def test_unreachable_source_says_how_to_work_offline(tmp_path):
-    config = DemoConfig(url="http://127.0.0.1:9/unreachable.csv", timeout_seconds=5)
+    config = DemoConfig(url="http://127.0.0.1:9/unreachable.csv", timeout_s=5)
     with pytest.raises(IngestError, match="Without network, set PRISMA_DEMO_FILE to a local copy"):
         demo_corpus(tmp_path, config)
     assert not list(tmp_path.iterdir())  # no partial download is left to pass for a cached corpus

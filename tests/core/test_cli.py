@@ -112,11 +112,30 @@ def test_themes_regroup_without_retraining(bbc_run, bbc_workspace):
     assert pipeline.load_run(workspace).themes.n_themes == 4  # a refused setting changes nothing
 
 
-def test_list_shows_the_run(bbc_run, bbc_workspace):
+def test_list_shows_the_run(bbc_run, bbc_workspace, bbc):
     workspace, _ = bbc_workspace
     listing = prisma("list", workspace=workspace.path)
     assert listing.returncode == 0
     assert "bbc_news" in listing.stdout and "run-" in listing.stdout
+    suggested = suggest_config(len(bbc), 384)
+    assert f"n={suggested.n_latents(384)} k={suggested.k}" in listing.stdout  # the number of features, not "?"
+
+
+def test_ingest_without_an_id_column_guesses_it_as_the_datasets_page_does(tmp_path, bbc):
+    from prisma_core.store import Workspace
+
+    articles = bbc.head(6)[["id", "text", "label"]]
+    articles.to_csv(tmp_path / "news.csv", index=False)
+    articles.assign(id=["a", "a", "b", "c", "d", "e"]).to_csv(tmp_path / "repeats.csv", index=False)
+    for name in ("news.csv", "repeats.csv"):
+        result = prisma("ingest", str(tmp_path / name), "--text-column", "text", workspace=tmp_path / "ws")
+        assert result.returncode == 0, result.stderr
+    news, repeats = Workspace(tmp_path / "ws").datasets()
+    stored = Workspace(tmp_path / "ws").documents(news.dataset_id)
+    assert stored["doc_id"].tolist() == articles["id"].astype(str).tolist()
+    assert "id" not in news.metadata_columns  # the id column became the ids, not metadata
+    ids = Workspace(tmp_path / "ws").documents(repeats.dataset_id)["doc_id"].tolist()
+    assert ids == ["1", "2", "3", "4", "5", "6"] and "id" in repeats.metadata_columns  # not unique: row numbers
 
 
 def test_bad_input_gives_a_clear_error_and_exit_code(tmp_path):

@@ -1,8 +1,14 @@
+import json
+import socket
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from prisma_core import pipeline
+from prisma_core.cli import main as cli_main
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError
 from prisma_core.families import FamilyConfig
@@ -85,6 +91,8 @@ def test_run_record_and_artefacts(trained):
     assert len(workspace.features(summary.run_id)) == 384
     interpretations = workspace.interpretations(summary.run_id)
     assert len(interpretations) == 384 and set(interpretations["source"]) == {"keywords"}
+    assert workspace.run_or_latest(summary.run_id) == record
+    assert workspace.run_or_latest(None, dataset_id) == record == workspace.run_or_latest()  # the only run so far
 
 
 def test_preferred_interpretation_wins(trained):
@@ -141,3 +149,31 @@ def test_training_before_embedding_says_what_to_do(tmp_path, small_corpus):
     with pytest.raises(NotFoundError, match="run the embedding step"):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE)
     assert workspace.runs() == []
+    with pytest.raises(NotFoundError, match="train one first"):
+        workspace.run_or_latest(None, dataset_id)
+
+
+def test_storing_a_dataset_loads_no_embedding_model_code(tmp_path):
+    """Ingesting (and `prisma list`) should not pay for torch: hashing a text for the cache needs only hashlib."""
+    code = (
+        "import sys, pandas as pd\n"
+        "from prisma_core.store import Workspace\n"
+        "workspace = Workspace(sys.argv[1])\n"
+        "workspace.add_dataset('notes', pd.DataFrame({'doc_id': ['a'], 'text': ['a note']}), ['notes.csv'], {})\n"
+        "print(len(workspace.documents(workspace.datasets()[0].dataset_id)['text_hash'][0]))\n"
+        "print(sorted({'torch', 'prisma_core.embed'} & set(sys.modules)))"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert result.stdout.split() == ["64", "[]"], result.stderr
+
+
+def test_listing_leaves_an_abandoned_run_folder_alone_and_the_next_run_removes_it(tmp_path, capsys):
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    abandoned = tmp_path / "runs" / "run-20000101-000000-abcdef"
+    abandoned.mkdir(parents=True)
+    (abandoned / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)}))
+    assert cli_main(["list", "--workspace", str(tmp_path)]) == 0
+    assert abandoned.is_dir()  # a read never deletes
+    run_id, folder = Workspace(tmp_path).new_run_dir()
+    assert not abandoned.exists() and sorted((tmp_path / "runs").iterdir()) == [folder]
+    assert folder.name == run_id

@@ -22,7 +22,7 @@ from reliability_vector_writer import VECTOR_DIM, VECTOR_KEY
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.ingest import IngestConfig
-from prisma_core.store import WORKSPACE_ENV, Workspace, _vectors_table_name
+from prisma_core.store import WORKSPACE_ENV, Workspace, vectors_table_name
 from ui.jobs import Job, JobRegistry
 from ui.state import job_registry
 
@@ -67,7 +67,7 @@ def test_two_processes_saving_the_same_vectors_keep_one_complete_copy(tmp_path: 
     for writer in writers:
         status, _, stderr = finish(writer)
         assert status == 0, stderr
-    table = workspace.db.open_table(_vectors_table_name(VECTOR_KEY))
+    table = workspace.db.open_table(vectors_table_name(VECTOR_KEY))
     assert table.count_rows() == 12 * 30  # no second copies left
     for dataset in workspace.datasets():
         vectors = workspace.vectors(dataset.dataset_id, VECTOR_KEY)
@@ -110,7 +110,7 @@ def test_no_dataset_vector_or_run_is_lost_or_doubled(raced) -> None:
     key = model_key(EmbedConfig())
     datasets = {dataset.name: dataset for dataset in workspace.datasets()}
     assert sorted(datasets) == ["alice", "bob", "shared"]
-    vectors_table = workspace.db.open_table(_vectors_table_name(key))
+    vectors_table = workspace.db.open_table(vectors_table_name(key))
     assert vectors_table.count_rows() == 40 + 25 + 25  # the shared dataset embedded by both: kept once
     expected_runs = {"shared": 2, "alice": 1, "bob": 1}
     for name, dataset in datasets.items():

@@ -135,13 +135,13 @@ def test_killed_training_shows_no_half_run_and_a_rerun_completes(
     assert [run.run_id for run in workspace.runs(stored.dataset_a)] == runs_before
     assert (rows_of_unlisted_runs(workspace)["activations"] > 0) == leaves_rows
     stored.assert_earlier_work_intact(workspace)
-    # ... and the next time the workspace is opened, it is removed.
+    # ... opening the workspace again deletes nothing, and the next run started removes it.
     reopened = Workspace(stored.path)
-    assert run_folders(reopened) == sorted(runs_before)
+    assert set(run_folders(reopened)) == set(runs_before) | in_flight
+    rerun = pipeline.train_run(reopened, stored.dataset_a, SMALL_SAE)
+    assert run_folders(reopened) == sorted([*runs_before, rerun.run_id])
     assert set(rows_of_unlisted_runs(reopened).values()) <= {0}
     stored.assert_earlier_work_intact(reopened)
-
-    rerun = pipeline.train_run(reopened, stored.dataset_a, SMALL_SAE)
     assert [run.run_id for run in reopened.runs(stored.dataset_a)] == [*runs_before, rerun.run_id]
     assert len(reopened.activations(rerun.run_id)) == 60 * 8
     reopened.delete_run(rerun.run_id)

@@ -7,8 +7,9 @@ import pytest
 from ollama_server import FakeOllama, running_fake_ollama
 from sentence_transformers import SentenceTransformer
 
+from prisma_core.interpret.label_scores import roc_auc
 from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
-from prisma_core.interpret.scoring import detection_score, embedding_score, holdout_split
+from prisma_core.interpret.scoring import detection_score, holdout_split
 
 N_PER_SIDE = 50
 WORDS_PER_DOC = 128  # the opening of each article is enough to tell its topic and halves the CPU time
@@ -35,25 +36,14 @@ def bbc_sport_and_other(bbc: pd.DataFrame, minilm: SentenceTransformer) -> tuple
     return vectors[:N_PER_SIDE], vectors[N_PER_SIDE:]
 
 
-def test_embedding_score_is_one_for_a_perfect_separation_and_zero_for_its_reverse():
-    label = np.array([1.0, 0.0, 0.0])
-    near = np.array([[0.9, 0.1, 0.0], [0.8, 0.0, 0.3]])
-    far = np.array([[0.1, 0.9, 0.0], [0.0, 0.2, 0.9], [-0.5, 0.5, 0.0]])
-    assert embedding_score(label, near, far) == 1.0
-    assert embedding_score(label, far, near) == 0.0
-    assert embedding_score(label * 7.5, near * 3, far) == 1.0  # cosine: scale does not matter
-
-
-def test_embedding_score_rejects_mismatched_shapes():
-    with pytest.raises(ValueError, match="positive must be a non-empty"):
-        embedding_score(np.ones(3), np.ones((2, 4)), np.ones((2, 3)))
-    with pytest.raises(ValueError, match="negative must be a non-empty"):
-        embedding_score(np.ones(3), np.ones((2, 3)), np.ones((0, 3)))
+def label_auc(label: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
+    """The embedding score of a label: ROC-AUC of its cosine with positive vs negative (unit-norm) documents."""
+    return roc_auc(positive @ label, negative @ label)
 
 
 def test_a_matching_label_scores_high_on_real_news(minilm, bbc_sport_and_other):
     sport, other = bbc_sport_and_other
-    score = embedding_score(minilm.encode("sport", normalize_embeddings=True), sport, other)
+    score = label_auc(minilm.encode("sport", normalize_embeddings=True), sport, other)
     assert score > 0.8
 
 
@@ -61,7 +51,7 @@ def test_an_unrelated_label_is_near_chance_on_a_random_split(minilm, bbc_sport_a
     documents = np.vstack(bbc_sport_and_other)
     order = np.random.default_rng(0).permutation(len(documents))
     first, second = documents[order[:N_PER_SIDE]], documents[order[N_PER_SIDE:]]
-    score = embedding_score(minilm.encode("gardening tips", normalize_embeddings=True), first, second)
+    score = label_auc(minilm.encode("gardening tips", normalize_embeddings=True), first, second)
     assert abs(score - 0.5) < 0.15
 
 

@@ -1,0 +1,292 @@
+"""Readers: bytes -> a raw table (tabular formats) or one text (text-like formats)."""
+
+import codecs
+import io
+import json
+import zipfile
+from collections.abc import Callable
+from typing import Any
+from xml.etree.ElementTree import ParseError
+
+import docx
+import openpyxl
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pypdf
+from docx.opc.exceptions import PackageNotFoundError
+from lxml.etree import XMLSyntaxError
+from openpyxl.utils.exceptions import InvalidFileException
+
+from prisma_core.errors import IngestError
+from prisma_core.ingest.archives import check_unpacked_size, extension
+from prisma_core.ingest.config import IngestConfig
+
+_DELIMITERS = ",;\t|"
+_SAMPLE_CHARS = 65_536  # how much of a decoded file the binary-content check looks at
+_MAX_UNPRINTABLE_SHARE = 0.05  # real text has almost no control characters; binary data has ~25%
+
+
+def read_file(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame | str:
+    content = _READERS[extension(name)](name, data, config, warnings)
+    if isinstance(content, pd.DataFrame):
+        content.columns = [str(column) for column in content.columns]
+    return content
+
+
+def _read_delimited(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
+    encoding = _text_encoding(name, data, "a text table", warnings)
+    header = data[:_SAMPLE_CHARS].decode(encoding, errors="ignore")
+    separator = "\t" if extension(name) == ".tsv" else _sniff_delimiter(header)
+    named = (config.text_column, config.id_column, config.title_column)
+    as_text = {column: "str" for column in named if column}  # keeps ids like "007" and numeric texts verbatim
+    try:
+        return pd.read_csv(io.BytesIO(data), sep=separator, dtype=as_text, encoding=encoding, nrows=config.max_rows + 1)
+    except pd.errors.EmptyDataError as error:
+        raise IngestError(f"{name}: the table has no columns") from error
+    except (pd.errors.ParserError, ValueError) as error:
+        raise IngestError(f"{name}: could not be read as a table ({error})") from error
+
+
+def _sniff_delimiter(text: str) -> str:
+    """The candidate delimiter most frequent in the header line (headers rarely contain delimiters themselves)."""
+    header = text[: text.find("\n")] if "\n" in text else text
+    counts = {delimiter: header.count(delimiter) for delimiter in _DELIMITERS}
+    best = max(counts, key=counts.__getitem__)
+    return best if counts[best] else ","
+
+
+def _read_excel(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
+    """The first sheet, streamed: no more than config.max_rows + 1 rows are read."""
+    check_unpacked_size(name, data, config.max_total_bytes, "Excel .xlsx workbook")
+    try:
+        with pd.ExcelFile(io.BytesIO(data), engine="openpyxl") as workbook:
+            if len(workbook.sheet_names) > 1:
+                sheets = len(workbook.sheet_names)
+                warnings.append(f"{name}: read only the first sheet, '{workbook.sheet_names[0]}', of {sheets}")
+            frame = pd.read_excel(workbook, sheet_name=0, nrows=config.max_rows + 1)
+        empty = [str(column) for column in frame.columns if frame[column].isna().all()]
+        formulas = _formula_columns(data, empty) if len(frame) and empty else []
+    except (*_WORKBOOK_ERRORS, RecursionError) as error:
+        raise IngestError(f"{name}: is not a valid Excel .xlsx workbook ({error})") from error
+    if formulas:
+        warnings.append(
+            f"{name}: column(s) {', '.join(formulas)} hold formulas whose results were never saved, so they read "
+            "as empty; open the file in Excel or LibreOffice and save it to store the results"
+        )
+    return frame
+
+
+_WORKBOOK_ERRORS = (zipfile.BadZipFile, KeyError, ValueError, OSError, InvalidFileException, ParseError, XMLSyntaxError)
+_FORMULA_SCAN_ROWS = 100
+
+
+def _declared_sheet_rows(data: bytes) -> int | None:
+    """Rows (header included) the first sheet says it holds, read from its <dimension> without reading rows."""
+    workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True)
+    try:
+        return workbook.worksheets[0].max_row
+    finally:
+        workbook.close()
+
+
+def _formula_columns(data: bytes, columns: list[str]) -> list[str]:
+    """Which of these columns hold formulas in their first rows (read as formulas, not as saved results)."""
+    workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=False)
+    try:
+        rows = workbook.worksheets[0].iter_rows(max_row=_FORMULA_SCAN_ROWS + 1, values_only=True)
+        header = [str(value) for value in next(rows, ())]
+        cells = (cell for row in rows for cell in zip(header, row, strict=False))  # short rows end early
+        found = {column for column, value in cells if isinstance(value, str) and value[:1] == "="}
+    finally:
+        workbook.close()
+    return [column for column in columns if column in found]
+
+
+def _read_json(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
+    try:
+        content = json.loads(_decode(name, data, "JSON", warnings))
+    except json.JSONDecodeError as error:
+        if error.msg == "Extra data":  # one record per line, saved as .json
+            return _read_jsonl(name, data, config, warnings)
+        raise IngestError(f"{name}: is not valid JSON ({error})") from error
+    except RecursionError:
+        raise IngestError(f"{name}: is nested too deeply to read as records") from None
+    if isinstance(content, dict):
+        lists = [value for value in content.values() if isinstance(value, list)]
+        content = lists[0] if len(lists) == 1 else content
+    if not isinstance(content, list):
+        raise IngestError(f"{name}: expected a list of records, or an object holding one list of records")
+    return _records_frame(name, content, warnings)
+
+
+def _read_jsonl(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
+    records = []
+    for number, line in enumerate(_decode(name, data, "JSON lines", warnings).splitlines(), start=1):
+        if len(records) > config.max_rows:
+            break
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise IngestError(f"{name}: line {number} is not valid JSON ({error.msg})") from error
+            except RecursionError:
+                raise IngestError(f"{name}: line {number} is nested too deeply to read") from None
+    return _records_frame(name, records, warnings)
+
+
+def _records_frame(name: str, records: list[Any], warnings: list[str]) -> pd.DataFrame:
+    """Records -> a table; nested objects become dotted columns, lists become JSON text.
+
+    A dotted field and a nested one that flatten to the same name ("a.b" and {"a": {"b": ...}}) both keep their
+    values: the later one becomes "a.b (2)", with a warning."""
+    if records and all(isinstance(record, str) for record in records):
+        return pd.DataFrame({"text": records})
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            raise IngestError(f"{name}: record {number} is not an object with named fields")
+    collisions: set[str] = set()
+    try:
+        frame = pd.DataFrame([_flattened(record, collisions) for record in records])
+    except RecursionError:
+        raise IngestError(f"{name}: is nested too deeply to read as records") from None
+    if collisions:
+        warnings.append(
+            f"{name}: field(s) {', '.join(sorted(collisions))} appear both as a dotted name and as a nested object; "
+            "the second of each is kept as '<name> (2)'"
+        )
+    for column in frame.columns:
+        if pd.api.types.is_object_dtype(frame[column]):
+            frame[column] = frame[column].map(_json_if_list)
+    return frame
+
+
+def _flattened(record: dict[str, Any], collisions: set[str], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; a name met twice keeps both values, the second as "<name> (2)"."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        column = f"{prefix}{key}"
+        inner = _flattened(value, collisions, f"{column}.") if isinstance(value, dict) and value else {column: value}
+        for name, item in inner.items():
+            if name in flat:
+                collisions.add(name)
+                name = f"{name} (2)"
+            flat[name] = item
+    return flat
+
+
+def _json_if_list(value: Any) -> Any:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else value
+
+
+def _read_parquet(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
+    """The first config.max_rows + 1 rows: only the row groups holding them are read."""
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        wanted, groups = config.max_rows + 1, []
+        for index in range(parquet.num_row_groups):
+            if sum(parquet.metadata.row_group(group).num_rows for group in groups) >= wanted:
+                break
+            groups.append(index)
+        return parquet.read_row_groups(groups).slice(0, wanted).to_pandas()
+    except (pa.ArrowException, OSError) as error:
+        raise IngestError(f"{name}: is not a valid Parquet file ({error})") from error
+
+
+def _read_plain_text(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> str:
+    return _decode(name, data, "text", warnings)
+
+
+def _read_pdf(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> str:
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        locked = reader.is_encrypted and not _unlock(reader)
+        text = "" if locked else "\n\n".join(page.extract_text() or "" for page in reader.pages)
+    except Exception as error:  # pypdf raises many exception types on malformed files
+        raise IngestError(f"{name}: is not a readable PDF ({error})") from error
+    if locked:
+        raise IngestError(f"{name}: the PDF is password-protected (encrypted); remove the password and upload again")
+    if not text.strip():
+        warnings.append(f"{name}: no extractable text (a scanned PDF needs OCR first)")
+    return text
+
+
+def _unlock(reader: pypdf.PdfReader) -> bool:
+    """Many PDFs are encrypted with an empty user password: those open without asking."""
+    try:
+        return reader.decrypt("") != pypdf.PasswordType.NOT_DECRYPTED
+    except (pypdf.errors.PyPdfError, NotImplementedError):
+        return False
+
+
+def _read_docx(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> str:
+    check_unpacked_size(name, data, config.max_total_bytes, "Word .docx file")
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (zipfile.BadZipFile, KeyError, ValueError, PackageNotFoundError, XMLSyntaxError) as error:
+        raise IngestError(f"{name}: is not a valid Word .docx file ({error})") from error
+    paragraphs = [paragraph.text for paragraph in document.paragraphs]
+    cells = [cell.text for table in document.tables for row in table.rows for cell in row.cells]
+    return "\n".join(paragraphs + cells)
+
+
+_READERS: dict[str, Callable[[str, bytes, IngestConfig, list[str]], pd.DataFrame | str]] = {
+    ".csv": _read_delimited,
+    ".tsv": _read_delimited,
+    ".xlsx": _read_excel,
+    ".json": _read_json,
+    ".jsonl": _read_jsonl,
+    ".parquet": _read_parquet,
+    ".txt": _read_plain_text,
+    ".md": _read_plain_text,
+    ".pdf": _read_pdf,
+    ".docx": _read_docx,
+}
+
+
+def _decode(name: str, data: bytes, what: str, warnings: list[str]) -> str:
+    return data.decode(_text_encoding(name, data, what, warnings))
+
+
+def _text_encoding(name: str, data: bytes, what: str, warnings: list[str]) -> str:
+    """UTF-8 (BOM or not), UTF-16 with a BOM, else cp1252/latin-1 with a warning; binary content is refused."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encodings = ["utf-16"]
+    else:
+        encodings = ["utf-8-sig", "cp1252", "latin-1"]
+    for encoding in encodings:
+        try:
+            text = data.decode(encoding)
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        raise IngestError(f"{name}: starts with a UTF-16 mark but is not valid UTF-16 text")
+    if encoding in ("cp1252", "latin-1"):
+        warnings.append(f"{name}: not UTF-8, decoded as {encoding}")
+    if not _looks_like_text(text[:_SAMPLE_CHARS]):
+        raise IngestError(f"{name}: does not look like {what} (binary content); save it as UTF-8 text")
+    return encoding
+
+
+def _looks_like_text(sample: str) -> bool:
+    unprintable = sum(1 for char in sample if not char.isprintable() and char not in "\t\n\r")
+    return "\x00" not in sample and unprintable <= _MAX_UNPRINTABLE_SHARE * len(sample)
+
+
+def check_declared_rows(name: str, data: bytes, config: IngestConfig) -> None:
+    """A sheet that declares more rows than the limit is refused before a single row is read."""
+    check_unpacked_size(name, data, config.max_total_bytes, "Excel .xlsx workbook")
+    try:
+        declared = _declared_sheet_rows(data)
+    except (*_WORKBOOK_ERRORS, RecursionError) as error:
+        raise IngestError(f"{name}: is not a valid Excel .xlsx workbook ({error})") from error
+    if declared is not None:
+        check_rows(name, declared - 1, config)
+
+
+def check_rows(name: str, n_rows: int, config: IngestConfig) -> None:
+    if n_rows > config.max_rows:
+        raise IngestError(
+            f"{name}: has more than {config.max_rows:,} rows, the limit per table; split it into smaller files"
+        )

@@ -1,0 +1,23 @@
+"""The workspace store: one LanceDB database per workspace folder (see `workspace`).
+
+One job per module: `schemas` (tables and records), `ids`, `retry` (commit conflicts), `tables` (reads and writes),
+`maintenance` (disk space), `ownership` (who writes a run folder), `datasets`, `vectors` (embedding cache and search),
+`runs`, `artefacts` (what a run derives); `workspace` puts them together.
+"""
+
+from prisma_core.store.ids import check_id, new_id, now_iso
+from prisma_core.store.schemas import DatasetRecord, RunRecord
+from prisma_core.store.vectors import vectors_table_name
+from prisma_core.store.workspace import WORKSPACE_ENV, Workspace, resolve_workspace
+
+__all__ = [
+    "WORKSPACE_ENV",
+    "DatasetRecord",
+    "RunRecord",
+    "Workspace",
+    "check_id",
+    "new_id",
+    "now_iso",
+    "resolve_workspace",
+    "vectors_table_name",
+]

@@ -1,0 +1,168 @@
+"""What a run derives: sparse activations, feature statistics, interpretations, families and themes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from prisma_core.store.ids import check_id, now_iso
+from prisma_core.store.retry import retry
+from prisma_core.store.schemas import SCHEMAS
+from prisma_core.store.tables import Tables
+
+
+class Artefacts(Tables):
+    def save_activations(self, run_id: str, positions: np.ndarray, features: np.ndarray, values: np.ndarray) -> None:
+        """Sparse codes as (document position, feature, value) rows; zeros are never stored."""
+        keep = values > 0
+        self._add(
+            "activations",
+            pa.table(
+                {
+                    "run_id": pa.array([run_id] * int(keep.sum()), pa.string()),
+                    "position": pa.array(positions[keep], pa.int64()),
+                    "feature_id": pa.array(features[keep], pa.int32()),
+                    "value": pa.array(values[keep], pa.float32()),
+                },
+                schema=SCHEMAS["activations"],
+            ),
+        )
+
+    def activations(self, run_id: str) -> pd.DataFrame:
+        return self._read("activations", f"run_id = '{check_id(run_id)}'", ["position", "feature_id", "value"])
+
+    def save_features(self, run_id: str, stats: pd.DataFrame) -> None:
+        frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]
+        self._add("features", pa.Table.from_pandas(frame, schema=SCHEMAS["features"], preserve_index=False))
+
+    def features(self, run_id: str) -> pd.DataFrame:
+        frame = self._read("features", f"run_id = '{check_id(run_id)}'")
+        return frame.drop(columns="run_id").sort_values("feature_id").reset_index(drop=True)
+
+    def add_interpretations(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Append interpretations (label, description, source, prompt_version, scores); many per feature."""
+        defaults = {"description": "", "prompt_version": "", "score_embedding": None, "score_detection": None}
+        stamped = [
+            defaults
+            | row
+            | {
+                "run_id": run_id,
+                "interpretation_id": row.get("interpretation_id") or uuid.uuid4().hex[:12],
+                "created_at": row.get("created_at") or now_iso(),
+                "preferred": bool(row.get("preferred", False)),
+            }
+            for row in rows
+        ]
+        self._add("interpretations", stamped)
+
+    def interpretations(self, run_id: str) -> pd.DataFrame:
+        return self._read("interpretations", f"run_id = '{check_id(run_id)}'").drop(columns="run_id")
+
+    def set_interpretation_scores(self, run_id: str, scores: dict[str, dict[str, float]]) -> None:
+        """scores: interpretation_id -> {score_embedding: ..., score_detection: ...}.
+
+        One commit per set of score columns (a partial merge-insert), not one per interpretation: scoring every
+        label of a run takes well under a second instead of minutes.
+        """
+        table = self._table("interpretations")
+        by_columns: dict[tuple[str, ...], list[str]] = {}
+        for interpretation_id, values in scores.items():
+            by_columns.setdefault(tuple(sorted(values)), []).append(check_id(interpretation_id))
+        for columns, ids in by_columns.items():
+            fields = [SCHEMAS["interpretations"].field(name) for name in ("run_id", "interpretation_id", *columns)]
+            rows = pa.table(
+                {
+                    "run_id": [check_id(run_id)] * len(ids),
+                    "interpretation_id": ids,
+                    **{column: [scores[i][column] for i in ids] for column in columns},
+                },
+                schema=pa.schema(fields),
+            )
+            merge = table.merge_insert(["run_id", "interpretation_id"]).when_matched_update_all()
+            retry(lambda merge=merge, rows=rows: merge.execute(rows))
+
+    def prefer_interpretation(self, run_id: str, feature_id: int, interpretation_id: str) -> None:
+        table = self._table("interpretations")
+        feature = f"run_id = '{check_id(run_id)}' AND feature_id = {int(feature_id)}"
+        retry(lambda: table.update(where=feature, values={"preferred": False}))
+        chosen = f"{feature} AND interpretation_id = '{check_id(interpretation_id)}'"
+        retry(lambda: table.update(where=chosen, values={"preferred": True}))
+
+    def save_families(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's families (see `_replace_generation`)."""
+        self._replace_generation(
+            "families",
+            run_id,
+            "family_id",
+            [
+                row
+                | {
+                    "members": json.dumps([int(m) for m in row["members"]]),
+                    "edges": json.dumps([[int(p), int(c), float(w)] for p, c, w in row["edges"]]),
+                }
+                for row in rows
+            ],
+        )
+
+    def families(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            {**row, "members": json.loads(row["members"]), "edges": [tuple(e) for e in json.loads(row["edges"])]}
+            for row in self._latest_generation("families", run_id, "family_id")
+        ]
+
+    def save_themes(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's themes: theme_id, label, description, label_source, n_documents, features (ids),
+        evidence (one weight per feature)."""
+        self._replace_generation(
+            "themes",
+            run_id,
+            "theme_id",
+            [
+                row
+                | {
+                    "features": json.dumps([int(f) for f in row["features"]]),
+                    "evidence": [float(e) for e in row["evidence"]],
+                }
+                for row in rows
+            ],
+        )
+
+    def themes(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's themes, theme 0 first; empty for runs made before themes existed."""
+        return [
+            {**row, "features": json.loads(row["features"]), "evidence": np.asarray(row["evidence"], np.float32)}
+            for row in self._latest_generation("themes", run_id, "theme_id")
+        ]
+
+    def _replace_generation(self, name: str, run_id: str, key: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's rows of a table in one commit: the new generation is inserted and the old one deleted
+        together.
+
+        Two rebuilds at once (two sessions, the app and the CLI) are two merges; LanceDB applies them one after the
+        other, so exactly one complete set survives and a reader never sees a mix or an empty set in between.
+        """
+        where = f"run_id = '{check_id(run_id)}'"
+        old = self._read(name, where, ["generation"])["generation"]
+        generation = int(old.max()) + 1 if len(old) else 0
+        table = self._table(name)
+        new = pa.Table.from_pylist(
+            [row | {"run_id": run_id, "generation": generation} for row in rows], schema=table.schema
+        )
+        merge = (
+            table.merge_insert(["run_id", "generation", key])
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(where)
+        )
+        retry(lambda: merge.execute(new))
+
+    def _latest_generation(self, name: str, run_id: str, order: str) -> list[dict[str, Any]]:
+        frame = self._read(name, f"run_id = '{check_id(run_id)}'")
+        frame = frame[frame["generation"] == frame["generation"].max()].sort_values(order)
+        return frame.drop(columns=["run_id", "generation"]).to_dict(orient="records")

@@ -1,0 +1,124 @@
+"""Datasets: their documents (text, title, metadata) in stored order and the dataset records."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from prisma_core.errors import NotFoundError, StoreError
+from prisma_core.store.ids import check_id, new_id, now_iso
+from prisma_core.store.maintenance import Maintenance
+from prisma_core.store.retry import retry
+from prisma_core.store.runs import Runs
+from prisma_core.store.schemas import SCHEMAS, DatasetRecord
+
+
+def text_hash(text: str) -> str:
+    """The key of the embedding cache: equal texts share their vectors across datasets."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Datasets(Runs, Maintenance):
+    """A dataset owns its runs: deleting it deletes them."""
+
+    def add_dataset(self, name: str, documents: pd.DataFrame, sources: Sequence[str], report: dict[str, Any]) -> str:
+        """Store documents (doc_id, title, text, metadata columns...) and then the dataset record."""
+        name = name.strip() or "dataset"
+        dataset_id = new_id("ds")
+        metadata_columns = [c for c in documents.columns if c not in ("doc_id", "title", "text")]
+        metadata = documents[metadata_columns].astype(object).where(documents[metadata_columns].notna(), None)
+        rows = pa.table(
+            {
+                "dataset_id": [dataset_id] * len(documents),
+                "position": np.arange(len(documents), dtype=np.int64),
+                "doc_id": documents["doc_id"].astype(str).tolist(),
+                "title": [None if pd.isna(t) else str(t) for t in documents.get("title", [None] * len(documents))],
+                "text": documents["text"].tolist(),
+                "text_hash": [text_hash(t) for t in documents["text"]],
+                "metadata": [json.dumps(r, default=str) for r in metadata.to_dict(orient="records")],
+            },
+            schema=SCHEMAS["documents"],
+        )
+        self._add("documents", rows)
+        record = {
+            "dataset_id": dataset_id,
+            "name": name,
+            "created_at": now_iso(),
+            "n_documents": len(documents),
+            "sources": json.dumps(list(sources)),
+            "report": json.dumps(report, default=str),
+            "metadata_columns": json.dumps(metadata_columns),
+        }
+        try:
+            self._add("datasets", [record])
+        except StoreError:
+            with contextlib.suppress(StoreError):  # unlisted documents are invisible; this only frees the space
+                self._delete("documents", f"dataset_id = '{dataset_id}'")
+            raise
+        return dataset_id
+
+    def datasets(self) -> list[DatasetRecord]:
+        frame = self._read("datasets", "true")
+        records = [
+            DatasetRecord(
+                dataset_id=r.dataset_id,
+                name=r.name,
+                created_at=r.created_at,
+                n_documents=int(r.n_documents),
+                sources=json.loads(r.sources),
+                report=json.loads(r.report),
+                metadata_columns=json.loads(r.metadata_columns),
+            )
+            for r in frame.itertuples()
+        ]
+        return sorted(records, key=lambda d: d.created_at)
+
+    def dataset(self, dataset_id: str) -> DatasetRecord:
+        for record in self.datasets():
+            if record.dataset_id == dataset_id:
+                return record
+        raise NotFoundError(f"No dataset {dataset_id!r} in workspace {self.path}.")
+
+    def rename_dataset(self, dataset_id: str, name: str) -> None:
+        self.dataset(dataset_id)
+        table = self.db.open_table("datasets")
+        retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}))
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """Record first, then everything derived, so a crash half-way leaves no visible half-dataset."""
+        self.dataset(dataset_id)
+        where = f"dataset_id = '{check_id(dataset_id)}'"
+        runs = [run.run_id for run in self.runs(dataset_id)]
+        self._delete("datasets", where)
+        for run_id in runs:
+            self.delete_run(run_id)
+        self._delete("documents", where)
+        for name in self.db.list_tables().tables:
+            if name.startswith("vectors__"):
+                self._delete(name, where)
+        self._reclaim_space_if_due()  # a long-running app opens its workspace once: clean up on deletions too
+
+    def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """Documents in stored order (`position` = row index used by embeddings and activations)."""
+        frame = self._read("documents", f"dataset_id = '{check_id(dataset_id)}'", columns)
+        if frame.empty and not columns:
+            self.dataset(dataset_id)
+        return frame.sort_values("position").reset_index(drop=True) if "position" in frame else frame
+
+    def metadata(self, dataset_id: str) -> pd.DataFrame:
+        """Metadata columns as a typed frame, one row per document in stored order.
+
+        A column mixing numbers and text (a year that is sometimes "unknown") becomes a text column: every
+        value is kept, and the frame can be written to Parquet or compared by group.
+        """
+        docs = self.documents(dataset_id, ["position", "metadata"])
+        frame = pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
+        mixed = [column for column in frame.columns if frame[column].dtype == object]
+        return frame.astype(dict.fromkeys(mixed, "string"))

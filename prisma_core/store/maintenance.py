@@ -1,0 +1,43 @@
+"""Disk space: compacting tables and removing old table versions, at most once a day on its own."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime, timedelta
+
+from prisma_core.errors import StoreError
+from prisma_core.store.ids import now_iso
+from prisma_core.store.retry import retry
+from prisma_core.store.tables import Tables
+
+_MAINTENANCE_FILE = "maintenance.json"  # in the workspace: when old table versions were last cleaned up
+MAINTENANCE_EVERY = timedelta(days=1)
+"""Opening a workspace compacts its tables and removes old versions when the last clean-up is older than this."""
+KEEP_VERSIONS_FOR = timedelta(hours=1)
+"""Table versions younger than this are kept by the clean-up, so a recent write can still be looked at or rolled
+back; older versions, and files left by writes killed more than 7 days ago (LanceDB's own rule), are removed."""
+
+
+class Maintenance(Tables):
+    def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
+        """Compacts every table and removes versions older than `keep_versions_for` with LanceDB's own optimize.
+
+        Deleted rows only free their space once no kept version refers to them.
+        """
+        for name in self.db.list_tables().tables:
+            table = self.db.open_table(name)
+            retry(lambda table=table: table.optimize(cleanup_older_than=keep_versions_for))
+        (self.path / _MAINTENANCE_FILE).write_text(json.dumps({"reclaimed_at": now_iso()}))
+
+    def _reclaim_space_if_due(self) -> None:
+        if self._maintenance_due():
+            with contextlib.suppress(OSError, StoreError):  # best effort: a full or read-only workspace still opens
+                self.reclaim_space()
+
+    def _maintenance_due(self) -> bool:
+        try:
+            last = datetime.fromisoformat(json.loads((self.path / _MAINTENANCE_FILE).read_text())["reclaimed_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return self._has_table("datasets")  # never cleaned up: due once there is something to clean
+        return datetime.now(UTC) - last > MAINTENANCE_EVERY

@@ -1,0 +1,32 @@
+"""Which process is writing a run folder, and whether it has ended (then the folder is abandoned)."""
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+_OWNER_FILE = "owner.json"  # in a run folder: the process that is writing the run (host, pid)
+_UNOWNED_GRACE_S = 60.0  # a run folder with no owner file is only considered abandoned after this long
+
+
+def mark_owner(folder: Path) -> None:
+    """Marks a new run folder with the process writing it (host, pid)."""
+    (folder / _OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+
+
+def owner_is_gone(folder: Path) -> bool:
+    """True when the process that created this run folder has ended (it can only be checked on this machine)."""
+    try:
+        owner = json.loads((folder / _OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return time.time() - folder.stat().st_mtime > _UNOWNED_GRACE_S
+    if owner.get("host") != socket.gethostname() or os.name == "nt":  # on Windows, os.kill would end the process
+        return False
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError, ValueError):  # PermissionError: alive, run by another user
+        return False
+    return False

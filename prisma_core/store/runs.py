@@ -1,0 +1,132 @@
+"""SAE runs: a folder for the weights while a run is written, the run record last; abandoned runs removed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from pathlib import Path
+
+from prisma_core.errors import NotFoundError, StoreError
+from prisma_core.store.ids import ID_PATTERN, check_id, new_id
+from prisma_core.store.ownership import mark_owner, owner_is_gone
+from prisma_core.store.schemas import RunRecord
+from prisma_core.store.tables import Tables
+
+_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes")
+
+
+class Runs(Tables):
+    def _remove_abandoned_runs(self) -> None:
+        """Removes what a run killed before its record was written left behind (its folder, any rows).
+
+        A run still being written by a live process has a folder and no record too: only runs whose process is
+        gone are removed. Best effort: a failure here never stops the new run.
+        """
+        runs_dir = self.path / "runs"
+        folders = (
+            [p for p in runs_dir.iterdir() if p.is_dir() and ID_PATTERN.match(p.name)] if runs_dir.is_dir() else []
+        )
+        if not folders:
+            return
+        with contextlib.suppress(OSError, StoreError):
+            listed = set(self._read("sae_runs", "true", ["run_id"])["run_id"])
+            for folder in folders:
+                # The record is looked up again once the owner is known to be gone: it may have been written since.
+                if folder.name not in listed and owner_is_gone(folder) and not self._has_run_record(folder.name):
+                    self.delete_run(folder.name)
+
+    def _has_run_record(self, run_id: str) -> bool:
+        return not self._read("sae_runs", f"run_id = '{check_id(run_id)}'", ["run_id"]).empty
+
+    def new_run_dir(self) -> tuple[str, Path]:
+        """A folder for a new run's weights, marked with the process writing it.
+
+        Starting a run is when what killed runs left behind is removed (see _remove_abandoned_runs): opening a
+        workspace, listing or reading it never removes a run."""
+        self._remove_abandoned_runs()
+        run_id = new_id("run")
+        directory = self.path / "runs" / run_id
+        try:
+            directory.mkdir(parents=True)
+            mark_owner(directory)
+        except OSError as error:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise StoreError(f"Could not create the run folder {directory}: {error.strerror or error}.") from error
+        return run_id, directory
+
+    def add_run(self, record: RunRecord) -> None:
+        """The record is written last: only a run whose artefacts are all stored is listed."""
+        self._add(
+            "sae_runs",
+            [
+                {
+                    "run_id": record.run_id,
+                    "dataset_id": record.dataset_id,
+                    "created_at": record.created_at,
+                    "embedding_key": record.embedding_key,
+                    "config": json.dumps(record.config),
+                    "metrics": json.dumps(record.metrics),
+                    "history": json.dumps(record.history),
+                    "weights_dir": self._relative_to_workspace(record.weights_dir),
+                    "versions": json.dumps(record.versions),
+                }
+            ],
+        )
+
+    def _relative_to_workspace(self, path: str) -> str:
+        """Paths inside the workspace are stored relative to it, so a moved or copied workspace keeps its runs."""
+        return Path(path).relative_to(self.path).as_posix() if Path(path).is_relative_to(self.path) else path
+
+    def _in_workspace(self, stored: str) -> Path:
+        """A stored path, resolved; an absolute one from a workspace since moved is looked up under runs/ here."""
+        path = Path(stored)
+        if not path.is_absolute():
+            return self.path / path
+        return path if path.exists() else self.path / "runs" / path.name
+
+    def runs(self, dataset_id: str | None = None) -> list[RunRecord]:
+        where = f"dataset_id = '{check_id(dataset_id)}'" if dataset_id else "true"
+        frame = self._read("sae_runs", where)
+        records = [
+            RunRecord(
+                run_id=r.run_id,
+                dataset_id=r.dataset_id,
+                created_at=r.created_at,
+                embedding_key=r.embedding_key,
+                config=json.loads(r.config),
+                metrics=json.loads(r.metrics),
+                history=json.loads(r.history),
+                weights_dir=str(self._in_workspace(r.weights_dir)),
+                versions=json.loads(r.versions),
+            )
+            for r in frame.itertuples()
+        ]
+        return sorted(records, key=lambda run: run.created_at)
+
+    def run(self, run_id: str) -> RunRecord:
+        runs = self._read("sae_runs", f"run_id = '{check_id(run_id)}'")
+        if runs.empty:
+            raise NotFoundError(f"No SAE run {run_id!r} in workspace {self.path}.")
+        return next(r for r in self.runs(runs["dataset_id"].iloc[0]) if r.run_id == run_id)
+
+    def run_or_latest(self, run_id: str | None = None, dataset_id: str | None = None) -> RunRecord:
+        """The run with this id; without one, the newest run (of this dataset, when given)."""
+        if run_id:
+            return self.run(run_id)
+        runs = self.runs(dataset_id)
+        if not runs:
+            raise NotFoundError("No trained SAE run yet: train one first.")
+        return runs[-1]
+
+    def delete_run(self, run_id: str) -> None:
+        """A listed run loses its record first, so a crash half-way shows no half-run. An unlisted one (a run that
+        failed while being written, perhaps because the disk filled up) loses its folder first, which frees the
+        space the table deletes need."""
+        where = f"run_id = '{check_id(run_id)}'"
+        folder = self.path / "runs" / run_id
+        if self._has_run_record(run_id):
+            self._delete("sae_runs", where)
+        shutil.rmtree(folder, ignore_errors=True)
+        for name in _RUN_TABLES:
+            self._delete(name, where)

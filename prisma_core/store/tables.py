@@ -1,0 +1,56 @@
+"""Reading and writing LanceDB tables: every write is one commit, retried on a conflict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pandas as pd
+import pyarrow as pa
+
+from prisma_core.store.retry import retry
+from prisma_core.store.schemas import SCHEMAS
+
+
+class Tables:
+    """The tables of one workspace folder: `lancedb/` under `path`."""
+
+    path: Path
+    db: lancedb.DBConnection
+
+    def _table(self, name: str, schema: pa.Schema | None = None) -> lancedb.table.Table:
+        schema = schema or SCHEMAS[name]
+        return retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True))
+
+    def _has_table(self, name: str) -> bool:
+        return name in self.db.list_tables().tables
+
+    def _read(self, name: str, where: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        if not self._has_table(name):
+            return pd.DataFrame(columns=list(columns or SCHEMAS[name].names))
+        query = self.db.open_table(name).search().where(where)
+        if columns:
+            query = query.select(list(columns))
+        return query.limit(None).to_pandas()
+
+    def _add(self, name: str, rows: pa.Table | Iterable[dict[str, Any]], schema: pa.Schema | None = None) -> None:
+        table = self._table(name, schema)
+        data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=table.schema)
+        if data.num_rows:
+            # Re-open on every attempt: when two sessions create the same table at once, the loser's append conflicts
+            # with the winner's create (an Overwrite) and only succeeds against the table as it now is.
+            retry(lambda: self.db.open_table(name).add(data))
+
+    def _delete(self, name: str, where: str, count_first: bool = True) -> None:
+        """Deletes matching rows; nothing is committed (no disk space needed) when no row matches. `count_first=False`
+        for a filter known to match that Lance cannot count (on `_rowid`)."""
+        if self._has_table(name):
+            table = self.db.open_table(name)
+            if not count_first or table.count_rows(where):
+                retry(lambda: table.delete(where))
+
+    def table_versions(self, names: Sequence[str]) -> int:
+        """The sum of these tables' versions: it grows with every commit to any of them, by any process."""
+        return sum(self.db.open_table(name).version for name in names if self._has_table(name))

@@ -1,0 +1,137 @@
+"""Document vectors per embedding space: the embedding cache and semantic search."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from prisma_core.errors import NotFoundError, StoreError
+from prisma_core.store.datasets import Datasets
+from prisma_core.store.ids import check_id
+
+INDEX_MIN_ROWS = 1_000_000
+"""Vectors in a table before `save_vectors` builds an IVF-PQ index. bench/search.py at 200,000 x 384: the build takes
+about a minute, and even with SEARCH_NPROBES and SEARCH_REFINE the index finds only about 78% of the true top 10,
+while exact search stays around half a second; so exact search is kept well past that size."""
+SEARCH_NPROBES = 50
+SEARCH_REFINE = 10
+"""Once a table is indexed: partitions probed and candidates re-ranked exactly. At 200,000 x 384 (bench/search.py)
+they raise recall@10 from LanceDB's default 0.24 to 0.78 at about the same latency; a flat search ignores them."""
+
+
+def vectors_table_name(embedding_key: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", embedding_key.lower()).strip("_")[-80:]
+    return f"vectors__{slug}"
+
+
+class Vectors(Datasets):
+    def cached_vectors(self, embedding_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already computed for these text hashes in this embedding space (any dataset)."""
+        name = vectors_table_name(embedding_key)
+        if not self._has_table(name) or not hashes:
+            return {}
+        wanted = set(hashes)
+        stored = self.db.open_table(name).search().select(["text_hash", "vector"]).limit(None).to_arrow()
+        found: dict[str, np.ndarray] = {}
+        for key, vector in zip(
+            stored["text_hash"].to_pylist(), stored["vector"].to_numpy(zero_copy_only=False), strict=True
+        ):
+            if key in wanted:
+                found[key] = np.asarray(vector, dtype=np.float32)
+        return found
+
+    def has_vectors(self, dataset_id: str, embedding_key: str) -> bool:
+        name = vectors_table_name(embedding_key)
+        if not self._has_table(name):
+            return False
+        positions = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position"])["position"]
+        return positions.nunique() == self.dataset(dataset_id).n_documents
+
+    def save_vectors(self, dataset_id: str, embedding_key: str, vectors: np.ndarray) -> None:
+        """Vectors in document order, written once: a dataset's documents and a space's model never change.
+
+        Nothing is deleted first, so a reader never finds the dataset without vectors. Two processes embedding the
+        same dataset at once may both write; the copy written second is then removed (readers skip it meanwhile).
+        """
+        if self.has_vectors(dataset_id, embedding_key):
+            return
+        docs = self.documents(dataset_id, ["position", "doc_id", "text_hash"])
+        if len(docs) != len(vectors):
+            raise StoreError(f"Got {len(vectors)} vectors for {len(docs)} documents.")
+        schema = pa.schema(
+            [
+                ("dataset_id", pa.string()),
+                ("position", pa.int64()),
+                ("doc_id", pa.string()),
+                ("text_hash", pa.string()),
+                ("vector", pa.list_(pa.float32(), vectors.shape[1])),
+            ]
+        )
+        rows = pa.table(
+            {
+                "dataset_id": [dataset_id] * len(docs),
+                "position": docs["position"].to_numpy(),
+                "doc_id": docs["doc_id"].tolist(),
+                "text_hash": docs["text_hash"].tolist(),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.astype(np.float32).ravel()), vectors.shape[1]
+                ),
+            },
+            schema=schema,
+        )
+        name = vectors_table_name(embedding_key)
+        self._add(name, rows, schema)
+        self._remove_second_copies(name, dataset_id)
+        self._maybe_index(name)
+
+    def _remove_second_copies(self, name: str, dataset_id: str) -> None:
+        """Keeps the first-written row of each document position (every process picks the same rows to drop)."""
+        rows = (
+            self.db.open_table(name)
+            .search()
+            .where(f"dataset_id = '{check_id(dataset_id)}'")
+            .select(["position"])
+            .with_row_id(True)
+            .limit(None)
+            .to_pandas()
+            .sort_values("_rowid")
+        )
+        extra = rows.loc[rows["position"].duplicated(), "_rowid"]
+        if len(extra):
+            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False)
+
+    def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
+        """[n_documents, d] float32 in document order."""
+        name = vectors_table_name(embedding_key)
+        frame = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position", "vector"])
+        frame = frame.drop_duplicates("position")  # a second copy from a concurrent write, about to be removed
+        if len(frame) != self.dataset(dataset_id).n_documents:
+            raise NotFoundError("This dataset has not been embedded with this model yet: run the embedding step.")
+        frame = frame.sort_values("position")
+        return np.stack(frame["vector"].to_numpy()).astype(np.float32)
+
+    def search_documents(self, dataset_id: str, embedding_key: str, query: np.ndarray, limit: int = 10) -> pd.DataFrame:
+        """Nearest documents by cosine distance: position, doc_id, distance."""
+        table = self.db.open_table(vectors_table_name(embedding_key))
+        return (
+            table.search(np.asarray(query, dtype=np.float32))
+            .distance_type("cosine")
+            .where(f"dataset_id = '{check_id(dataset_id)}'", prefilter=True)
+            .nprobes(SEARCH_NPROBES)
+            .refine_factor(SEARCH_REFINE)
+            .select(["position", "doc_id", "_distance"])
+            .limit(limit)
+            .to_pandas()
+            .rename(columns={"_distance": "distance"})
+        )
+
+    def _maybe_index(self, name: str) -> None:
+        """Past INDEX_MIN_ROWS vectors an IVF-PQ index keeps search fast; below it exact search is fast enough."""
+        table = self.db.open_table(name)
+        rows = table.count_rows()
+        if rows >= INDEX_MIN_ROWS and not table.list_indices():
+            table.create_index(metric="cosine", vector_column_name="vector", num_partitions=int(np.sqrt(rows)))
