@@ -6,8 +6,30 @@ import pandas as pd
 import pytest
 from streamlit.runtime.pages_manager import PagesManager
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 CORPORA = Path(os.environ.get("PRISMA_CORPORA", REPO.parent / "shared" / "corpora"))
+MARKS_BY_PATH = {
+    "app": ["slow"],
+    "benchmarks": ["slow"],
+    "browser": ["browser"],
+    "reliability": ["slow"],
+    "reliability/test_reliability_load.py": ["load"],
+}
+"""Markers given to every test under a folder or in a file of tests/ (pyproject.toml says what each marker means)."""
+SLOW_FIXTURES = {"bbc_workspace", "bbc_embeddings"}
+"""A test that uses one of these waits for the whole BBC corpus to be embedded: it is slow."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(TESTS).as_posix()
+        for prefix, marks in MARKS_BY_PATH.items():
+            if where == prefix or where.startswith(f"{prefix}/"):
+                for mark in marks:
+                    item.add_marker(mark)
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("slow")
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ the Embeddings page and trains a small SAE on the Train page, then hands the wor
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +23,11 @@ from prisma_core.store import WORKSPACE_ENV, Workspace
 def app_workspace(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path) -> Iterator[Path]:
     """The app's workspace for this session (PRISMA_WORKSPACE), and the demo corpus read from the shared copy."""
     path = tmp_path_factory.mktemp("app_workspace")
-    saved = {name: os.environ.get(name) for name in (WORKSPACE_ENV, "PRISMA_DEMO_FILE", "PRISMA_DEMO_DOCS")}
-    os.environ[WORKSPACE_ENV] = str(path)
-    os.environ["PRISMA_DEMO_FILE"] = str(corpora_dir / "mtsamples.parquet")
-    os.environ["PRISMA_DEMO_DOCS"] = "60"
-    yield path
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    with pytest.MonkeyPatch.context() as environment:  # the variables are restored however the session ends
+        environment.setenv(WORKSPACE_ENV, str(path))
+        environment.setenv("PRISMA_DEMO_FILE", str(corpora_dir / "mtsamples.parquet"))
+        environment.setenv("PRISMA_DEMO_DOCS", "60")
+        yield path
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 
@@ -13,6 +14,9 @@ from prisma_core.interpret.keywords import (
 )
 
 CATEGORIES = ["business", "entertainment", "politics", "sport", "tech"]
+EVERY_TERM = KeywordConfig(n_candidates=100_000, n_description_terms=100_000)
+"""Every term that passes the rules is a candidate and is listed in the description: a word missing from it was
+refused by a rule, not crowded out by stronger terms (used on classes of a few articles, so the lists stay short)."""
 
 
 def embed(texts: list[str]) -> np.ndarray:
@@ -53,26 +57,52 @@ def test_labels_name_planted_topics_with_unique_readable_terms(bbc_sample):
         assert not {"the", "and", "said", "year"} & set(words), label
 
 
+def with_word(texts: pd.Series, word: str, rows: list[int]) -> list[str]:
+    """The texts with the word appended to the given rows."""
+    return [f"{text} {word}" if row in rows else text for row, text in enumerate(texts)]
+
+
+def described_terms(description: str) -> set[str]:
+    """The terms a keyword description lists ("Words its strongest documents share: a, b, c.")."""
+    listed = description.removeprefix("Words its strongest documents share: ").removesuffix(".")
+    return set(listed.split(", "))
+
+
+def first_of_each_category(labels: pd.Series, n_per_category: int) -> sp.csr_matrix:
+    """[5, n_docs]: one unit per BBC category, holding its first n_per_category articles."""
+    rows = [CATEGORIES.index(label) for label in labels]
+    kept = [doc for doc, row in enumerate(rows) if rows[:doc].count(row) < n_per_category]
+    units = [rows[doc] for doc in kept]
+    return sp.csr_matrix((np.ones(len(kept), np.float32), (units, kept)), shape=(5, len(labels)))
+
+
 def test_a_term_must_be_shared_by_several_class_documents(bbc_sample):
-    """A name that appears in one class document only (a person, debris) never becomes a label term."""
+    """A name that appears in one class document only (a person, debris) never becomes a label term; in two it does."""
     sample, vectors = bbc_sample
-    texts = sample["text"].tolist()
-    texts[0] = texts[0] + " Zxqvbrandt Zxqvbrandt Zxqvbrandt"
-    texts[len(texts) // 2] = texts[len(texts) // 2] + " Zxqvbrandt"  # twice in the corpus, once per class
-    labels = keyword_labels(texts, category_members(sample["label"]), vectors, embed, KeywordConfig(n_candidates=50))
-    assert not labels["description"].str.contains("zxqvbrandt").any()
+    members = first_of_each_category(sample["label"], n_per_category=2)
+    sport = members[CATEGORIES.index("sport")].indices.tolist()
+    tech = members[CATEGORIES.index("tech")].indices.tolist()
+    once = with_word(sample["text"], "Zxqvbrandt Zxqvbrandt", [sport[0], tech[0]])  # twice, yet one sport article
+    in_both = with_word(sample["text"], "Zxqvbrandt", sport)
+    once_labels = keyword_labels(once, members, vectors, embed, EVERY_TERM)
+    shared_labels = keyword_labels(in_both, members, vectors, embed, EVERY_TERM)
+    assert not once_labels["description"].str.contains("zxqvbrandt").any()
+    assert "zxqvbrandt" in described_terms(shared_labels.loc[CATEGORIES.index("sport"), "description"])
 
 
 def test_words_common_in_every_class_are_never_candidates(bbc_sample):
-    """A word in 60% of all documents is frequent in every class, yet says nothing about any of them."""
+    """A word in 60% of all documents and in every class document says nothing about any class; the same word in the
+    sport class only names sport."""
     sample, vectors = bbc_sample
-    texts = [text + " Zephyrquote" if i % 5 < 3 else text for i, text in enumerate(sample["text"])]
-    members = category_members(sample["label"], extra_units=0)
-    shares = np.asarray(members @ np.array([t.endswith("Zephyrquote") for t in texts], np.float32)).ravel()
-    assert (shares / np.asarray(members.sum(axis=1)).ravel() >= 0.5).all()  # common in every class
-    labels = keyword_labels(texts, members, vectors, embed, KeywordConfig(n_candidates=50))
-    assert not labels["description"].str.contains("zephyrquote").any()
-    assert not labels["label"].str.startswith(UNNAMED_LABEL).any()
+    members = first_of_each_category(sample["label"], n_per_category=3)
+    common = sorted(set(members.indices.tolist()) | {row for row in range(len(sample)) if row % 5 < 3})
+    assert len(common) >= 0.6 * len(sample)
+    everywhere = keyword_labels(with_word(sample["text"], "Zephyrquote", common), members, vectors, embed, EVERY_TERM)
+    assert not everywhere["description"].str.contains("zephyrquote").any()
+    assert not everywhere["label"].str.startswith(UNNAMED_LABEL).any()
+    sport = members[CATEGORIES.index("sport")].indices.tolist()
+    in_sport = keyword_labels(with_word(sample["text"], "Zephyrquote", sport), members, vectors, embed, EVERY_TERM)
+    assert "zephyrquote" in described_terms(in_sport.loc[CATEGORIES.index("sport"), "description"])
 
 
 def test_units_with_the_same_documents_get_labels_that_differ(bbc_sample):
