@@ -35,19 +35,28 @@ from prisma_core.ingest import (
 from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.runs import LoadedRun, document_themes, family_matrix, family_membership, load_run, resolve_labels
 from prisma_core.sae import (
     SAEConfig,
     TopKSAE,
     check_config,
     encode,
-    load_sae,
     resolve_device,
     save_sae,
     suggest_config,
     train_sae,
 )
 from prisma_core.store import RunRecord, Workspace, now_iso
-from prisma_core.themes import ThemeConfig, Themes, build_themes, themes_from_evidence
+from prisma_core.themes import ThemeConfig, Themes, build_themes
+
+__all__ = [  # the read model is part of what the UI and the CLI call
+    "LoadedRun",
+    "document_themes",
+    "family_matrix",
+    "family_membership",
+    "load_run",
+    "resolve_labels",
+]
 
 _VERSIONED_PACKAGES = ("torch", "sentence-transformers", "lancedb", "numpy")
 
@@ -71,19 +80,6 @@ class RunSummary:
     n_themes: int
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    """Everything the exploration views need about one run, loaded once."""
-
-    record: RunRecord
-    codes: sp.csr_matrix  # [n_documents, n_features]
-    directions: np.ndarray  # [n_features, d] unit-norm decoder directions
-    features: pd.DataFrame  # stats, n_strong (documents where it is strong), resolved label, theme_id per feature
-    families: list[dict[str, Any]]
-    themes: Themes | None  # None for runs made before themes existed
-    theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features
 
 
 # -- ingest ---------------------------------------------------------------------------------------------------
@@ -340,13 +336,6 @@ def _store_families(
     return rows
 
 
-def family_matrix(members: Sequence[Sequence[int]], n_features: int) -> sp.csr_matrix:
-    """[n_features, n_families] 0/1: which features each family holds."""
-    rows = np.concatenate([np.asarray(m, np.int64) for m in members]) if members else np.empty(0, np.int64)
-    cols = np.repeat(np.arange(len(members)), [len(m) for m in members])
-    return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(n_features, len(members)))
-
-
 def rebuild_families(
     workspace: Workspace,
     run_id: str,
@@ -381,91 +370,6 @@ def _versions() -> dict[str, str]:
     from prisma_core import __version__
 
     return {"prisma": __version__} | {name: metadata.version(name) for name in _VERSIONED_PACKAGES}
-
-
-# -- reading a run back ----------------------------------------------------------------------------------------
-
-
-def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
-    """The label shown for each feature: the one the analyst preferred, else the newest LLM label, else keywords."""
-    ranked = interpretations.assign(
-        rank_preferred=interpretations["preferred"].astype(bool),
-        rank_llm=interpretations["source"] != KEYWORD_SOURCE,
-    ).sort_values(["feature_id", "rank_preferred", "rank_llm", "created_at"])
-    chosen = ranked.groupby("feature_id", as_index=False).tail(1)
-    return chosen.rename(columns={"source": "label_source"})[
-        [
-            "feature_id",
-            "label",
-            "description",
-            "label_source",
-            "score_embedding",
-            "score_detection",
-            "interpretation_id",
-        ]
-    ]
-
-
-def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
-    record = workspace.run(run_id) if run_id else workspace.latest_run(dataset_id)
-    model, _ = load_sae(Path(record.weights_dir))
-    n_docs = workspace.dataset(record.dataset_id).n_documents
-    rows = workspace.activations(record.run_id)
-    codes = analysis.codes_from_rows(
-        rows["position"].to_numpy(),
-        rows["feature_id"].to_numpy(),
-        rows["value"].to_numpy(),
-        n_docs,
-        model.n_latents,
-    )
-    features = workspace.features(record.run_id).merge(
-        resolve_labels(workspace.interpretations(record.run_id)),
-        on="feature_id",
-        how="left",
-    )
-    features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
-    directions = model.decoder_directions().detach().cpu().numpy()
-    theme_rows = workspace.themes(record.run_id)
-    themes = None
-    if theme_rows:
-        member_share = record.config.get("themes", {}).get("member_share", ThemeConfig().member_share)
-        themes = themes_from_evidence(codes, np.stack([t["evidence"] for t in theme_rows], axis=1), member_share)
-        features["theme_id"] = themes.feature_theme()[features["feature_id"].to_numpy()]
-    else:
-        features["theme_id"] = -1
-    theme_info = pd.DataFrame(
-        [{k: v for k, v in row.items() if k != "evidence"} for row in theme_rows],
-        columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
-    )
-    return LoadedRun(record, codes, directions, features, workspace.families(record.run_id), themes, theme_info)
-
-
-def family_membership(families: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """feature_id -> (family_id, parent) for the first family each feature appears in; roots have no parent."""
-    rows: dict[int, tuple[int, int | None]] = {}
-    for family in families:
-        parent_of = {child: parent for parent, child, _ in family["edges"]}
-        for member in family["members"]:
-            rows.setdefault(member, (family["family_id"], parent_of.get(member)))
-    return pd.DataFrame(
-        [(f, fam, parent) for f, (fam, parent) in rows.items()],
-        columns=["feature_id", "family_id", "parent"],
-    ).astype({"feature_id": "int32", "family_id": "Int32", "parent": "Int32"})
-
-
-def document_themes(run: LoadedRun) -> pd.DataFrame:
-    """Per document (in stored order): theme_id (its strongest theme, -1 if none) and themes (the ids of every
-    theme it belongs to, most probable first)."""
-    n_docs = run.codes.shape[0]
-    if run.themes is None:
-        return pd.DataFrame({"theme_id": np.full(n_docs, -1, np.int32), "themes": [[] for _ in range(n_docs)]})
-    members = run.themes.members()
-    probabilities = run.themes.probabilities
-    themes = [
-        sorted(members.indices[members.indptr[d] : members.indptr[d + 1]].tolist(), key=lambda t: -probabilities[d, t])
-        for d in range(n_docs)
-    ]
-    return pd.DataFrame({"theme_id": run.themes.strongest(), "themes": themes})
 
 
 # -- export ----------------------------------------------------------------------------------------------------

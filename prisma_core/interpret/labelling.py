@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis, pipeline
+from prisma_core import analysis
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import LabellingError, NotFoundError
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
@@ -40,6 +40,7 @@ from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, Oll
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION
 from prisma_core.interpret.scoring import detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.runs import LoadedRun, load_run, resolve_labels
 from prisma_core.store import RunRecord, Workspace
 
 StopCheck = Callable[[], bool]
@@ -172,7 +173,7 @@ class LabelPlan:
 
 def plan_labels(
     workspace: Workspace,
-    run: pipeline.LoadedRun,
+    run: LoadedRun,
     ollama: OllamaConfig,
     config: LabelConfig = LabelConfig(),
     feature_ids: Sequence[int] | None = None,
@@ -236,7 +237,7 @@ def label_run(
     Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
     documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
     """
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     selected = _selected_features(len(run.features), feature_ids)
     wanted = [feature for feature in selected if run.features["density"].iat[feature] > 0]
@@ -263,7 +264,7 @@ def label_run(
 
 def _label_features(
     workspace: Workspace,
-    run: pipeline.LoadedRun,
+    run: LoadedRun,
     todo: list[int],
     labeller: OllamaLabeller,
     config: LabelConfig,
@@ -430,12 +431,12 @@ def _label_groups(
     """Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label.
     Labels are saved every few groups and when the batch ends, onto the groups stored at that moment: a group
     rebuilt in the meantime (other members) keeps its new label."""
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     groups = table.read(workspace, record.run_id)
     wanted = _chosen(groups, table.id_key, group_ids)
     todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], ollama.model)]
-    shown = pipeline.resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
+    shown = resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
     made: dict[int, LabelResult] = {}
     with OllamaLabeller(ollama) as labeller:
         if todo:
@@ -518,7 +519,7 @@ def score_run(
     express the label; it covers LLM labels, and keyword labels too when `config.detect_keyword_labels`.
     Raises LabellingError before any detection if Ollama or the model is missing (embedding scores are kept).
     """
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     config = covering_keywords(config, _keyword_top_documents(record))
     interpretations = workspace.interpretations(record.run_id)
@@ -623,7 +624,7 @@ def score_baseline(
 ) -> ScoreBaseline:
     """Mean embedding score of the label each active feature shows, and of the same labels shuffled across the
     features (seeded by `config.seed`): the distance between the two is what the labels are worth."""
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     config = covering_keywords(config, _keyword_top_documents(record))
     active = run.features[run.features["density"] > 0]
