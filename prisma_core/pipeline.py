@@ -13,7 +13,6 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from prisma_core.ingest import (
 )
 from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
+from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, document_themes, family_matrix, family_membership, load_run, resolve_labels
 from prisma_core.sae import (
@@ -57,8 +57,6 @@ __all__ = [  # the read model is part of what the UI and the CLI call
     "load_run",
     "resolve_labels",
 ]
-
-_VERSIONED_PACKAGES = ("torch", "sentence-transformers", "lancedb", "numpy")
 
 
 @dataclass(frozen=True)
@@ -101,6 +99,8 @@ def ingest(
         dataset.report.files,
         asdict(dataset.report),
     )
+    summary = {"n_documents": len(dataset.documents), "files": dataset.report.files}
+    record_stage(workspace, "ingest", "", dataset_id, asdict(config), summary, record_id=dataset_id)
     return dataset_id, dataset
 
 
@@ -132,7 +132,7 @@ def embed_dataset(
             int(embedded.chunking.tokens_per_doc.sum()),
         )
     workspace.save_vectors(dataset_id, key, np.stack([cached[h] for h in docs["text_hash"]]))
-    return EmbedSummary(
+    summary = EmbedSummary(
         embedding_key=key,
         n_documents=len(docs),
         n_cached=n_cached,
@@ -141,6 +141,8 @@ def embed_dataset(
         n_tokens=n_tokens,
         seconds=time.perf_counter() - started,
     )
+    record_stage(workspace, "embedding", dataset_id, dataset_id, asdict(config), asdict(summary))
+    return summary
 
 
 # -- train: SAE run with its features, themes, keyword labels and families ---------------------------------
@@ -216,11 +218,13 @@ def train_run(
             metrics=result.metrics | {"n_families": n_families, "n_themes": themes.n_themes},
             history=result.history,
             weights_dir=str(run_dir),
-            versions=_versions(),
+            versions=versions(),
         )
         if should_stop is not None and should_stop():
             raise TrainingError("Training was cancelled after the SAE was trained; nothing was saved.")
         _texts_of_dataset_still_there(workspace, dataset_id)
+        parent = embedding_parent(workspace, dataset_id, key)
+        record_stage(workspace, "training", parent, dataset_id, record.config, record.metrics, run_id, run_id)
         workspace.add_run(record)
     except BaseException:
         with contextlib.suppress(StoreError):  # the error that stopped the run is the one to report
@@ -342,9 +346,13 @@ def rebuild_families(
     config: FamilyConfig,
     progress: ProgressCallback = ignore_progress,
 ) -> list[dict[str, Any]]:
-    """Recompute a run's families with another tau or number of iterations (replaces the stored set)."""
+    """Recompute a run's families with another tau or number of iterations (replaces the stored set); their
+    record makes `config` the run's family settings from now on."""
     run = load_run(workspace, run_id)
-    return _store_families(workspace, run_id, run.codes, _run_labeller(workspace, run), config, progress)
+    families = _store_families(workspace, run_id, run.codes, _run_labeller(workspace, run), config, progress)
+    summary = {"n_families": len(families)}
+    record_stage(workspace, "families", run_id, run.record.dataset_id, asdict(config), summary, run_id)
+    return families
 
 
 def rebuild_themes(
@@ -353,10 +361,14 @@ def rebuild_themes(
     config: ThemeConfig,
     progress: ProgressCallback = ignore_progress,
 ) -> Themes:
-    """Regroup a run's features into another number of themes (no retraining; replaces the stored themes)."""
+    """Regroup a run's features into another number of themes (no retraining; replaces the stored themes); their
+    record makes `config` the run's theme settings from now on."""
     run = load_run(workspace, run_id)
     vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
-    return _store_themes(workspace, run_id, run.codes, vectors, _run_labeller(workspace, run), config, progress)
+    themes = _store_themes(workspace, run_id, run.codes, vectors, _run_labeller(workspace, run), config, progress)
+    summary = {"n_themes": themes.n_themes}
+    record_stage(workspace, "themes", run_id, run.record.dataset_id, asdict(config), summary, run_id)
+    return themes
 
 
 def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
@@ -364,12 +376,6 @@ def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
     vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
     keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
     return _KeywordLabeller(texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)
-
-
-def _versions() -> dict[str, str]:
-    from prisma_core import __version__
-
-    return {"prisma": __version__} | {name: metadata.version(name) for name in _VERSIONED_PACKAGES}
 
 
 # -- export ----------------------------------------------------------------------------------------------------
@@ -472,6 +478,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "config": run.record.config,
         "metrics": run.record.metrics,
         "versions": run.record.versions,
+        "stages": [asdict(stage) for stage in workspace.stages(run.record.dataset_id, run.record.run_id)],
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=2))
 

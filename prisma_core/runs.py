@@ -8,7 +8,7 @@ family holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.sae import load_sae
-from prisma_core.store import RunRecord, Workspace
+from prisma_core.store import RunRecord, StageRecord, Workspace
 from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
 
 
@@ -56,8 +56,24 @@ def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+REBUILT_STAGES = ("families", "themes")
+"""Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows."""
+
+
+def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRecord:
+    """The run record with the settings and counts of what it shows now: the newest rebuild of its families or
+    themes replaces what training used. `stages`: the run's stage records, oldest first."""
+    rebuilt = [stage for stage in stages if stage.run_id == record.run_id and stage.stage in REBUILT_STAGES]
+    config = record.config | {stage.stage: stage.config for stage in rebuilt}
+    metrics = record.metrics.copy()
+    for stage in rebuilt:
+        metrics |= stage.summary
+    return replace(record, config=config, metrics=metrics)
+
+
 def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
-    record = workspace.run(run_id) if run_id else workspace.latest_run(dataset_id)
+    stored = workspace.run(run_id) if run_id else workspace.latest_run(dataset_id)
+    record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
     model, _ = load_sae(Path(record.weights_dir))
     n_docs = workspace.dataset(record.dataset_id).n_documents
     rows = workspace.activations(record.run_id)

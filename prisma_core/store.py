@@ -17,7 +17,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,7 +40,7 @@ MAINTENANCE_EVERY = timedelta(days=1)
 KEEP_VERSIONS_FOR = timedelta(hours=1)
 """Table versions younger than this are kept by the clean-up, so a recent write can still be looked at or rolled
 back; older versions, and files left by writes killed more than 7 days ago (LanceDB's own rule), are removed."""
-_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes")
+_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes", "stages")
 _LANCE_NOISE = re.compile(r"^lance error: LanceError\(\w+\): |, /\S+\.rs:\d+:\d+$")
 INDEX_MIN_ROWS = 1_000_000
 """Vectors in a table before `save_vectors` builds an IVF-PQ index. bench/search.py at 200,000 x 384: the build takes
@@ -148,6 +148,19 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("evidence", pa.list_(pa.float32())),
         ]
     ),
+    "stages": pa.schema(
+        [
+            ("record_id", pa.string()),
+            ("stage", pa.string()),
+            ("parent_id", pa.string()),
+            ("dataset_id", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", pa.string()),
+            ("config", pa.string()),
+            ("summary", pa.string()),
+            ("versions", pa.string()),
+        ]
+    ),
 }
 
 
@@ -173,6 +186,24 @@ class RunRecord:
     history: list[dict[str, Any]]
     weights_dir: str
     versions: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """What one stage made from what: written after the stage's artefacts, so a stage that crashed leaves none."""
+
+    record_id: str
+    stage: str  # ingest, embedding, training, families, themes, labelling
+    parent_id: str  # the record it was made from: dataset -> embedding -> run -> families, themes, labels
+    dataset_id: str
+    run_id: str  # "" for the stages before a run
+    created_at: str
+    config: dict[str, Any]  # the settings that made it (never secrets)
+    summary: dict[str, Any]  # what it made: counts, keys
+    versions: dict[str, str]
+
+
+_STAGE_JSON = ("config", "summary", "versions")
 
 
 def now_iso() -> str:
@@ -414,6 +445,7 @@ class Workspace:
         for run_id in runs:
             self.delete_run(run_id)
         self._delete("documents", where)
+        self._delete("stages", where)
         for name in self.db.list_tables().tables:
             if name.startswith("vectors__"):
                 self._delete(name, where)
@@ -632,6 +664,22 @@ class Workspace:
         shutil.rmtree(folder, ignore_errors=True)
         for name in _RUN_TABLES:
             self._delete(name, where)
+
+    # -- stage records ------------------------------------------------------------------------------------------
+
+    def add_stage(self, record: StageRecord) -> None:
+        """Written after the stage's artefacts (the record of a run's training just before the run record)."""
+        row = asdict(record)
+        self._add("stages", [row | {key: json.dumps(row[key]) for key in _STAGE_JSON}])
+
+    def stages(self, dataset_id: str, run_id: str | None = None) -> list[StageRecord]:
+        """The dataset's stage records, oldest first; with `run_id`, of that run and of no other."""
+        where = f"dataset_id = '{check_id(dataset_id)}'"
+        if run_id is not None:
+            where += f" AND (run_id = '{check_id(run_id)}' OR run_id = '')"
+        rows = self._read("stages", where).to_dict(orient="records")
+        records = [StageRecord(**row | {key: json.loads(row[key]) for key in _STAGE_JSON}) for row in rows]
+        return sorted(records, key=lambda record: record.created_at)
 
     # -- run artefacts ------------------------------------------------------------------------------------------
 

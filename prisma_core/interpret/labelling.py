@@ -16,7 +16,7 @@ true, and returns a summary with counts and the errors met. It raises only when 
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ from prisma_core.interpret.label_scores import (
 from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller, has_model
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION
 from prisma_core.interpret.scoring import detection_score
+from prisma_core.lineage import record_stage
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, load_run, resolve_labels
 from prisma_core.store import RunRecord, Workspace
@@ -249,7 +250,7 @@ def label_run(
         batch = _Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
         if todo:
             _label_features(workspace, run, todo, labeller, config, batch)
-    return LabelSummary(
+    summary = LabelSummary(
         model=ollama.model,
         host=ollama.host,
         n_labelled=batch.n_done,
@@ -260,6 +261,9 @@ def label_run(
         errors=batch.errors,
         stop_reason=batch.stop_reason,
     )
+    if todo:
+        _record_batch(workspace, record, "feature", ollama, config, summary)
+    return summary
 
 
 def _label_features(
@@ -298,6 +302,15 @@ def _label_features(
         }
         workspace.add_interpretations(record.run_id, [row])
         batch.succeeded(f"feature {feature}: {result.label}")
+
+
+def _record_batch(
+    workspace: Workspace, record: RunRecord, kind: str, ollama: OllamaConfig, config: LabelConfig, summary: LabelSummary
+) -> None:
+    """The labelling batch's stage record, once its labels are stored (the server's secrets are left out)."""
+    server = {setting.name: getattr(ollama, setting.name) for setting in fields(ollama) if setting.repr}
+    settings = {"kind": kind, "ollama": server, "labels": asdict(config)}
+    record_stage(workspace, "labelling", record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
 
 
 def _selected_features(n_features: int, feature_ids: Sequence[int] | None) -> list[int]:
@@ -463,7 +476,7 @@ def _label_groups(
         finally:
             if made:
                 _save_group_labels(workspace, record.run_id, table, groups, made)
-    return LabelSummary(
+    summary = LabelSummary(
         model=ollama.model,
         host=ollama.host,
         n_labelled=batch.n_done,
@@ -474,6 +487,9 @@ def _label_groups(
         errors=batch.errors,
         stop_reason=batch.stop_reason,
     )
+    if todo:
+        _record_batch(workspace, record, table.kind, ollama, config, summary)
+    return summary
 
 
 GROUP_SAVE_EVERY = 10
