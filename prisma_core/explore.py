@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import NotFoundError
-from prisma_core.pipeline import LoadedRun, family_matrix
+from prisma_core.runs import LoadedRun, family_matrix
 from prisma_core.sae import encode, load_sae
 from prisma_core.store import Workspace
 

@@ -16,14 +16,14 @@ true, and returns a summary with counts and the errors met. It raises only when 
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis, pipeline
+from prisma_core import analysis
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import LabellingError, NotFoundError
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
@@ -39,7 +39,9 @@ from prisma_core.interpret.label_scores import (
 from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller, has_model
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION
 from prisma_core.interpret.scoring import detection_score
+from prisma_core.lineage import record_stage
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.runs import LoadedRun, load_run, resolve_labels
 from prisma_core.store import RunRecord, Workspace
 
 StopCheck = Callable[[], bool]
@@ -172,7 +174,7 @@ class LabelPlan:
 
 def plan_labels(
     workspace: Workspace,
-    run: pipeline.LoadedRun,
+    run: LoadedRun,
     ollama: OllamaConfig,
     config: LabelConfig = LabelConfig(),
     feature_ids: Sequence[int] | None = None,
@@ -236,7 +238,7 @@ def label_run(
     Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
     documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
     """
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     selected = _selected_features(len(run.features), feature_ids)
     wanted = [feature for feature in selected if run.features["density"].iat[feature] > 0]
@@ -248,7 +250,7 @@ def label_run(
         batch = _Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
         if todo:
             _label_features(workspace, run, todo, labeller, config, batch)
-    return LabelSummary(
+    summary = LabelSummary(
         model=ollama.model,
         host=ollama.host,
         n_labelled=batch.n_done,
@@ -259,11 +261,14 @@ def label_run(
         errors=batch.errors,
         stop_reason=batch.stop_reason,
     )
+    if todo:
+        _record_batch(workspace, record, "feature", ollama, config, summary)
+    return summary
 
 
 def _label_features(
     workspace: Workspace,
-    run: pipeline.LoadedRun,
+    run: LoadedRun,
     todo: list[int],
     labeller: OllamaLabeller,
     config: LabelConfig,
@@ -297,6 +302,15 @@ def _label_features(
         }
         workspace.add_interpretations(record.run_id, [row])
         batch.succeeded(f"feature {feature}: {result.label}")
+
+
+def _record_batch(
+    workspace: Workspace, record: RunRecord, kind: str, ollama: OllamaConfig, config: LabelConfig, summary: LabelSummary
+) -> None:
+    """The labelling batch's stage record, once its labels are stored (the server's secrets are left out)."""
+    server = {setting.name: getattr(ollama, setting.name) for setting in fields(ollama) if setting.repr}
+    settings = {"kind": kind, "ollama": server, "labels": asdict(config)}
+    record_stage(workspace, "labelling", record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
 
 
 def _selected_features(n_features: int, feature_ids: Sequence[int] | None) -> list[int]:
@@ -430,12 +444,12 @@ def _label_groups(
     """Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label.
     Labels are saved every few groups and when the batch ends, onto the groups stored at that moment: a group
     rebuilt in the meantime (other members) keeps its new label."""
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     groups = table.read(workspace, record.run_id)
     wanted = _chosen(groups, table.id_key, group_ids)
     todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], ollama.model)]
-    shown = pipeline.resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
+    shown = resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
     made: dict[int, LabelResult] = {}
     with OllamaLabeller(ollama) as labeller:
         if todo:
@@ -462,7 +476,7 @@ def _label_groups(
         finally:
             if made:
                 _save_group_labels(workspace, record.run_id, table, groups, made)
-    return LabelSummary(
+    summary = LabelSummary(
         model=ollama.model,
         host=ollama.host,
         n_labelled=batch.n_done,
@@ -473,6 +487,9 @@ def _label_groups(
         errors=batch.errors,
         stop_reason=batch.stop_reason,
     )
+    if todo:
+        _record_batch(workspace, record, table.kind, ollama, config, summary)
+    return summary
 
 
 GROUP_SAVE_EVERY = 10
@@ -518,7 +535,7 @@ def score_run(
     express the label; it covers LLM labels, and keyword labels too when `config.detect_keyword_labels`.
     Raises LabellingError before any detection if Ollama or the model is missing (embedding scores are kept).
     """
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     config = covering_keywords(config, _keyword_top_documents(record))
     interpretations = workspace.interpretations(record.run_id)
@@ -623,7 +640,7 @@ def score_baseline(
 ) -> ScoreBaseline:
     """Mean embedding score of the label each active feature shows, and of the same labels shuffled across the
     features (seeded by `config.seed`): the distance between the two is what the labels are worth."""
-    run = pipeline.load_run(workspace, run_id)
+    run = load_run(workspace, run_id)
     record = run.record
     config = covering_keywords(config, _keyword_top_documents(record))
     active = run.features[run.features["density"] > 0]

@@ -2,11 +2,11 @@
 
 One job per module: `schemas` (tables and records), `ids`, `retry` (commit conflicts), `tables` (reads and writes),
 `maintenance` (disk space), `ownership` (who writes a run folder), `datasets`, `vectors` (embedding cache and search),
-`runs`, `artefacts` (what a run derives); `workspace` puts them together.
+`runs`, `artefacts` (what a run derives), `stages` (what each stage made from what); `workspace` puts them together.
 """
 
 from prisma_core.store.ids import check_id, new_id, now_iso
-from prisma_core.store.schemas import DatasetRecord, RunRecord
+from prisma_core.store.schemas import DatasetRecord, RunRecord, StageRecord
 from prisma_core.store.vectors import vectors_table_name
 from prisma_core.store.workspace import WORKSPACE_ENV, Workspace, resolve_workspace
 
@@ -14,6 +14,7 @@ __all__ = [
     "WORKSPACE_ENV",
     "DatasetRecord",
     "RunRecord",
+    "StageRecord",
     "Workspace",
     "check_id",
     "new_id",

@@ -100,6 +100,7 @@ class Datasets(Runs, Maintenance):
         for run_id in runs:
             self.delete_run(run_id)
         self._delete("documents", where)
+        self._delete("stages", where)
         for name in self.db.list_tables().tables:
             if name.startswith("vectors__"):
                 self._delete(name, where)

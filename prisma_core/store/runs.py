@@ -13,7 +13,7 @@ from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.schemas import RunRecord
 from prisma_core.store.tables import Tables
 
-_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes")
+_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes", "stages")
 
 
 class Runs(Tables):

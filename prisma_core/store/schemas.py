@@ -102,6 +102,19 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("evidence", pa.list_(pa.float32())),
         ]
     ),
+    "stages": pa.schema(
+        [
+            ("record_id", pa.string()),
+            ("stage", pa.string()),
+            ("parent_id", pa.string()),
+            ("dataset_id", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", pa.string()),
+            ("config", pa.string()),
+            ("summary", pa.string()),
+            ("versions", pa.string()),
+        ]
+    ),
 }
 
 
@@ -126,4 +139,19 @@ class RunRecord:
     metrics: dict[str, Any]
     history: list[dict[str, Any]]
     weights_dir: str
+    versions: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """What one stage made from what: written after the stage's artefacts, so a stage that crashed leaves none."""
+
+    record_id: str
+    stage: str  # ingest, embedding, training, families, themes, labelling
+    parent_id: str  # the record it was made from: dataset -> embedding -> run -> families, themes, labels
+    dataset_id: str
+    run_id: str  # "" for the stages before a run
+    created_at: str
+    config: dict[str, Any]  # the settings that made it (never secrets)
+    summary: dict[str, Any]  # what it made: counts, keys
     versions: dict[str, str]

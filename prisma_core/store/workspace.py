@@ -14,6 +14,7 @@ import lancedb
 
 from prisma_core.errors import StoreError
 from prisma_core.store.artefacts import Artefacts
+from prisma_core.store.stages import Stages
 from prisma_core.store.vectors import Vectors
 
 WORKSPACE_ENV = "PRISMA_WORKSPACE"
@@ -24,7 +25,7 @@ def resolve_workspace(path: str | Path | None = None) -> Path:
     return Path(path or os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE).expanduser().resolve()
 
 
-class Workspace(Vectors, Artefacts):
+class Workspace(Vectors, Artefacts, Stages):
     """A workspace folder: `lancedb/` holds the tables, `runs/<run_id>/` the SAE weights."""
 
     def __init__(self, path: str | Path | None = None) -> None:

@@ -96,7 +96,7 @@ def test_families_list_matches_the_store(trained_app):
     assert f"{len(run.families)} families over {n_features:,} features" in texts(at.caption)
 
 
-def test_rebuilding_with_a_higher_tau_gives_the_core_result(trained_app):
+def test_rebuilding_with_a_higher_tau_gives_the_core_result(trained_app, tmp_path):
     at = families_page(trained_app)
     at.slider(key="tau").set_value(0.5)
     at.number_input(key="iters").set_value(2)
@@ -106,6 +106,12 @@ def test_rebuilding_with_a_higher_tau_gives_the_core_result(trained_app):
     expected = find_families(run.codes, FamilyConfig(tau=0.5, iterations=2))
     assert [f["members"] for f in run.families] == [f.members for f in expected]
     assert len(table(at, "family", "parent", "children")) == len(expected)
+    reopened = families_page(trained_app)  # the form starts from the settings that made the families shown
+    assert (reopened.slider(key="tau").value, reopened.number_input(key="iters").value) == (0.5, 2)
+    pipeline.export_run(trained_app.workspace, trained_app.run_id, tmp_path)
+    exported = json.loads((tmp_path / "config.json").read_text())
+    assert (exported["config"]["families"]["tau"], exported["config"]["families"]["iterations"]) == (0.5, 2)
+    assert exported["metrics"]["n_families"] == len(expected)
     pipeline.rebuild_families(trained_app.workspace, trained_app.run_id, FamilyConfig())
     bump_revision(trained_app.run_id)
 

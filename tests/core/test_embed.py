@@ -1,4 +1,5 @@
 from concurrent.futures import ThreadPoolExecutor
+from typing import get_args
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ from prisma_core.embed import (
     resolve_backend,
     resolve_precision,
 )
+from prisma_core.embed import config as embed_config
+from prisma_core.embed import model as embed_model
 from prisma_core.errors import EmbeddingError
 
 FP32 = EmbedConfig(precision="fp32")
@@ -125,7 +128,7 @@ def test_openvino_backend_pools_exactly_what_torch_pools(bbc, encoder):
 def test_auto_backend_is_openvino_only_for_bf16_on_a_cpu_that_has_it(
     monkeypatch, native_bf16, installed, config, backend, space
 ):
-    monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: native_bf16)
+    monkeypatch.setattr(embed_config, "cpu_has_native_bf16", lambda: native_bf16)
     monkeypatch.setattr(embed, "openvino_installed", lambda: installed)
     assert resolve_backend(config) == backend
     assert model_key(config) == f"{DEFAULT_MODEL}|{space}"
@@ -162,15 +165,19 @@ def test_unknown_model_raises_embedding_error(tmp_path):
 def test_sessions_asking_for_a_model_at_once_share_one_load(monkeypatch):
     """Five app sessions searching at the same moment must not each load (or convert) the model."""
     constructed = []
-    real = embed.SentenceTransformer
+    real = embed_model.SentenceTransformer
 
     def counting(*args, **kwargs):
         constructed.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(embed, "SentenceTransformer", counting)
-    embed._load_model.cache_clear()
+    monkeypatch.setattr(embed_model, "SentenceTransformer", counting)
+    embed_model._load_model.cache_clear()
     with ThreadPoolExecutor(5) as pool:
         models = list(pool.map(lambda _: load_model(DEFAULT_MODEL, "cpu", "fp32"), range(5)))
     assert len(constructed) == 1
     assert all(model is models[0] for model in models)
+
+
+def test_every_backend_a_config_can_name_is_registered():
+    assert set(embed.BACKENDS) == set(get_args(embed_config.Backend)) - {"auto"}

@@ -16,7 +16,8 @@ import openvino
 import torch
 from sentence_transformers import SentenceTransformer
 
-from prisma_core.embed import LOADING, Pooler, load_model
+from prisma_core.embed.config import EmbedConfig, resolve_precision
+from prisma_core.embed.model import LOADING, Pooler, load_model
 from prisma_core.errors import EmbeddingError
 
 _DYNAMIC = openvino.PartialShape([-1, -1])
@@ -67,3 +68,9 @@ def openvino_pooler(model: str, precision: Literal["fp32", "bf16"]) -> Pooler:
         return np.asarray(compiled.create_infer_request().infer(inputs)[0], dtype=np.float32)
 
     return pool
+
+
+def load_encoder(config: EmbedConfig) -> tuple[SentenceTransformer, Pooler]:
+    """The fp32 torch model (for its tokenizer, window and dimension) and a pooler on the compiled model."""
+    precision = resolve_precision(config.precision, "cpu")
+    return load_model(config.model, "cpu", "fp32"), openvino_pooler(config.model, precision)

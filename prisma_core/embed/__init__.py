@@ -1,0 +1,119 @@
+"""Document embeddings by chunk-and-average (SPEC section 2).
+
+Every document is tokenised whole; documents longer than the model window are split into contiguous windows of
+``W_eff = L_max - N_special`` content tokens, each wrapped with the model's special tokens. All windows of all
+documents are sorted by length and batched together, pooled by the model's own pooling module, and averaged per
+document.
+
+A backend (one module each, listed in BACKENDS) runs the model: its `load_encoder(config)` returns the model (its
+tokenizer, window and dimension) and a Pooler. `config` holds the settings, `model` the shared model loading,
+`chunking` the windows and the averaging.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from sentence_transformers import SentenceTransformer
+
+from prisma_core.embed.chunking import Chunking, average_by_document, encode_chunks, plan_chunks
+from prisma_core.embed.config import (
+    DEFAULT_MODEL,
+    EmbedConfig,
+    cpu_has_native_bf16,
+    resolve_device,
+    resolve_precision,
+)
+from prisma_core.embed.model import Pooler, load_model
+from prisma_core.errors import EmbeddingError
+from prisma_core.progress import ProgressCallback, ignore_progress
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "Chunking",
+    "EmbedConfig",
+    "Embedded",
+    "average_by_document",
+    "cpu_has_native_bf16",
+    "embed_documents",
+    "embed_texts",
+    "load_model",
+    "model_key",
+    "openvino_installed",
+    "plan_chunks",
+    "resolve_backend",
+    "resolve_device",
+    "resolve_precision",
+]
+
+BACKENDS: dict[str, str] = {
+    "torch": "prisma_core.embed.torch_backend",
+    "openvino": "prisma_core.embed.openvino_backend",
+}
+"""Backend name -> its module, imported only when chosen (openvino is an optional package)."""
+
+
+@functools.cache
+def openvino_installed() -> bool:
+    return importlib.util.find_spec("openvino") is not None
+
+
+def resolve_backend(config: EmbedConfig) -> Literal["torch", "openvino"]:
+    """auto: OpenVINO for bf16 on a CPU when it is installed; explicit fp32 and GPUs stay on torch."""
+    device = resolve_device(config.device)
+    if config.backend == "openvino":
+        if device != "cpu":
+            raise EmbeddingError(f"The OpenVINO backend runs on the CPU only, not on {device!r}: choose torch.")
+        if not openvino_installed():
+            raise EmbeddingError("The OpenVINO backend needs the openvino package: pip install openvino")
+        return "openvino"
+    fast_cpu = device == "cpu" and resolve_precision(config.precision, device) == "bf16" and openvino_installed()
+    return "openvino" if config.backend == "auto" and fast_cpu else "torch"
+
+
+def model_key(config: EmbedConfig) -> str:
+    """Names the vector space: same key, same vectors (model, backend and precision actually used, normalisation)."""
+    precision = resolve_precision(config.precision, resolve_device(config.device))
+    runtime = "openvino-" if resolve_backend(config) == "openvino" else ""
+    suffix = "-norm" if config.normalize else ""
+    return f"{config.model}|{runtime}{precision}{suffix}"
+
+
+def load_encoder(config: EmbedConfig) -> tuple[SentenceTransformer, Pooler]:
+    """The model (tokenizer, window, dimension) and the pooler that runs it on the backend `config` resolves to."""
+    backend = importlib.import_module(BACKENDS[resolve_backend(config)])
+    return backend.load_encoder(config)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    vectors: np.ndarray  # [n_docs, d] float32
+    chunking: Chunking
+
+
+def embed_documents(
+    texts: Sequence[str], config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = ignore_progress
+) -> Embedded:
+    """Chunk-and-average embeddings with the chunking that produced them. No caching here: the pipeline caches."""
+    encoder, pool = load_encoder(config)
+    chunking = plan_chunks(encoder, texts)
+    chunk_vectors = encode_chunks(
+        pool, chunking.chunk_ids, encoder.get_embedding_dimension(), config.batch_size, progress
+    )
+    vectors = average_by_document(chunk_vectors, chunking.chunk_owner, len(texts))
+    if config.normalize:
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return Embedded(vectors, chunking)
+
+
+def embed_texts(
+    texts: Sequence[str], config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = ignore_progress
+) -> np.ndarray:
+    """[n_docs, d] float32 chunk-and-average vectors."""
+    return embed_documents(texts, config, progress).vectors

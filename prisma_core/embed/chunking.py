@@ -1,0 +1,79 @@
+"""Chunk-and-average (SPEC section 2): documents split into model windows, pooled by a backend, averaged back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sentence_transformers import SentenceTransformer
+
+from prisma_core.embed.model import Pooler, max_window
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """How a list of texts splits into model windows."""
+
+    window: int  # W_eff: content tokens per chunk
+    tokens_per_doc: np.ndarray  # [n_docs] content tokens (no special tokens)
+    chunks_per_doc: np.ndarray  # [n_docs]
+    chunk_ids: list[list[int]]  # every chunk, special tokens included
+    chunk_owner: np.ndarray  # [n_chunks] index of the document each chunk belongs to
+
+
+def plan_chunks(encoder: SentenceTransformer, texts: Sequence[str]) -> Chunking:
+    """Split each document into windows of W_eff = L_max - N_special content tokens, each wrapped in special tokens.
+
+    The fast tokenizer's overflow mode does exactly this in one pass over all documents: with stride 0 the
+    windows are contiguous and every token lands in exactly one window.
+    """
+    tokenizer = encoder.tokenizer
+    n_special = tokenizer.num_special_tokens_to_add(pair=False)
+    encoded = tokenizer(
+        list(texts),
+        truncation=True,
+        max_length=max_window(encoder),
+        stride=0,
+        return_overflowing_tokens=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    owner = np.asarray(encoded["overflow_to_sample_mapping"], dtype=np.int64)
+    chunk_tokens = np.fromiter((len(ids) - n_special for ids in encoded["input_ids"]), dtype=np.int64)
+    return Chunking(
+        window=max_window(encoder) - n_special,
+        tokens_per_doc=np.bincount(owner, weights=chunk_tokens, minlength=len(texts)).astype(np.int64),
+        chunks_per_doc=np.bincount(owner, minlength=len(texts)),
+        chunk_ids=encoded["input_ids"],
+        chunk_owner=owner,
+    )
+
+
+def encode_chunks(
+    pool: Pooler,
+    chunk_ids: Sequence[list[int]],
+    dim: int,
+    batch_size: int,
+    progress: ProgressCallback = ignore_progress,
+) -> np.ndarray:
+    """Pooled embedding of every chunk, [n_chunks, dim] float32, batched longest-first to minimise padding."""
+    order = sorted(range(len(chunk_ids)), key=lambda i: -len(chunk_ids[i]))
+    out = np.empty((len(chunk_ids), dim), dtype=np.float32)
+    total_tokens = sum(len(ids) for ids in chunk_ids)
+    done_tokens = 0
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        out[batch] = pool([chunk_ids[i] for i in batch])
+        done_tokens += sum(len(chunk_ids[i]) for i in batch)
+        progress(Progress("embed", done_tokens, total_tokens, f"{start + len(batch)}/{len(order)} chunks"))
+    return out
+
+
+def average_by_document(chunk_vectors: np.ndarray, owner: np.ndarray, n_docs: int) -> np.ndarray:
+    """v_D = mean of its chunk vectors. [n_chunks, d] -> [n_docs, d]."""
+    sums = np.zeros((n_docs, chunk_vectors.shape[1]), dtype=np.float64)
+    np.add.at(sums, owner, chunk_vectors)
+    counts = np.bincount(owner, minlength=n_docs).astype(np.float64)
+    return (sums / counts[:, None]).astype(np.float32)

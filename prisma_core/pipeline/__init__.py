@@ -1,0 +1,38 @@
+"""The stages chained over a workspace: dataset -> embeddings -> SAE run -> features -> labels -> families.
+
+Each function takes configs and a progress callback, writes its artefacts to the store and returns what the caller
+needs to show. The UI and the CLI call these and nothing deeper: `dataset` (ingest, embed), `training` (train,
+rebuild themes or families), `export`, and the read model of `prisma_core.runs`.
+"""
+
+from prisma_core.pipeline.dataset import EmbedSummary, embed_dataset, ingest
+from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
+from prisma_core.pipeline.training import (
+    RunSummary,
+    rebuild_families,
+    rebuild_themes,
+    suggested_sae_config,
+    train_run,
+)
+from prisma_core.runs import LoadedRun, document_themes, family_matrix, family_membership, load_run, resolve_labels
+
+__all__ = [
+    "EXPORT_FILES",
+    "EXPORT_MARKER",
+    "EmbedSummary",
+    "LoadedRun",
+    "RunSummary",
+    "document_themes",
+    "embed_dataset",
+    "export_run",
+    "export_target",
+    "family_matrix",
+    "family_membership",
+    "ingest",
+    "load_run",
+    "rebuild_families",
+    "rebuild_themes",
+    "resolve_labels",
+    "suggested_sae_config",
+    "train_run",
+]

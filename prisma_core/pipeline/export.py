@@ -1,0 +1,134 @@
+"""A run exported as plain files (Parquet, JSON, safetensors) for use outside Prisma."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from prisma_core.errors import StoreError
+from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
+from prisma_core.store import Workspace
+
+EXPORT_FILES = (
+    "features.parquet",
+    "activations.parquet",
+    "documents.parquet",
+    "families.json",
+    "themes.json",
+    "sae.safetensors",
+    "config.json",
+)
+EXPORT_MARKER = ".prisma-export"
+"""Written into every export folder: the files named in EXPORT_FILES there were written by an export."""
+
+
+def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) -> list[Path]:
+    """Write features.parquet, activations.parquet, documents.parquet, families.json, themes.json, sae.safetensors,
+    config.json.
+
+    Everything is written to a temporary folder next to `out_dir` first and moved in once complete, so a failed
+    export leaves nothing half-written. Refuses a folder inside the workspace (except the app's own `exports/`)
+    and never overwrites a file an earlier export did not write.
+    """
+    out = export_target(workspace, Path(out_dir))
+    run = load_run(workspace, run_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".prisma-export-", dir=out.parent))
+    try:
+        _write_export(workspace, run, staging)
+        out.mkdir(exist_ok=True)
+        (out / EXPORT_MARKER).touch()
+        for name in EXPORT_FILES:
+            (staging / name).replace(out / name)
+    except OSError as error:
+        raise StoreError(f"Could not write the export to {out}: {error.strerror or error}.") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in EXPORT_FILES]
+
+
+def export_target(workspace: Workspace, out: Path) -> Path:
+    """The resolved export folder, once it is known to be safe to write into."""
+    out = out.expanduser().resolve()
+    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / "exports"):
+        raise StoreError(f"{out} is inside the workspace {workspace.path}; export to a folder outside it.")
+    if out.exists() and not out.is_dir():
+        raise StoreError(f"{out} is a file; export to a folder.")
+    if out.is_dir() and not (out / EXPORT_MARKER).exists():
+        taken = [name for name in EXPORT_FILES if (out / name).exists()]
+        if taken:
+            raise StoreError(
+                f"{out} already holds {', '.join(taken)}, not written by a Prisma export; "
+                "export to an empty or new folder."
+            )
+    return out
+
+
+def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
+    docs = workspace.documents(run.record.dataset_id, ["position", "doc_id", "title", "metadata"])
+    features = run.features.merge(family_membership(run.families), on="feature_id", how="left")
+    feature_columns = [
+        "feature_id",
+        "density",
+        "density_fraction",
+        "mean_activation",
+        "max_activation",
+        "label",
+        "description",
+        "label_source",
+        "score_embedding",
+        "score_detection",
+        "family_id",
+        "parent",
+        "theme_id",
+    ]
+    features[feature_columns].to_parquet(out / "features.parquet", index=False)
+    coo = run.codes.tocoo()
+    pd.DataFrame(
+        {
+            "doc_id": docs["doc_id"].to_numpy()[coo.row],
+            "feature_id": coo.col.astype(np.int32),
+            "value": coo.data,
+        }
+    ).to_parquet(out / "activations.parquet", index=False)
+    metadata_frame = workspace.metadata(run.record.dataset_id)
+    documents = pd.concat([docs[["doc_id", "title"]], document_themes(run), metadata_frame], axis=1)
+    documents.to_parquet(out / "documents.parquet", index=False)
+    (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
+    (out / "themes.json").write_text(run.theme_info.to_json(orient="records", indent=2))
+    weights = Path(run.record.weights_dir)
+    shutil.copyfile(weights / "sae.safetensors", out / "sae.safetensors")
+    run_config = {
+        "run_id": run.record.run_id,
+        "dataset_id": run.record.dataset_id,
+        "embedding_key": run.record.embedding_key,
+        "created_at": run.record.created_at,
+        "config": run.record.config,
+        "metrics": run.record.metrics,
+        "versions": run.record.versions,
+        "stages": [asdict(stage) for stage in workspace.stages(run.record.dataset_id, run.record.run_id)],
+    }
+    (out / "config.json").write_text(json.dumps(run_config, indent=2))
+
+
+def _families_for_export(families: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "family_id": int(f["family_id"]),
+            "iteration": int(f["iteration"]),
+            "label": f["label"],
+            "label_source": f["label_source"],
+            "parent": int(f["parent"]),
+            "members": f["members"],
+            "edges": [{"parent": p, "child": c, "weight": w} for p, c, w in f["edges"]],
+        }
+        for f in families
+    ]

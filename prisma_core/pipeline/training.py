@@ -1,0 +1,316 @@
+"""Training a run (the SAE with its features, keyword labels, themes and families) and rebuilding its themes or
+families without retraining."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from prisma_core import analysis
+from prisma_core.embed import EmbedConfig, embed_texts, model_key
+from prisma_core.errors import NotFoundError, StoreError, TrainingError
+from prisma_core.families import FamilyConfig, find_families
+from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
+from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
+from prisma_core.lineage import embedding_parent, record_stage, versions
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.runs import LoadedRun, family_matrix, load_run
+from prisma_core.sae import (
+    SAEConfig,
+    TopKSAE,
+    TrainResult,
+    check_config,
+    encode,
+    resolve_device,
+    save_sae,
+    suggest_config,
+    train_sae,
+)
+from prisma_core.store import RunRecord, Workspace, now_iso
+from prisma_core.themes import ThemeConfig, Themes, build_themes
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    metrics: dict[str, Any]
+    n_families: int
+    n_themes: int
+    warnings: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def suggested_sae_config(workspace: Workspace, dataset_id: str, embed_config: EmbedConfig = EmbedConfig()) -> SAEConfig:
+    """SAE settings that suit the embedded dataset's size (the defaults of every entry point; explicit settings
+    win)."""
+    return suggest_config(*workspace.vectors(dataset_id, model_key(embed_config)).shape)
+
+
+def train_run(
+    workspace: Workspace,
+    dataset_id: str,
+    sae_config: SAEConfig | None = None,
+    embed_config: EmbedConfig = EmbedConfig(),
+    family_config: FamilyConfig = FamilyConfig(),
+    keyword_config: KeywordConfig = KeywordConfig(),
+    theme_config: ThemeConfig = ThemeConfig(),
+    progress: ProgressCallback = ignore_progress,
+    should_stop: Callable[[], bool] | None = None,
+) -> RunSummary:
+    """Train an SAE on the dataset's embeddings and store the run with features, themes, keyword labels and
+    families. Without an sae_config, the settings suggested for the dataset's size are used.
+
+    The run record is written last; on any failure the run's partial artefacts are removed and earlier runs and
+    datasets are untouched. `should_stop()` turning true cancels (TrainingError) at the next training step, or
+    before the record is written, leaving no run.
+    """
+    key = model_key(embed_config)
+    vectors = workspace.vectors(dataset_id, key)
+    sae_config = sae_config or suggest_config(len(vectors), vectors.shape[1])
+    warnings = check_config(sae_config, len(vectors), vectors.shape[1])
+    resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
+    run_id, run_dir = workspace.new_run_dir()
+    seconds: dict[str, float] = {}
+    try:
+        started = time.perf_counter()
+        result = train_sae(vectors, sae_config, progress, should_stop)
+        save_sae(result.model, result.config, run_dir)
+        seconds["train"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        codes = _store_codes(workspace, run_id, result.model, vectors)
+        labeller = _store_features(
+            workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
+        )
+        seconds["analyse"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        themes = _store_themes(workspace, run_id, codes, vectors, labeller, theme_config, progress)
+        seconds["themes"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        n_families = len(_store_families(workspace, run_id, codes, labeller, family_config, progress))
+        seconds["families"] = time.perf_counter() - started
+
+        configs = {
+            "sae": result.config,
+            "embed": embed_config,
+            "families": family_config,
+            "keywords": keyword_config,
+            "themes": theme_config,
+        }
+        counts = {"n_families": n_families, "n_themes": themes.n_themes}
+        record = _run_record(run_id, run_dir, dataset_id, key, result, configs, counts)
+        _write_run_records(workspace, record, should_stop)
+    except BaseException:
+        with contextlib.suppress(StoreError):  # the error that stopped the run is the one to report
+            workspace.delete_run(run_id)
+        raise
+    return RunSummary(run_id, record.metrics, n_families, themes.n_themes, warnings, seconds)
+
+
+def _store_features(
+    workspace: Workspace,
+    run_id: str,
+    dataset_id: str,
+    codes: sp.csr_matrix,
+    vectors: np.ndarray,
+    embed_config: EmbedConfig,
+    keyword_config: KeywordConfig,
+    progress: ProgressCallback,
+) -> _KeywordLabeller:
+    """Store the features' statistics and keyword labels; returns the labeller, for the themes and families."""
+    workspace.save_features(run_id, analysis.feature_stats(codes))
+    texts = _texts_of_dataset_still_there(workspace, dataset_id)
+    labeller = _KeywordLabeller(texts, vectors, embed_config, keyword_config)
+    progress(Progress("label", 0, 1, "keyword labels"))
+    labels = _feature_labels(labeller, codes, vectors, embed_config, keyword_config)
+    workspace.add_interpretations(run_id, labels.to_dict(orient="records"))
+    return labeller
+
+
+def _write_run_records(workspace: Workspace, record: RunRecord, should_stop: Callable[[], bool] | None) -> None:
+    """The training's stage record, then the run record, last: unless cancelled or the dataset is gone."""
+    if should_stop is not None and should_stop():
+        raise TrainingError("Training was cancelled after the SAE was trained; nothing was saved.")
+    _texts_of_dataset_still_there(workspace, record.dataset_id)
+    parent = embedding_parent(workspace, record.dataset_id, record.embedding_key)
+    config, metrics = record.config, record.metrics
+    record_stage(workspace, "training", parent, record.dataset_id, config, metrics, record.run_id, record.run_id)
+    workspace.add_run(record)
+
+
+def _run_record(
+    run_id: str,
+    run_dir: Path,
+    dataset_id: str,
+    embedding_key: str,
+    result: TrainResult,
+    configs: dict[str, Any],
+    counts: dict[str, int],
+) -> RunRecord:
+    """configs: stage name -> the config dataclass it ran with; counts: what the run holds besides the SAE."""
+    return RunRecord(
+        run_id=run_id,
+        dataset_id=dataset_id,
+        created_at=now_iso(),
+        embedding_key=embedding_key,
+        config={stage: asdict(config) for stage, config in configs.items()},
+        metrics=result.metrics | counts,
+        history=result.history,
+        weights_dir=str(run_dir),
+        versions=versions(),
+    )
+
+
+class _KeywordLabeller:
+    """Keyword labels for any group of documents, on one corpus (the vocabulary is counted once)."""
+
+    def __init__(self, texts: list[str], vectors: np.ndarray, embed_config: EmbedConfig, config: KeywordConfig) -> None:
+        self.texts, self.vectors, self.config = texts, vectors, config
+        label_config = replace(embed_config, batch_size=max(embed_config.batch_size, LABEL_BATCH_SIZE))
+        self.embed = lambda terms: embed_texts(terms, label_config)
+
+    def __call__(self, members: sp.spmatrix) -> pd.DataFrame:
+        """members: [n_units, n_documents] 0/1 -> unit, label, description, source."""
+        return keyword_labels(self.texts, members, self.vectors, self.embed, self.config)
+
+
+def _feature_labels(
+    labeller: _KeywordLabeller,
+    codes: sp.csr_matrix,
+    vectors: np.ndarray,
+    embed_config: EmbedConfig,
+    keyword_config: KeywordConfig,
+) -> pd.DataFrame:
+    labels = labeller(top_document_members(codes, keyword_config.n_top_documents)).rename(
+        columns={"unit": "feature_id"}
+    )
+    score_config = covering_keywords(ScoreConfig(), keyword_config.n_top_documents)
+    labels["score_embedding"] = label_embedding_scores(
+        labels["feature_id"].tolist(), labels["label"].tolist(), codes, vectors, embed_config, score_config
+    ).scores
+    return labels
+
+
+def _texts_of_dataset_still_there(workspace: Workspace, dataset_id: str) -> list[str]:
+    """The dataset's texts; NotFoundError when it was deleted (say, from another session) while its SAE trained."""
+    try:
+        workspace.dataset(dataset_id)
+    except NotFoundError:
+        raise NotFoundError("The dataset was deleted while its SAE was training; nothing was saved.") from None
+    return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
+
+
+def _store_codes(workspace: Workspace, run_id: str, model: TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
+    values, indices = encode(model, vectors)
+    codes = analysis.codes_matrix(values, indices, model.n_latents)
+    coo = codes.tocoo()
+    workspace.save_activations(run_id, coo.row, coo.col, coo.data)
+    return codes
+
+
+def _store_themes(
+    workspace: Workspace,
+    run_id: str,
+    codes: sp.csr_matrix,
+    vectors: np.ndarray,
+    labeller: _KeywordLabeller,
+    config: ThemeConfig,
+    progress: ProgressCallback,
+) -> Themes:
+    themes = build_themes(codes, vectors, config, progress)
+    members = themes.members()
+    labels = labeller(members.T.tocsr())
+    feature_theme = themes.feature_theme()
+    rows = [
+        {
+            "theme_id": theme,
+            "label": labels.loc[theme, "label"],
+            "description": labels.loc[theme, "description"],
+            "label_source": KEYWORD_SOURCE,
+            "n_documents": int(members[:, theme].sum()),
+            "features": _strongest_first(np.flatnonzero(feature_theme == theme), themes.evidence[:, theme]),
+            "evidence": themes.evidence[:, theme],
+        }
+        for theme in range(themes.n_themes)
+    ]
+    workspace.save_themes(run_id, rows)
+    return themes
+
+
+def _strongest_first(features: np.ndarray, evidence: np.ndarray) -> list[int]:
+    return [int(f) for f in features[np.argsort(-evidence[features], kind="stable")]]
+
+
+def _store_families(
+    workspace: Workspace,
+    run_id: str,
+    codes: sp.csr_matrix,
+    labeller: _KeywordLabeller,
+    config: FamilyConfig,
+    progress: ProgressCallback,
+) -> list[dict[str, Any]]:
+    families = find_families(codes, config, progress)
+    family_codes = codes @ family_matrix([f.members for f in families], codes.shape[1])
+    labels = labeller(top_document_members(family_codes, labeller.config.n_top_documents))
+    rows = [
+        {
+            "family_id": family.family_id,
+            "iteration": family.iteration,
+            "parent": family.parent,
+            "members": family.members,
+            "edges": family.edges,
+            "label": labels.loc[i, "label"],
+            "label_source": KEYWORD_SOURCE,
+        }
+        for i, family in enumerate(families)
+    ]
+    workspace.save_families(run_id, rows)
+    return rows
+
+
+def rebuild_families(
+    workspace: Workspace,
+    run_id: str,
+    config: FamilyConfig,
+    progress: ProgressCallback = ignore_progress,
+) -> list[dict[str, Any]]:
+    """Recompute a run's families with another tau or number of iterations (replaces the stored set); their
+    record makes `config` the run's family settings from now on."""
+    run = load_run(workspace, run_id)
+    families = _store_families(workspace, run_id, run.codes, _run_labeller(workspace, run), config, progress)
+    summary = {"n_families": len(families)}
+    record_stage(workspace, "families", run_id, run.record.dataset_id, asdict(config), summary, run_id)
+    return families
+
+
+def rebuild_themes(
+    workspace: Workspace,
+    run_id: str,
+    config: ThemeConfig,
+    progress: ProgressCallback = ignore_progress,
+) -> Themes:
+    """Regroup a run's features into another number of themes (no retraining; replaces the stored themes); their
+    record makes `config` the run's theme settings from now on."""
+    run = load_run(workspace, run_id)
+    vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
+    themes = _store_themes(workspace, run_id, run.codes, vectors, _run_labeller(workspace, run), config, progress)
+    summary = {"n_themes": themes.n_themes}
+    record_stage(workspace, "themes", run_id, run.record.dataset_id, asdict(config), summary, run_id)
+    return themes
+
+
+def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
+    texts = workspace.documents(run.record.dataset_id, ["position", "text"])["text"].tolist()
+    vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
+    keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
+    return _KeywordLabeller(texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)

@@ -1,0 +1,141 @@
+"""Reading a run back: the read model every view, the labelling and the export share (below the stages).
+
+`load_run` gathers a run's record, codes, features with their shown labels, families and themes in one object;
+`resolve_labels` says which label each feature shows; `family_membership` and `family_matrix` say which features a
+family holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from prisma_core import analysis
+from prisma_core.interpret.keywords import KEYWORD_SOURCE
+from prisma_core.sae import load_sae
+from prisma_core.store import RunRecord, StageRecord, Workspace
+from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """Everything the exploration views need about one run, loaded once."""
+
+    record: RunRecord
+    codes: sp.csr_matrix  # [n_documents, n_features]
+    directions: np.ndarray  # [n_features, d] unit-norm decoder directions
+    features: pd.DataFrame  # stats, n_strong (documents where it is strong), resolved label, theme_id per feature
+    families: list[dict[str, Any]]
+    themes: Themes | None  # None for runs made before themes existed
+    theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features
+
+
+def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
+    """The label shown for each feature: the one the analyst preferred, else the newest LLM label, else keywords."""
+    ranked = interpretations.assign(
+        rank_preferred=interpretations["preferred"].astype(bool),
+        rank_llm=interpretations["source"] != KEYWORD_SOURCE,
+    ).sort_values(["feature_id", "rank_preferred", "rank_llm", "created_at"])
+    chosen = ranked.groupby("feature_id", as_index=False).tail(1)
+    return chosen.rename(columns={"source": "label_source"})[
+        [
+            "feature_id",
+            "label",
+            "description",
+            "label_source",
+            "score_embedding",
+            "score_detection",
+            "interpretation_id",
+        ]
+    ]
+
+
+REBUILT_STAGES = ("families", "themes")
+"""Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows."""
+
+
+def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRecord:
+    """The run record with the settings and counts of what it shows now: the newest rebuild of its families or
+    themes replaces what training used. `stages`: the run's stage records, oldest first."""
+    rebuilt = [stage for stage in stages if stage.run_id == record.run_id and stage.stage in REBUILT_STAGES]
+    config = record.config | {stage.stage: stage.config for stage in rebuilt}
+    metrics = record.metrics.copy()
+    for stage in rebuilt:
+        metrics |= stage.summary
+    return replace(record, config=config, metrics=metrics)
+
+
+def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
+    stored = workspace.run_or_latest(run_id, dataset_id)
+    record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
+    model, _ = load_sae(Path(record.weights_dir))
+    n_docs = workspace.dataset(record.dataset_id).n_documents
+    rows = workspace.activations(record.run_id)
+    codes = analysis.codes_from_rows(
+        rows["position"].to_numpy(),
+        rows["feature_id"].to_numpy(),
+        rows["value"].to_numpy(),
+        n_docs,
+        model.n_latents,
+    )
+    features = workspace.features(record.run_id).merge(
+        resolve_labels(workspace.interpretations(record.run_id)),
+        on="feature_id",
+        how="left",
+    )
+    features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
+    directions = model.decoder_directions().detach().cpu().numpy()
+    theme_rows = workspace.themes(record.run_id)
+    themes = None
+    if theme_rows:
+        member_share = record.config.get("themes", {}).get("member_share", ThemeConfig().member_share)
+        themes = themes_from_evidence(codes, np.stack([t["evidence"] for t in theme_rows], axis=1), member_share)
+        features["theme_id"] = themes.feature_theme()[features["feature_id"].to_numpy()]
+    else:
+        features["theme_id"] = -1
+    theme_info = pd.DataFrame(
+        [{k: v for k, v in row.items() if k != "evidence"} for row in theme_rows],
+        columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
+    )
+    return LoadedRun(record, codes, directions, features, workspace.families(record.run_id), themes, theme_info)
+
+
+def family_membership(families: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """feature_id -> (family_id, parent) for the first family each feature appears in; roots have no parent."""
+    rows: dict[int, tuple[int, int | None]] = {}
+    for family in families:
+        parent_of = {child: parent for parent, child, _ in family["edges"]}
+        for member in family["members"]:
+            rows.setdefault(member, (family["family_id"], parent_of.get(member)))
+    return pd.DataFrame(
+        [(f, fam, parent) for f, (fam, parent) in rows.items()],
+        columns=["feature_id", "family_id", "parent"],
+    ).astype({"feature_id": "int32", "family_id": "Int32", "parent": "Int32"})
+
+
+def document_themes(run: LoadedRun) -> pd.DataFrame:
+    """Per document (in stored order): theme_id (its strongest theme, -1 if none) and themes (the ids of every
+    theme it belongs to, most probable first)."""
+    n_docs = run.codes.shape[0]
+    if run.themes is None:
+        return pd.DataFrame({"theme_id": np.full(n_docs, -1, np.int32), "themes": [[] for _ in range(n_docs)]})
+    members = run.themes.members()
+    probabilities = run.themes.probabilities
+    themes = [
+        sorted(members.indices[members.indptr[d] : members.indptr[d + 1]].tolist(), key=lambda t: -probabilities[d, t])
+        for d in range(n_docs)
+    ]
+    return pd.DataFrame({"theme_id": run.themes.strongest(), "themes": themes})
+
+
+def family_matrix(members: Sequence[Sequence[int]], n_features: int) -> sp.csr_matrix:
+    """[n_features, n_families] 0/1: which features each family holds."""
+    rows = np.concatenate([np.asarray(m, np.int64) for m in members]) if members else np.empty(0, np.int64)
+    cols = np.repeat(np.arange(len(members)), [len(m) for m in members])
+    return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(n_features, len(members)))
