@@ -119,6 +119,7 @@ def test_list_shows_the_run(bbc_run, bbc_workspace):
     assert "bbc_news" in listing.stdout and "run-" in listing.stdout
 
 
+@pytest.mark.slow  # a new Python process
 def test_bad_input_gives_a_clear_error_and_exit_code(tmp_path):
     garbage = tmp_path / "notes.csv"
     garbage.write_bytes(bytes(range(256)) * 40)
@@ -130,6 +131,7 @@ def test_bad_input_gives_a_clear_error_and_exit_code(tmp_path):
     assert missing.returncode == 2 and "no dataset yet" in missing.stderr
 
 
+@pytest.mark.slow  # a new Python process
 def test_core_never_imports_streamlit():
     code = (
         "import sys, pkgutil, importlib, prisma_core\n"
