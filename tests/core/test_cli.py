@@ -138,6 +138,7 @@ def test_ingest_without_an_id_column_guesses_it_as_the_datasets_page_does(tmp_pa
     assert ids == ["1", "2", "3", "4", "5", "6"] and "id" in repeats.metadata_columns  # not unique: row numbers
 
 
+@pytest.mark.slow  # a new Python process
 def test_bad_input_gives_a_clear_error_and_exit_code(tmp_path):
     garbage = tmp_path / "notes.csv"
     garbage.write_bytes(bytes(range(256)) * 40)
@@ -149,6 +150,7 @@ def test_bad_input_gives_a_clear_error_and_exit_code(tmp_path):
     assert missing.returncode == 2 and "no dataset yet" in missing.stderr
 
 
+@pytest.mark.slow  # a new Python process
 def test_core_never_imports_streamlit():
     code = (
         "import sys, pkgutil, importlib, prisma_core\n"

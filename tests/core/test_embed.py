@@ -96,6 +96,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
+@pytest.mark.slow  # loads and converts the model once more per backend
 @pytest.mark.parametrize("backend", ["torch", "openvino"])
 def test_bf16_fast_paths_match_fp32_direction(bbc, backend):
     texts = bbc["text"].head(16).tolist()
@@ -104,6 +105,7 @@ def test_bf16_fast_paths_match_fp32_direction(bbc, backend):
     assert cosines(fp32, bf16).min() >= 0.999
 
 
+@pytest.mark.slow  # converts the model to OpenVINO
 def test_openvino_backend_pools_exactly_what_torch_pools(bbc, encoder):
     """Same windows, same pooling, same averaging: at fp32 the converted model gives the torch vectors."""
     texts = [long_document(bbc, encoder, 3), *bbc["text"].head(5)]

@@ -573,6 +573,7 @@ def prisma(*args: str, workspace: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # the CLI labels, scores and exports a run
 def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys):
     features = active_features(workspace, base_run.run_id)
     density = workspace.features(base_run.run_id).set_index("feature_id")["density"]
