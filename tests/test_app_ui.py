@@ -124,20 +124,6 @@ def test_runs_get_readable_names_and_overfitting_is_said_in_words():
     assert "FVU" not in run_name(healthy) and "k32" not in run_name(healthy)
 
 
-def test_every_setting_in_the_forms_has_an_analyst_help_text():
-    from dataclasses import fields
-
-    from prisma_core.embed import EmbedConfig
-    from prisma_core.families import FamilyConfig
-    from prisma_core.sae import SAEConfig
-    from ui.help import EMBED_HELP, FAMILY_HELP, SAE_HELP
-
-    for config, help_texts in ((SAEConfig, SAE_HELP), (FamilyConfig, FAMILY_HELP), (EmbedConfig, EMBED_HELP)):
-        assert set(help_texts) <= {field.name for field in fields(config)}
-        for text in help_texts.values():  # no formulas or code names from the developer docstrings
-            assert not any(jargon in text for jargon in ("n_latents", "None ->", "sqrt", "cooccurrence_edges", "`"))
-
-
 def test_columns_with_nearly_one_value_per_document_are_flagged_and_offered_last():
     import pandas as pd
 
