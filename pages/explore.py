@@ -16,11 +16,20 @@ from prisma_core.explore import (
     search_documents,
     spreadsheet_csv,
 )
+from prisma_core.groups import (
+    DATE_BUCKETS,
+    MAX_GROUPS,
+    column_note,
+    feature_order,
+    group_values,
+    ordered_columns,
+    pooled,
+    too_many_values,
+)
 from prisma_core.pipeline import LoadedRun, family_membership
 from ui import charts, levels
 from ui.cards import feature_options
 from ui.glossary import TERMS, explain
-from ui.groups import MAX_GROUPS, column_note, feature_order, ordered_columns, pooled, too_many_values
 from ui.map import document_map_view
 from ui.navigation import route_here
 from ui.state import dataset_documents, loaded_run, require_dataset, require_run, revision, workspace
@@ -31,7 +40,6 @@ route_here()
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
 DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
-DATE_BUCKETS = {"year": "Y", "quarter": "Q", "month": "M"}
 
 dataset = require_dataset()
 run = require_run()
@@ -242,9 +250,9 @@ def comparison(workspace_path: str, run_id: str, revision: int, groups: pd.Serie
 
 def grouping(name: str, column: pd.Series) -> pd.Series:
     """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
+    bucket = "year"
     if pd.api.types.is_datetime64_any_dtype(column):
         bucket = st.selectbox("Group dates by", list(DATE_BUCKETS), key="date_bucket")
-        column = column.dt.to_period(DATE_BUCKETS[bucket]).astype("string")
     elif too_many_values(column):
         st.warning(
             f"“{md(name)}” has {column.nunique():,} different values for {len(column):,} documents, nearly one per "
@@ -252,7 +260,7 @@ def grouping(name: str, column: pd.Series) -> pd.Series:
             "such as a category, a source or a date.",
             icon=":material/warning:",
         )
-    groups = column.astype("string").fillna("(missing)")
+    groups = group_values(column, bucket)
     n_groups = groups.nunique()
     if n_groups > MAX_GROUPS:
         st.caption(f"{n_groups:,} different values: the {MAX_GROUPS - 1} largest groups are compared, the rest pooled.")
