@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from prisma_core import analysis, pipeline
+from prisma_core import analysis
+from prisma_core.downloads import export_in_workspace, features_csv
 from prisma_core.errors import PrismaError
 from prisma_core.explore import (
     documents_by_positions,
@@ -26,7 +27,6 @@ from prisma_core.groups import (
     pooled,
     too_many_values,
 )
-from prisma_core.pipeline import LoadedRun, family_membership
 from ui import charts, levels
 from ui.cards import feature_options
 from ui.glossary import TERMS, explain
@@ -325,11 +325,7 @@ def compare_tab() -> None:
 
 @st.cache_resource(show_spinner="Preparing the export…", max_entries=2)
 def export_folder(workspace_path: str, run_id: str, revision: int) -> Path:
-    return pipeline.export_run(ws, run_id, ws.path / "exports" / run_id)[0].parent
-
-
-def labels_csv(run: LoadedRun) -> str:
-    return spreadsheet_csv(run.features.merge(family_membership(run.families), on="feature_id", how="left"))
+    return export_in_workspace(ws, run_id)
 
 
 def downloads_tab() -> None:
@@ -339,7 +335,13 @@ def downloads_tab() -> None:
     def exported(name: str) -> bytes:
         return (export_folder(str(ws.path), run_id, revision(run_id)) / name).read_bytes()
 
-    st.download_button("Labels (CSV)", lambda: labels_csv(run), "labels.csv", "text/csv", key="download_labels")
+    st.download_button(
+        "Labels (CSV)",
+        lambda: features_csv(export_folder(str(ws.path), run_id, revision(run_id))),
+        "labels.csv",
+        "text/csv",
+        key="download_labels",
+    )
     st.download_button(
         "Activations per document and feature (Parquet)",
         lambda: exported("activations.parquet"),

@@ -481,6 +481,8 @@ EXPORT_FILES = (
     "config.json",
 )
 EXPORT_MARKER = ".prisma-export"
+APP_EXPORTS = "exports"
+"""The workspace folder the app exports into (for downloads): the one place inside a workspace an export may go."""
 """Written into every export folder: the files named in EXPORT_FILES there were written by an export."""
 
 
@@ -512,7 +514,7 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
 def export_target(workspace: Workspace, out: Path) -> Path:
     """The resolved export folder, once it is known to be safe to write into."""
     out = out.expanduser().resolve()
-    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / "exports"):
+    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / APP_EXPORTS):
         raise StoreError(f"{out} is inside the workspace {workspace.path}; export to a folder outside it.")
     if out.exists() and not out.is_dir():
         raise StoreError(f"{out} is a file; export to a folder.")
