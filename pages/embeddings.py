@@ -1,5 +1,7 @@
 """Embeddings: choose a model, see how documents split into model windows, embed with live progress."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -16,7 +18,7 @@ from prisma_core.embed import (
 )
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
-from ui.help import EMBED_HELP
+from ui.config_form import config_inputs
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, dataset_documents, embed_config, encoder, require_dataset, set_embed_config, workspace
@@ -24,10 +26,8 @@ from ui.text import md
 
 route_here()
 
-HELP = EMBED_HELP
-PRECISIONS = ["auto", "fp32", "bf16"]
-DEVICES = ["auto", "cpu", "cuda", "mps"]
-BACKENDS = ["auto", "torch", "openvino"]
+KEY_PREFIX = "embed_"
+ADVANCED_SETTINGS = ("batch_size", "precision", "backend", "device", "normalize")
 
 dataset = require_dataset()
 st.title("Embeddings")
@@ -50,32 +50,12 @@ def token_statistics(workspace_path: str, dataset_id: str, model: str, device: s
 
 
 def settings_form(current: EmbedConfig) -> EmbedConfig | None:
-    model = st.text_input("Model", value=current.model, help=HELP["model"], key="embed_model")
+    values = config_inputs(current, ["model"], KEY_PREFIX, columns=1)
     with st.expander("Advanced settings"):
-        first, second, third, fourth, fifth = st.columns(5)
-        batch_size = first.number_input(
-            "Batch size", min_value=1, value=current.batch_size, help=HELP["batch_size"], key="embed_batch"
-        )
-        precision = second.selectbox(
-            "Precision", PRECISIONS, index=PRECISIONS.index(current.precision), help=HELP["precision"], key="prec"
-        )
-        backend = third.selectbox(
-            "Backend", BACKENDS, index=BACKENDS.index(current.backend), help=HELP["backend"], key="embed_backend"
-        )
-        device = fourth.selectbox(
-            "Device", DEVICES, index=DEVICES.index(current.device), help=HELP["device"], key="embed_device"
-        )
-        normalize = fifth.checkbox("Normalise", value=current.normalize, help=HELP["normalize"], key="embed_norm")
+        values |= config_inputs(current, ADVANCED_SETTINGS, KEY_PREFIX, columns=len(ADVANCED_SETTINGS))
     try:
-        return EmbedConfig(
-            model=model.strip() or DEFAULT_MODEL,
-            batch_size=int(batch_size),
-            normalize=normalize,
-            precision=precision,
-            device=device,
-            backend=backend,
-        )
-    except ValueError as error:
+        return replace(current, **values | {"model": values["model"].strip() or DEFAULT_MODEL})
+    except PrismaError as error:
         st.error(md(error))
         return None
 

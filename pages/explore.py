@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from prisma_core import analysis, pipeline
+from prisma_core import analysis
+from prisma_core.downloads import export_in_workspace, features_csv
 from prisma_core.errors import PrismaError
 from prisma_core.explore import (
     documents_by_positions,
@@ -16,11 +17,19 @@ from prisma_core.explore import (
     search_documents,
     spreadsheet_csv,
 )
-from prisma_core.pipeline import LoadedRun, family_membership
+from prisma_core.groups import (
+    DATE_BUCKETS,
+    MAX_GROUPS,
+    column_note,
+    feature_order,
+    group_values,
+    ordered_columns,
+    pooled,
+    too_many_values,
+)
 from ui import charts, levels
 from ui.cards import feature_options
 from ui.glossary import TERMS, explain
-from ui.groups import MAX_GROUPS, column_note, feature_order, ordered_columns, pooled, too_many_values
 from ui.map import document_map_view
 from ui.navigation import route_here
 from ui.state import dataset_documents, loaded_run, require_dataset, require_run, revision, workspace
@@ -31,7 +40,6 @@ route_here()
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
 DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
-DATE_BUCKETS = {"year": "Y", "quarter": "Q", "month": "M"}
 
 dataset = require_dataset()
 run = require_run()
@@ -242,9 +250,9 @@ def comparison(workspace_path: str, run_id: str, revision: int, groups: pd.Serie
 
 def grouping(name: str, column: pd.Series) -> pd.Series:
     """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
+    bucket = "year"
     if pd.api.types.is_datetime64_any_dtype(column):
         bucket = st.selectbox("Group dates by", list(DATE_BUCKETS), key="date_bucket")
-        column = column.dt.to_period(DATE_BUCKETS[bucket]).astype("string")
     elif too_many_values(column):
         st.warning(
             f"“{md(name)}” has {column.nunique():,} different values for {len(column):,} documents, nearly one per "
@@ -252,7 +260,7 @@ def grouping(name: str, column: pd.Series) -> pd.Series:
             "such as a category, a source or a date.",
             icon=":material/warning:",
         )
-    groups = column.astype("string").fillna("(missing)")
+    groups = group_values(column, bucket)
     n_groups = groups.nunique()
     if n_groups > MAX_GROUPS:
         st.caption(f"{n_groups:,} different values: the {MAX_GROUPS - 1} largest groups are compared, the rest pooled.")
@@ -317,11 +325,7 @@ def compare_tab() -> None:
 
 @st.cache_resource(show_spinner="Preparing the export…", max_entries=2)
 def export_folder(workspace_path: str, run_id: str, revision: int) -> Path:
-    return pipeline.export_run(ws, run_id, ws.path / "exports" / run_id)[0].parent
-
-
-def labels_csv(run: LoadedRun) -> str:
-    return spreadsheet_csv(run.features.merge(family_membership(run.families), on="feature_id", how="left"))
+    return export_in_workspace(ws, run_id)
 
 
 def downloads_tab() -> None:
@@ -331,7 +335,13 @@ def downloads_tab() -> None:
     def exported(name: str) -> bytes:
         return (export_folder(str(ws.path), run_id, revision(run_id)) / name).read_bytes()
 
-    st.download_button("Labels (CSV)", lambda: labels_csv(run), "labels.csv", "text/csv", key="download_labels")
+    st.download_button(
+        "Labels (CSV)",
+        lambda: features_csv(export_folder(str(ws.path), run_id, revision(run_id))),
+        "labels.csv",
+        "text/csv",
+        key="download_labels",
+    )
     st.download_button(
         "Activations per document and feature (Parquet)",
         lambda: exported("activations.parquet"),

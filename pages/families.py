@@ -1,5 +1,7 @@
 """Families: parent -> children trees of features, drawn as a graph; click a node to open its card."""
 
+from dataclasses import fields
+
 import pandas as pd
 import streamlit as st
 from streamlit_agraph import agraph
@@ -9,9 +11,9 @@ from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import LoadedRun
 from ui.cards import feature_card
+from ui.config_form import config_inputs
 from ui.family_graph import family_view, graph_config, graph_elements
 from ui.glossary import explain
-from ui.help import FAMILY_HELP
 from ui.navigation import route_here
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
 from ui.text import md
@@ -19,7 +21,6 @@ from ui.themes import families_by_theme
 
 route_here()
 
-HELP = FAMILY_HELP
 MAX_DRAWN = 6
 ALL = -1
 CLICK_KEY = "families_last_click"
@@ -37,21 +38,14 @@ st.markdown(
 def rebuild_form(run: LoadedRun) -> None:
     stored = FamilyConfig(**run.record.config.get("families", {}))
     with st.form("families_form"):
-        left, middle, right = st.columns(3)
-        tau = left.slider(
-            "How tightly members go together (τ)", 0.0, 1.0, stored.tau, 0.01, help=HELP["tau"], key="tau"
-        )
-        iterations = middle.number_input("Rounds", 1, 10, stored.iterations, help=HELP["iterations"], key="iters")
-        min_size = right.number_input(
-            "Smallest family", 2, 100, stored.min_family_size, help=HELP["min_family_size"], key="min_size"
-        )
+        values = config_inputs(stored, [field.name for field in fields(FamilyConfig)])
         if not st.form_submit_button("Rebuild families"):
             return
     try:
-        config = FamilyConfig(tau=float(tau), iterations=int(iterations), min_family_size=int(min_size))
+        config = FamilyConfig(**values)
         with st.spinner("Rebuilding families…"):
             pipeline.rebuild_families(workspace(), run.record.run_id, config)
-    except (PrismaError, ValueError) as error:
+    except PrismaError as error:
         st.error(md(error), icon=":material/error:")
         return
     bump_revision(run.record.run_id)

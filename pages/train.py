@@ -1,10 +1,13 @@
 """Train SAE: settings (pre-filled for the corpus size), live training curves, runs to compare, diagnostics."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis, pipeline
+from prisma_core.config_docs import field_help
 from prisma_core.embed import model_key
 from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
@@ -12,8 +15,8 @@ from prisma_core.pipeline import RunSummary
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import RunRecord
 from ui import charts
+from ui.config_form import config_inputs
 from ui.glossary import TERMS, explain
-from ui.help import FAMILY_HELP, SAE_HELP
 from ui.jobs import Job
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
@@ -24,7 +27,10 @@ from ui.text import feature_name, md
 route_here()
 
 
-DEVICES = ["auto", "cpu", "cuda", "mps"]
+MAIN_SETTINGS = ("expansion_factor", "k", "epochs", "batch_size", "lr", "seed")
+ADVANCED_SETTINGS = ("k_aux", "aux_alpha", "dead_after", "holdout_fraction", "grad_clip", "device")
+FAMILY_SETTINGS = ("tau", "iterations")
+SAE_HELP = field_help(SAEConfig)
 HEATMAP_FEATURES = 20
 WARNINGS_KEY = "train_warnings"
 
@@ -58,91 +64,18 @@ def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] 
     """The form; returns validated configs when submitted (errors are shown and give None)."""
     suggested = suggest_config(n_documents, dim)
     with st.form("train_form"):
-        row = st.columns(3)
-        expansion = row[0].number_input(
-            "Expansion factor", 1, 64, suggested.expansion_factor, help=SAE_HELP["expansion_factor"], key="expansion"
-        )
-        k = row[1].number_input("k (active features per document)", 1, 512, suggested.k, help=SAE_HELP["k"], key="k")
-        epochs = row[2].number_input("Epochs", 1, 10_000, suggested.epochs, help=SAE_HELP["epochs"], key="epochs")
-        row = st.columns(3)
-        batch_size = row[0].number_input(
-            "Batch size", 2, 65_536, suggested.batch_size, help=SAE_HELP["batch_size"], key="batch_size"
-        )
-        lr = row[1].number_input(
-            "Step size (learning rate)",
-            1e-6,
-            0.5,
-            None,
-            step=1e-4,
-            format="%.6f",
-            placeholder="auto",
-            help=SAE_HELP["lr"],
-            key="lr",
-        )
-        seed = row[2].number_input("Seed", 0, 2**31 - 1, suggested.seed, help=SAE_HELP["seed"], key="seed")
+        sae = config_inputs(suggested, MAIN_SETTINGS)
         with st.expander("Advanced settings"):
-            row = st.columns(3)
-            k_aux = row[0].number_input(
-                "Second-chance features", 1, 65_536, None, placeholder="2 k", help=SAE_HELP["k_aux"], key="k_aux"
-            )
-            aux_alpha = row[1].number_input(
-                "Second-chance weight",
-                0.0,
-                10.0,
-                suggested.aux_alpha,
-                format="%.5f",
-                help=SAE_HELP["aux_alpha"],
-                key="aux_alpha",
-            )
-            dead_after = row[2].number_input(
-                "Never-firing after (documents)",
-                1,
-                10**9,
-                None,
-                placeholder="one epoch",
-                help=SAE_HELP["dead_after"],
-                key="dead",
-            )
-            row = st.columns(3)
-            holdout = row[0].number_input(
-                "Share kept aside for checking",
-                0.0,
-                0.89,
-                suggested.holdout_fraction,
-                help=SAE_HELP["holdout_fraction"],
-                key="holdout",
-            )
-            grad_clip = row[1].number_input(
-                "Step size limit", 0.01, 100.0, suggested.grad_clip, help=SAE_HELP["grad_clip"], key="grad_clip"
-            )
-            device = row[2].selectbox("Device", DEVICES, help=SAE_HELP["device"], key="sae_device")
+            sae |= config_inputs(suggested, ADVANCED_SETTINGS)
             st.markdown("**Feature families**")
-            row = st.columns(3)
-            families = FamilyConfig()
-            tau = row[0].slider("τ (tau)", 0.0, 1.0, families.tau, 0.01, help=FAMILY_HELP["tau"], key="train_tau")
-            iterations = row[1].number_input(
-                "Iterations", 1, 10, families.iterations, help=FAMILY_HELP["iterations"], key="train_iterations"
-            )
+            families = config_inputs(FamilyConfig(), FAMILY_SETTINGS, key_prefix="train_")
         if not st.form_submit_button("Train", type="primary"):
             return None
     try:
-        sae = SAEConfig(
-            expansion_factor=int(expansion),
-            k=int(k),
-            k_aux=None if k_aux is None else int(k_aux),
-            aux_alpha=float(aux_alpha),
-            epochs=int(epochs),
-            batch_size=int(batch_size),
-            lr=lr,
-            dead_after=None if dead_after is None else int(dead_after),
-            holdout_fraction=float(holdout),
-            grad_clip=float(grad_clip),
-            seed=int(seed),
-            device=device,
-        )
-        st.session_state[WARNINGS_KEY] = (dataset.dataset_id, check_config(sae, n_documents, dim))
-        return sae, FamilyConfig(tau=float(tau), iterations=int(iterations))
-    except (PrismaError, ValueError) as error:
+        sae_config = replace(suggested, **sae)
+        st.session_state[WARNINGS_KEY] = (dataset.dataset_id, check_config(sae_config, n_documents, dim))
+        return sae_config, FamilyConfig(**families)
+    except PrismaError as error:
         st.error(md(error), icon=":material/error:")
         return None
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import types
-import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ from typing import Any
 from tqdm import tqdm
 
 from prisma_core import pipeline
-from prisma_core.config_docs import field_docs
+from prisma_core.config_docs import field_docs, field_kind, literal_values
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import LabellingError, PrismaError, SettingsError
 from prisma_core.families import FamilyConfig
@@ -30,6 +28,7 @@ from prisma_core.themes import ThemeConfig
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+NAME_HELP = "dataset name (default: the first file's name without its extension)"
 
 
 class ProgressBars:
@@ -57,25 +56,15 @@ class ProgressBars:
 # -- flags from configs -----------------------------------------------------------------------------------------
 
 
-def _flag_type(annotation: Any) -> tuple[Any, list[Any] | None]:
-    hint = annotation
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    if typing.get_origin(hint) is typing.Literal:
-        return str, list(typing.get_args(hint))
-    return hint, None
-
-
 def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix: str = "") -> None:
     """One `--field-name` flag per dataclass field, typed, defaulting to None (= the config's own default)."""
-    hints = typing.get_type_hints(config_type)
     docs = field_docs(config_type)
     group = parser.add_argument_group(config_type.__name__)
     for field in dataclasses.fields(config_type):
         if field.metadata.get("cli") is False:
             continue  # e.g. an API key: read from the environment, never typed where shell history keeps it
         flag = "--" + (prefix + field.name).replace("_", "-")
-        kind, choices = _flag_type(hints[field.name])
+        kind, choices = field_kind(config_type, field.name), list(literal_values(config_type, field.name)) or None
         default = field.default if field.default is not dataclasses.MISSING else None
         help_text = f"{docs[field.name]} (default: {default})".strip().replace("%", "%%")
         if kind is bool:
@@ -342,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = command("ingest", "read files into a new dataset", cmd_ingest, IngestConfig)
     ingest.add_argument("files", nargs="+", type=Path)
-    ingest.add_argument("--name")
+    ingest.add_argument("--name", help=NAME_HELP)
     embed = command("embed", "embed a dataset (chunk-and-average, cached)", cmd_embed, EmbedConfig)
     embed.add_argument("--dataset", help="dataset id (default: the newest)")
     train = command(
@@ -361,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     themes.add_argument("--run", help="run id (default: the newest)")
     export = command("export", "write a run's results to a folder", cmd_export)
     export.add_argument("--run", help="run id (default: the newest)")
-    export.add_argument("--out", required=True, type=Path)
+    export.add_argument("--out", required=True, type=Path, help="folder to write the files into (new or empty)")
     command("list", "list datasets and runs", cmd_list)
     label = command(
         "label", "name features (and families, themes) with an Ollama model", cmd_label, OllamaConfig, LabelConfig
@@ -387,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
         ThemeConfig,
     )
     run.add_argument("files", nargs="+", type=Path)
-    run.add_argument("--name")
+    run.add_argument("--name", help=NAME_HELP)
     run.add_argument("--out", type=Path, help="also export the run to this folder")
     return parser
 

@@ -1,7 +1,7 @@
-"""Help texts for every stage setting, read from the docstring written under each field of its config dataclass.
-
-The configs are documented once, field by field; the command line's `--help` and the app's form help both come
-from here, so a setting's explanation never drifts between them.
+"""Every stage setting described once, on its config dataclass: the docstring under each field (the command
+line's `--help`), and for the settings the app's forms show, `setting` metadata: the analyst's label and help,
+bounds and choices. The forms, the `--help` and the configs' own range checks all read them from here, so a
+setting's explanation and range never drift apart.
 """
 
 from __future__ import annotations
@@ -10,9 +10,16 @@ import ast
 import dataclasses
 import functools
 import inspect
+import numbers
 import sys
 import threading
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from prisma_core.errors import SettingsError
 
 _LOCK = threading.Lock()
 
@@ -46,3 +53,120 @@ def field_docs(config_type: type) -> dict[str, str]:
         ):
             docs[statement.target.id] = " ".join(following.value.value.split())
     return {field.name: docs.get(field.name, "") for field in dataclasses.fields(config_type)}
+
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+"""The devices a form offers (the configs also accept "cuda:N")."""
+
+
+def setting(
+    default: Any,
+    *,
+    label: str,
+    help: str = "",
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: Sequence[str] = (),
+    empty: str = "",
+    step: float | None = None,
+    number_format: str | None = None,
+    slider: bool = False,
+) -> Any:
+    """A config field with what a form needs to show it; the field's docstring stays the precise reference.
+
+    label and help are written for an analyst (help defaults to the docstring); minimum and maximum are inclusive
+    bounds that `range_problems` checks; choices are the values a form offers (a `Literal` field offers its own);
+    empty says in words what leaving an optional field empty means (e.g. "auto")."""
+    metadata = {
+        "label": label,
+        "help": help,
+        "minimum": minimum,
+        "maximum": maximum,
+        "choices": tuple(choices),
+        "empty": empty,
+        "step": step,
+        "number_format": number_format,
+        "slider": slider,
+    }
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def field_help(config_type: type) -> dict[str, str]:
+    """Field name -> the analyst's help text of each field declared with `setting` (its docstring if none given)."""
+    docs = field_docs(config_type)
+    return {
+        field.name: field.metadata["help"] or docs[field.name]
+        for field in dataclasses.fields(config_type)
+        if "label" in field.metadata
+    }
+
+
+def literal_values(config_type: type, name: str) -> tuple[Any, ...]:
+    """The values of a `Literal` field (the only ones it accepts); () for any other field."""
+    hint = _without_none(typing.get_type_hints(config_type)[name])
+    return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
+
+
+def form_choices(config_type: type, name: str) -> tuple[Any, ...]:
+    """The values a form offers for a field: its `Literal` values, else the choices of its `setting` (if any)."""
+    return literal_values(config_type, name) or field_metadata(config_type, name).get("choices", ())
+
+
+def field_metadata(config_type: type, name: str) -> Mapping[str, Any]:
+    """The `setting` metadata of a field (empty for a field declared without `setting`)."""
+    return next(field.metadata for field in dataclasses.fields(config_type) if field.name == name)
+
+
+def _without_none(hint: Any) -> Any:
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    return hint
+
+
+def field_kind(config_type: type, name: str) -> type:
+    """The field's value type without its optional None (int for `int | None`; str for a `Literal` of strings)."""
+    hint = _without_none(typing.get_type_hints(config_type)[name])
+    return str if typing.get_origin(hint) is typing.Literal else hint
+
+
+def range_problems(config: Any) -> list[str]:
+    """What is wrong with a config's values, one sentence each: values outside a field's bounds, not whole numbers
+    where whole numbers are needed, or not among a `Literal` field's values."""
+    problems = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if value is not None:
+            problems.append(_field_problem(type(config), field, value))
+    return [problem for problem in problems if problem]
+
+
+def raise_if_invalid(config: Any, what: str, extra_problems: Sequence[str] = ()) -> None:
+    """Raises SettingsError naming every setting of `config` that is out of range (and any extra problems)."""
+    problems = [*range_problems(config), *(p for p in extra_problems if p)]
+    if problems:
+        raise SettingsError(f"Invalid {what} settings: " + "; ".join(problems) + ".")
+
+
+def _field_problem(config_type: type, field: dataclasses.Field, value: Any) -> str:
+    kind, allowed = field_kind(config_type, field.name), literal_values(config_type, field.name)
+    if allowed and value not in allowed:
+        return f"{field.name} must be {_or(allowed)}, got {value!r}"
+    low, high = field.metadata.get("minimum"), field.metadata.get("maximum")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+        return f"{field.name} must be a whole number, got {value!r}"
+    if (low is not None and value < low) or (high is not None and value > high):
+        return f"{field.name} must be {_range_words(kind, low, high)}, got {value!r}"
+    return ""
+
+
+def _range_words(kind: type, low: float | None, high: float | None) -> str:
+    noun = "a whole number " if kind is int else ""
+    if high is None:
+        return f"{noun}of at least {low}"
+    if low is None:
+        return f"{noun}of at most {high}"
+    return f"{noun}between {low} and {high}"
+
+
+def _or(values: Sequence[Any]) -> str:
+    return ", ".join(map(str, values[:-1])) + f" or {values[-1]}"

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import minimum_spanning_tree
 
+from prisma_core.config_docs import raise_if_invalid, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 
 _EPS = 1e-9
@@ -22,21 +23,38 @@ _BLOCK_PAIRS = 8_000_000
 
 @dataclass(frozen=True)
 class FamilyConfig:
-    tau: float = 0.1
+    tau: float = setting(
+        0.1,
+        label="How tightly members go together (τ)",
+        minimum=0.0,
+        maximum=1.0,
+        step=0.01,
+        slider=True,
+        help="How often a child feature must fire together with its parent to join its family, from 0 to 1. "
+        "Higher gives fewer, tighter families; lower gives larger, looser ones.",
+    )
     """Drop feature pairs whose normalised co-occurrence (see `cooccurrence_edges`) is below this, in [0, 1]."""
-    iterations: int = 3
+    iterations: int = setting(
+        3,
+        label="Rounds",
+        minimum=1,
+        maximum=10,
+        help="Rounds of family building. After each round the parents found are set aside and families are looked "
+        "for again among the other features, which finds finer families.",
+    )
     """Rounds of "find families, remove their parents, rebuild the forest on the remaining features"."""
-    min_family_size: int = 3
+    min_family_size: int = setting(
+        3,
+        label="Smallest family",
+        minimum=2,
+        maximum=100,
+        help="The smallest family shown, parent included: 2 means a parent with at least one child.",
+    )
     """Smallest family reported, parent included (3 = a parent and at least two children; lone pairs would flood
     the list). The parents of smaller families are still removed before the next round."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.tau <= 1.0:
-            raise ValueError(f"tau must be between 0 and 1, got {self.tau}")
-        if self.iterations < 1:
-            raise ValueError(f"iterations must be at least 1, got {self.iterations}")
-        if self.min_family_size < 2:
-            raise ValueError(f"min_family_size must be at least 2 (a parent and a child), got {self.min_family_size}")
+        raise_if_invalid(self, "family")
 
 
 @dataclass(frozen=True)

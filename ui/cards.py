@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -11,6 +9,7 @@ import streamlit as st
 from prisma_core import analysis
 from prisma_core.errors import PrismaError
 from prisma_core.explore import search_features
+from prisma_core.interpret import manual_labels
 from prisma_core.interpret.label_scores import (
     ScoreConfig,
     ScoreSupport,
@@ -25,7 +24,6 @@ from ui import charts
 from ui.state import bump_revision, dataset_documents, workspace
 from ui.text import feature_name, md, snippet
 
-MANUAL_SOURCE = "manual"
 TOP_DOCUMENTS = 10
 CONTRAST_DOCUMENTS = 5
 NEAREST_FEATURES = 8
@@ -260,21 +258,7 @@ def support_caption(support: ScoreSupport) -> str:
 
 def save_manual_label(run_id: str, feature_id: int, label: str, description: str = "") -> str:
     """Store an analyst's label as a new interpretation and make it the one shown; returns its id."""
-    interpretation_id = uuid.uuid4().hex[:12]
-    ws = workspace()
-    ws.add_interpretations(
-        run_id,
-        [
-            {
-                "feature_id": int(feature_id),
-                "interpretation_id": interpretation_id,
-                "label": label.strip(),
-                "description": description.strip(),
-                "source": MANUAL_SOURCE,
-            }
-        ],
-    )
-    ws.prefer_interpretation(run_id, feature_id, interpretation_id)
+    interpretation_id = manual_labels.save_manual_label(workspace(), run_id, feature_id, label, description)
     bump_revision(run_id)
     return interpretation_id
 

@@ -9,6 +9,8 @@ from typing import Literal
 
 import torch
 
+from prisma_core.config_docs import DEVICE_CHOICES, raise_if_invalid, setting
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 Precision = Literal["auto", "fp32", "bf16"]
@@ -17,27 +19,51 @@ Backend = Literal["auto", "torch", "openvino"]
 
 @dataclass(frozen=True)
 class EmbedConfig:
-    model: str = DEFAULT_MODEL
+    model: str = setting(
+        DEFAULT_MODEL,
+        label="Model",
+        help="The language model that turns each document into numbers. The bundled all-MiniLM-L6-v2 works "
+        "offline; any sentence-transformers model name or local folder can be typed instead.",
+    )
     """A sentence-transformers model id or local path; all-MiniLM-L6-v2 is bundled and works offline."""
-    batch_size: int = 64
+    batch_size: int = setting(
+        64,
+        label="Batch size",
+        minimum=1,
+        help="How many text pieces are processed at once. Lower it if the app runs out of memory.",
+    )
     """Chunks per forward pass."""
-    normalize: bool = False
+    normalize: bool = setting(
+        False,
+        label="Normalise",
+        help="Give every document vector the same length, so only its direction (its meaning) counts.",
+    )
     """L2-normalise each document vector after averaging its chunks."""
-    precision: Precision = "auto"
+    precision: Precision = setting(
+        "auto",
+        label="Precision",
+        help="Number precision. Auto uses the faster bf16 where the processor supports it, with practically the "
+        "same results.",
+    )
     """auto: bf16 where the CPU has native bf16 (AMX / AVX-512 BF16) or on a GPU, else fp32."""
-    device: str = "auto"
+    device: str = setting(
+        "auto",
+        label="Device",
+        choices=DEVICE_CHOICES,
+        help="Where the model runs: auto picks a GPU when there is one, else the CPU.",
+    )
     """auto: cuda, then mps, then cpu."""
-    backend: Backend = "auto"
+    backend: Backend = setting(
+        "auto",
+        label="Backend",
+        help="The software that runs the model. Auto picks the fastest available; choose torch if the fast path "
+        "causes trouble.",
+    )
     """What runs the model. auto: OpenVINO on a CPU at bf16 when the openvino package is installed (about 2.7x torch
     fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py), else torch."""
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"precision must be auto, fp32 or bf16, not {self.precision!r}")
-        if self.backend not in ("auto", "torch", "openvino"):
-            raise ValueError(f"backend must be auto, torch or openvino, not {self.backend!r}")
+        raise_if_invalid(self, "embedding")
 
 
 def resolve_device(device: str = "auto") -> str:

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig
-from prisma_core.errors import LabellingError, NotFoundError
+from prisma_core.errors import LabellingError, NotFoundError, SettingsError
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.interpret.label_scores import (
     ScoreConfig,
@@ -54,16 +54,20 @@ def never_stop() -> bool:
 
 @dataclass(frozen=True)
 class LabelConfig:
-    relabel: bool = False  # label again what this model and prompt version already labelled
-    max_consecutive_failures: int = 3  # stop after this many failed features (or families) in a row
-    max_family_children: int = 20  # child labels sent to label a family: its first (closest) children
-    seed: int = 0  # seeds the contrast documents (with the feature id)
+    relabel: bool = False
+    """Label again what this model and prompt version already labelled."""
+    max_consecutive_failures: int = 3
+    """Stop after this many failed features (or families) in a row."""
+    max_family_children: int = 20
+    """Child labels sent to label a family: its first (closest) children."""
+    seed: int = 0
+    """Seeds the contrast documents (with the feature id)."""
 
     def __post_init__(self) -> None:
         if self.max_consecutive_failures < 1:
-            raise ValueError(f"max_consecutive_failures must be >= 1, got {self.max_consecutive_failures}")
+            raise SettingsError(f"max_consecutive_failures must be >= 1, got {self.max_consecutive_failures}")
         if self.max_family_children < 0:
-            raise ValueError(f"max_family_children must be >= 0, got {self.max_family_children}")
+            raise SettingsError(f"max_family_children must be >= 0, got {self.max_family_children}")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from urllib.parse import unquote
 import httpx
 import ollama
 
-from prisma_core.errors import LabellingError
+from prisma_core.errors import LabellingError, SettingsError
 from prisma_core.interpret.prompts import (
     MAX_LABEL_WORDS,
     PROMPT_VERSION,
@@ -146,24 +146,30 @@ def _not_a_flag() -> dict[str, bool]:
 
 @dataclass(frozen=True)
 class OllamaConfig:
-    host: str = field(default_factory=default_ollama_host)  # Ollama server URL; OLLAMA_HOST overrides the default
-    model: str = "llama3.2"  # any chat model pulled on that server (llama3.2 is 3B: quick on a laptop)
-    timeout_s: float = 60.0  # bound on connecting and on waiting for each reply, in seconds
-    max_retries: int = 2  # extra attempts after an invalid answer (bad JSON, wrong schema, unusable label)
-    temperature: float = 0.0  # sampling temperature; 0 makes labels reproducible
-    max_doc_tokens: int = 256  # each document is cut to about this many tokens (chars / 4) in prompts
-    n_evidence: int = 8  # top-activating documents shown when labelling a feature
-    n_contrast: int = 8  # non-activating documents shown as contrast
-    api_key: Secret | None = field(
-        default_factory=default_api_key, repr=False, compare=False, metadata=_not_a_flag()
-    )  # a hosted Ollama's API key, sent as a bearer token; OLLAMA_API_KEY by default; never shown or stored
-    host_credentials: Secret | None = field(
-        default=None, repr=False, compare=False, metadata=_not_a_flag()
-    )  # "user:password" taken out of the host URL, sent as basic authentication
+    host: str = field(default_factory=default_ollama_host)
+    """Ollama server URL; OLLAMA_HOST overrides the default."""
+    model: str = "llama3.2"
+    """Any chat model pulled on that server (llama3.2 is 3B: quick on a laptop)."""
+    timeout_s: float = 60.0
+    """Bound on connecting and on waiting for each reply, in seconds."""
+    max_retries: int = 2
+    """Extra attempts after an invalid answer (bad JSON, wrong schema, unusable label)."""
+    temperature: float = 0.0
+    """Sampling temperature; 0 makes labels reproducible."""
+    max_doc_tokens: int = 256
+    """Each document is cut to about this many tokens (chars / 4) in prompts."""
+    n_evidence: int = 8
+    """Top-activating documents shown when labelling a feature."""
+    n_contrast: int = 8
+    """Non-activating documents shown as contrast."""
+    api_key: Secret | None = field(default_factory=default_api_key, repr=False, compare=False, metadata=_not_a_flag())
+    """A hosted Ollama's API key, sent as a bearer token; OLLAMA_API_KEY by default; never shown or stored."""
+    host_credentials: Secret | None = field(default=None, repr=False, compare=False, metadata=_not_a_flag())
+    """"user:password" taken out of the host URL, sent as basic authentication."""
 
     def __post_init__(self) -> None:
         if not self.host.strip():
-            raise ValueError("host must not be empty")
+            raise SettingsError("host must not be empty")
         host, credentials = split_host_credentials(self.host)
         object.__setattr__(self, "host", host)
         if credentials is not None:
@@ -171,17 +177,17 @@ class OllamaConfig:
         if isinstance(self.api_key, str):
             object.__setattr__(self, "api_key", Secret(self.api_key.strip()) if self.api_key.strip() else None)
         if not self.model.strip():
-            raise ValueError("model must not be empty")
+            raise SettingsError("model must not be empty")
         if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+            raise SettingsError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+            raise SettingsError(f"max_retries must be >= 0, got {self.max_retries}")
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise SettingsError(f"temperature must be >= 0, got {self.temperature}")
         if self.max_doc_tokens < 16:
-            raise ValueError(f"max_doc_tokens must be >= 16, got {self.max_doc_tokens}")
+            raise SettingsError(f"max_doc_tokens must be >= 16, got {self.max_doc_tokens}")
         if self.n_evidence < 1 or self.n_contrast < 0:
-            raise ValueError("n_evidence must be >= 1 and n_contrast >= 0")
+            raise SettingsError("n_evidence must be >= 1 and n_contrast >= 0")
 
     def auth_headers(self) -> dict[str, str]:
         """The Authorization header: the API key as a bearer token, else the host URL's user:password."""

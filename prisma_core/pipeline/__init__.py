@@ -6,7 +6,7 @@ rebuild themes or families), `export`, and the read model of `prisma_core.runs`.
 """
 
 from prisma_core.pipeline.dataset import EmbedSummary, embed_dataset, ingest
-from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
+from prisma_core.pipeline.export import APP_EXPORTS, EXPORT_FILES, EXPORT_MARKER, export_run, export_target
 from prisma_core.pipeline.training import (
     RunSummary,
     rebuild_families,
@@ -17,6 +17,7 @@ from prisma_core.pipeline.training import (
 from prisma_core.runs import LoadedRun, document_themes, family_matrix, family_membership, load_run, resolve_labels
 
 __all__ = [
+    "APP_EXPORTS",
     "EXPORT_FILES",
     "EXPORT_MARKER",
     "EmbedSummary",

@@ -28,6 +28,8 @@ EXPORT_FILES = (
 )
 EXPORT_MARKER = ".prisma-export"
 """Written into every export folder: the files named in EXPORT_FILES there were written by an export."""
+APP_EXPORTS = "exports"
+"""The workspace folder the app exports into (for downloads): the one place inside a workspace an export may go."""
 
 
 def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) -> list[Path]:
@@ -58,7 +60,7 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
 def export_target(workspace: Workspace, out: Path) -> Path:
     """The resolved export folder, once it is known to be safe to write into."""
     out = out.expanduser().resolve()
-    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / "exports"):
+    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / APP_EXPORTS):
         raise StoreError(f"{out} is inside the workspace {workspace.path}; export to a folder outside it.")
     if out.exists() and not out.is_dir():
         raise StoreError(f"{out} is a file; export to a folder.")

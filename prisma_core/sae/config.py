@@ -6,7 +6,8 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from prisma_core.errors import TrainingError
+from prisma_core.config_docs import DEVICE_CHOICES, raise_if_invalid, setting
+from prisma_core.errors import SettingsError, TrainingError
 
 MIN_TRAIN_DOCUMENTS = 20
 """Below this many training documents there is nothing to learn features from."""
@@ -40,60 +41,123 @@ _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 class SAEConfig:
     """Settings of one SAE training run. Fields left None are resolved by `resolved()` and recorded with the run."""
 
-    expansion_factor: int = 8
+    expansion_factor: int = setting(
+        8,
+        label="Expansion factor",
+        minimum=1,
+        maximum=MAX_EXPANSION_FACTOR,
+        help="How many features the model may learn, as a multiple of the embedding size (384 for the default "
+        "model): 8 gives 3,072. More features give finer concepts but need more documents; with few documents, a "
+        "lower value avoids overfitting.",
+    )
     """Number of features (latents) per embedding dimension: n_latents = expansion_factor * d."""
-    k: int = 32
+    k: int = setting(
+        32,
+        label="k (active features per document)",
+        minimum=1,
+        help="How many features describe each document. Larger keeps more detail of each document; smaller gives "
+        "fewer, broader concepts per document.",
+    )
     """Active features per document (the TopK); every document is described by exactly k weighted features."""
-    k_aux: int | None = None
+    k_aux: int | None = setting(
+        None,
+        label="Second-chance features",
+        minimum=1,
+        empty="2 k",
+        help="Features that have stopped firing get a second chance: this many of them are trained on what the "
+        "others miss. Auto is twice k.",
+    )
     """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_latents."""
     nested_levels: int = 4
     """Matryoshka nesting: the first n_latents/8^j features (j = levels-1 ... 1) must also reconstruct each document on
     their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
-    aux_alpha: float = 1 / 32
+    aux_alpha: float = setting(
+        1 / 32,
+        label="Second-chance weight",
+        minimum=0.0,
+        maximum=10.0,
+        number_format="%.5f",
+        help="How much weight that second chance gets. 0 turns it off (more features then never fire).",
+    )
     """Weight of the AuxK loss that revives dead latents; 0 turns it off."""
-    epochs: int = 12
+    epochs: int = setting(
+        12,
+        label="Epochs",
+        minimum=1,
+        help="How many times training goes through all documents. Too many on a small dataset makes the model "
+        "memorise its documents (overfitting).",
+    )
     """Passes over the training documents."""
-    batch_size: int = 128
+    batch_size: int = setting(
+        128,
+        label="Batch size",
+        minimum=2,
+        help="How many documents the model looks at per training step. The default suits most datasets.",
+    )
     """Documents per optimiser step (capped at the number of training documents)."""
-    lr: float | None = None
-    """Adam learning rate; None -> 1e-3 / sqrt(n_latents / 8192), i.e. larger for fewer latents."""
-    dead_after: int | None = None
+    lr: float | None = setting(
+        None,
+        label="Step size (learning rate)",
+        minimum=1e-6,
+        maximum=0.5,
+        empty="auto",
+        step=1e-4,
+        number_format="%.6f",
+        help="How big each training step is. Leave it on auto unless training is unstable (then lower it).",
+    )
+    """Adam learning rate (typically 1e-4 to 1e-3); None -> 1e-3 / sqrt(n_latents / 8192), i.e. larger for fewer
+    latents."""
+    dead_after: int | None = setting(
+        None,
+        label="Never-firing after (documents)",
+        minimum=1,
+        empty="one epoch",
+        help="After how many documents without firing a feature counts as never firing and gets the second chance. "
+        "Auto is about one pass over the documents.",
+    )
     """Training samples without firing after which a latent counts as dead (and AuxK starts training it);
     None -> one epoch of documents, at most 20,000."""
-    holdout_fraction: float = 0.1
+    holdout_fraction: float = setting(
+        0.1,
+        label="Share kept aside for checking",
+        minimum=0.0,
+        maximum=0.89,
+        help="The share of documents kept aside to check how well the model describes documents it has not seen. "
+        "0 trains on everything but measures nothing.",
+    )
     """Share of documents held out of training to measure how well the SAE generalises (0 disables it)."""
-    grad_clip: float = 1.0
+    grad_clip: float = setting(
+        1.0,
+        label="Step size limit",
+        minimum=0.01,
+        maximum=100.0,
+        help="A safety limit on the size of a training step. The default rarely needs changing.",
+    )
     """Maximum gradient norm per step."""
-    seed: int = 0
+    seed: int = setting(
+        0,
+        label="Seed",
+        minimum=0,
+        maximum=2**31 - 1,
+        help="Any number. The same number, documents and settings give exactly the same result.",
+    )
     """Seeds initialisation, the holdout split and shuffling: same seed, data and device -> same weights."""
-    device: str = "auto"
+    device: str = setting(
+        "auto",
+        label="Device",
+        choices=DEVICE_CHOICES,
+        help="Where training runs: auto picks a GPU when there is one, else the CPU.",
+    )
     """"auto" (CUDA, then Apple MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps"."""
 
     def __post_init__(self) -> None:
-        problems = [
-            _at_least("expansion_factor", self.expansion_factor, 1),
-            _at_most("expansion_factor", self.expansion_factor, MAX_EXPANSION_FACTOR),
-            _at_least("k", self.k, 1),
-            _at_least("k_aux", self.k_aux, 1),
-            _at_least("nested_levels", self.nested_levels, 1),
-            _at_least("epochs", self.epochs, 1),
-            _at_least("batch_size", self.batch_size, 2),
-            _at_least("dead_after", self.dead_after, 1),
-            _at_least("seed", self.seed, 0),
-        ]
-        if not self.aux_alpha >= 0:
-            problems.append(f"aux_alpha must be 0 or more, got {self.aux_alpha}")
-        if self.lr is not None and not 0 < self.lr < 1:
-            problems.append(f"lr must be between 0 and 1 (typically 1e-4 to 1e-3), got {self.lr}")
-        if not 0 <= self.holdout_fraction < 0.9:
-            problems.append(f"holdout_fraction must be at least 0 and below 0.9, got {self.holdout_fraction}")
-        if not self.grad_clip > 0:
-            problems.append(f"grad_clip must be positive, got {self.grad_clip}")
-        if not _DEVICE.match(self.device):
-            problems.append(f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"')
-        problems = [p for p in problems if p]
-        if problems:
-            raise TrainingError("Invalid SAE settings: " + "; ".join(problems) + ".")
+        nesting = "" if self.nested_levels >= 1 else f"nested_levels must be at least 1, got {self.nested_levels}"
+        device = (
+            ""
+            if _DEVICE.match(self.device)
+            else f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"'
+        )
+        raise_if_invalid(self, "SAE", [nesting, device])
 
     def n_latents(self, dim: int) -> int:
         return self.expansion_factor * dim
@@ -127,11 +191,11 @@ class SAEConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "SAEConfig":
-        """Inverse of to_dict; raises TrainingError naming any unknown setting."""
+        """Inverse of to_dict; raises SettingsError naming any unknown setting."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise TrainingError(f"Unknown SAE settings: {', '.join(unknown)}.")
+            raise SettingsError(f"Unknown SAE settings: {', '.join(unknown)}.")
         return cls(**values)
 
 
@@ -230,15 +294,3 @@ def _check_memory(config: SAEConfig, dim: int) -> None:
             f"needs about {needed / 2**30:.1f} GB of memory; {available / 2**30:.1f} GB are free. Use an expansion "
             f"factor of at most {fitting}."
         )
-
-
-def _at_most(name: str, value: int | None, maximum: int) -> str:
-    if value is None or not isinstance(value, int) or value <= maximum:
-        return ""
-    return f"{name} must be at most {maximum}, got {value!r}"
-
-
-def _at_least(name: str, value: int | None, minimum: int) -> str:
-    if value is None or (isinstance(value, int) and value >= minimum):
-        return ""
-    return f"{name} must be a whole number of at least {minimum}, got {value!r}"

@@ -39,7 +39,7 @@ def cancel_when_reporting(at: AppTest, key: str, timeout: float = 300) -> Job:
 def test_training_is_cancelled_and_leaves_no_run(trained_app):
     runs_before = [run.run_id for run in trained_app.workspace.runs(trained_app.dataset_id)]
     at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "train")
-    at.number_input(key="expansion").set_value(1)
+    at.number_input(key="expansion_factor").set_value(1)
     at.number_input(key="k").set_value(4)
     at.number_input(key="epochs").set_value(5000)
     at.number_input(key="batch_size").set_value(32)
@@ -59,7 +59,7 @@ def test_embedding_is_cancelled_and_stores_no_vector(trained_app):
     csv = frame.to_csv(index=False).encode()
     dataset_id, _ = pipeline.ingest(trained_app.workspace, [("again.csv", csv)], "to embed")
     at = open_page(new_app(dataset_id), "embeddings")
-    at.number_input(key="embed_batch").set_value(1).run()
+    at.number_input(key="embed_batch_size").set_value(1).run()
     at.button(key="embed_button").click().run()
 
     job = cancel_when_reporting(at, f"embed:{dataset_id}:{model_key(EmbedConfig(batch_size=1))}")

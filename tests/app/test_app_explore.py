@@ -1,5 +1,6 @@
 """Explore page: refraction, semantic search, concept queries and group comparison, checked against the core."""
 
+import io
 import json
 
 import pandas as pd
@@ -7,6 +8,7 @@ import pytest
 from app_helpers import new_app, open_page, table, tables, texts
 
 from prisma_core import analysis, pipeline
+from prisma_core.downloads import export_in_workspace, features_csv
 from prisma_core.explore import refract_document, refract_text, search_documents
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
@@ -118,3 +120,13 @@ def test_downloads_are_offered(trained_app):
         "SAE weights (safetensors)",
         "Run configuration and metrics (JSON)",
     ]
+
+
+def test_the_labels_csv_holds_the_exported_feature_table(trained_app):
+    folder = export_in_workspace(trained_app.workspace, trained_app.run_id)
+    assert folder == trained_app.workspace.path / "exports" / trained_app.run_id
+    exported = pd.read_parquet(folder / "features.parquet")
+    table = pd.read_csv(io.StringIO(features_csv(folder)))
+    assert list(table.columns) == list(exported.columns)
+    assert table["feature_id"].tolist() == exported["feature_id"].tolist()
+    assert table["density"].tolist() == exported["density"].tolist()

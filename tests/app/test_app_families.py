@@ -99,7 +99,7 @@ def test_families_list_matches_the_store(trained_app):
 def test_rebuilding_with_a_higher_tau_gives_the_core_result(trained_app, tmp_path):
     at = families_page(trained_app)
     at.slider(key="tau").set_value(0.5)
-    at.number_input(key="iters").set_value(2)
+    at.number_input(key="iterations").set_value(2)
     at.button(key="FormSubmitter:families_form-Rebuild families").click().run()
     assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)

@@ -22,7 +22,7 @@ def test_form_is_prefilled_for_the_corpus_size(trained_app):
     at = new_app(trained_app.dataset_id)
     open_page(at, "train")
     suggested = suggest_config(len(trained_app.frame), 384)
-    assert at.number_input(key="expansion").value == suggested.expansion_factor
+    assert at.number_input(key="expansion_factor").value == suggested.expansion_factor
     assert at.number_input(key="k").value == suggested.k
     assert at.number_input(key="epochs").value == suggested.epochs
     assert at.number_input(key="batch_size").value == suggested.batch_size
@@ -51,7 +51,7 @@ def test_runs_table_shows_the_run_metrics_and_diagnostics(trained_app):
 def test_second_click_joins_the_running_job_and_the_new_run_is_selected(trained_app):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     open_page(at, "train")
-    at.number_input(key="expansion").set_value(1)
+    at.number_input(key="expansion_factor").set_value(1)
     at.number_input(key="k").set_value(4)
     at.number_input(key="epochs").set_value(25)
     at.number_input(key="batch_size").set_value(32)
@@ -79,7 +79,7 @@ def test_k_larger_than_the_features_is_refused_with_advice(trained_app):
     before = job_registry().get(f"train:{trained_app.dataset_id}")
     at = new_app(trained_app.dataset_id)
     open_page(at, "train")
-    at.number_input(key="expansion").set_value(1)
+    at.number_input(key="expansion_factor").set_value(1)
     at.number_input(key="k").set_value(500)
     at.button(key=TRAIN_BUTTON).click().run()
     (error,) = texts(at.error)

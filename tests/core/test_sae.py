@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from prisma_core.errors import TrainingError, WeightsError
+from prisma_core.errors import SettingsError, TrainingError, WeightsError
 from prisma_core.progress import Progress
 from prisma_core.sae import (
     SAEConfig,
@@ -228,12 +228,12 @@ def test_damaged_or_foreign_weights_raise_weights_error(saved: Path, damage) -> 
         load_sae(saved)
 
 
-def test_invalid_settings_raise_training_error() -> None:
-    with pytest.raises(TrainingError, match="k must be"):
+def test_invalid_settings_raise_settings_error() -> None:
+    with pytest.raises(SettingsError, match="k must be"):
         SAEConfig(k=0)
-    with pytest.raises(TrainingError, match="device"):
+    with pytest.raises(SettingsError, match="device"):
         SAEConfig(device="gpu")
-    with pytest.raises(TrainingError, match="holdout_fraction"):
+    with pytest.raises(SettingsError, match="holdout_fraction"):
         SAEConfig(holdout_fraction=1.0)
 
 

@@ -122,38 +122,3 @@ def test_runs_get_readable_names_and_overfitting_is_said_in_words():
     assert overfitting(healthy) is None
     assert run_name(healthy) == "23 Nov 2026 12:20 · 3,072 features · good (71% of detail)"
     assert "FVU" not in run_name(healthy) and "k32" not in run_name(healthy)
-
-
-def test_every_setting_in_the_forms_has_an_analyst_help_text():
-    from dataclasses import fields
-
-    from prisma_core.embed import EmbedConfig
-    from prisma_core.families import FamilyConfig
-    from prisma_core.sae import SAEConfig
-    from ui.help import EMBED_HELP, FAMILY_HELP, SAE_HELP
-
-    for config, help_texts in ((SAEConfig, SAE_HELP), (FamilyConfig, FAMILY_HELP), (EmbedConfig, EMBED_HELP)):
-        assert set(help_texts) <= {field.name for field in fields(config)}
-        for text in help_texts.values():  # no formulas or code names from the developer docstrings
-            assert not any(jargon in text for jargon in ("n_latents", "None ->", "sqrt", "cooccurrence_edges", "`"))
-
-
-def test_columns_with_nearly_one_value_per_document_are_flagged_and_offered_last():
-    import pandas as pd
-
-    from ui.groups import MAX_GROUPS, column_note, feature_order, ordered_columns, pooled, too_many_values
-
-    n = 400
-    frame = pd.DataFrame(
-        {
-            "doi": [f"10.1000/{i}" for i in range(n)],
-            "field": [f"field {i % 24}" for i in range(n)],
-            "year": pd.to_datetime([f"{2000 + i % 20}-01-01" for i in range(n)]),
-        }
-    )
-    assert too_many_values(frame["doi"]) and not too_many_values(frame["field"])
-    assert column_note(frame["doi"]) == "400 different values" and column_note(frame["field"]) == "24 groups"
-    assert ordered_columns(frame) == ["field", "year", "doi"]
-    assert pooled(frame["field"]).nunique() == 24  # 24 groups are all compared
-    assert pooled(frame["doi"]).nunique() == MAX_GROUPS
-    assert feature_order(pd.Series([102, 9, 23]), pd.Series(["#102 b", "#9 a", "#23 c"])) == ["#9 a", "#23 c", "#102 b"]

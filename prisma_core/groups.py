@@ -1,5 +1,5 @@
-"""Compare groups (Explore): which metadata columns make useful groups, how values become groups, and the
-prevalence heatmap's order."""
+"""Compare groups: which metadata columns make useful groups, how values become groups (dates by year, quarter or
+month; past MAX_GROUPS the smallest pooled), and the prevalence heatmap's order."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ MAX_GROUPS = 30
 """Past this many groups, the smallest are pooled as "(other)"."""
 TOO_MANY_SHARE = 0.5
 """A column with distinct values for more than this share of documents (ids, DOIs, free text) makes no groups."""
+DATE_BUCKETS = {"year": "Y", "quarter": "Q", "month": "M"}
+"""How dates can be grouped: bucket name -> pandas period code."""
+MISSING = "(missing)"
 
 
 def column_note(column: pd.Series) -> str:
@@ -31,6 +34,14 @@ def ordered_columns(frame: pd.DataFrame) -> list[str]:
         c for c in frame.columns if pd.api.types.is_datetime64_any_dtype(frame[c]) or not too_many_values(frame[c])
     ]
     return [*useful, *[c for c in frame.columns if c not in useful]]
+
+
+def group_values(column: pd.Series, date_bucket: str = "year") -> pd.Series:
+    """Each document's group as text: its value, or for dates its year, quarter ("2024Q1") or month ("2024-03");
+    MISSING where it has none. Nothing is pooled yet (see `pooled`)."""
+    if pd.api.types.is_datetime64_any_dtype(column):
+        column = column.dt.to_period(DATE_BUCKETS[date_bucket]).astype("string")
+    return column.astype("string").fillna(MISSING)
 
 
 def pooled(groups: pd.Series) -> pd.Series:
