@@ -2,7 +2,7 @@
 
 glibc's malloc keeps the pages a long job freed (embedding batches, training tensors) in its heaps for reuse, so a
 server's resident memory stays near its peak long after the job ended: measured +240 MB kept after embedding 150
-BBC articles, +95 MB once trimmed (bench/app_memory.py). Hosts with a memory cap (about 1 GB on Streamlit Community
+BBC articles, +95 MB once trimmed. Hosts with a memory cap (about 1 GB on Streamlit Community
 Cloud) count what is resident, so the app trims after every job.
 """
 
