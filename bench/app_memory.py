@@ -29,7 +29,7 @@ from playwright.sync_api import Browser, Page, expect
 from bench import common
 from bench.app_driver import PAGE_MS, chromium, go, settle, streamlit_server
 
-TITLE = "App memory (issue 11, item 9)"
+TITLE = "8. App memory: the demo and a 2,000-document session in a browser"
 COMMAND = ".venv/bin/python -m bench.app_memory"
 TARGETS_MB = {"demo": 1000, "upload": 1500}
 DEMO_DOCS, QUICK_DEMO_DOCS = 400, 80
