@@ -68,8 +68,12 @@ above the model, batches of 16 280 MB, at the same speed (94 s and 100 s on the 
 111 s and 110 s), so 16 is now the default (the demo already used it). Kept: `malloc_trim` after every job (what
 stayed resident after the embedding fell from 240 MB to 95 MB above the model); one model copy, cached by the
 device and precision "auto" resolves to (the app's own Streamlit cache of it is gone). Tried and dropped:
-`M_ARENA_MAX=2` (two concurrent embeddings peaked at the same 460 MB and ran 4% slower). Not reached here: the
-full-size sessions (400-note demo, 2,000 documents); with the machine at load 6 to 13 only `--quick` completed."""
+`M_ARENA_MAX=2` (two concurrent embeddings peaked at the same 460 MB and ran 4% slower); batches of 8 (180 MB
+above the model, but 30% slower). In the app (`--quick`, before and after these changes side by side, the server's
+VmHWM): the 80-note demo peaked at 1,125 MB before and 1,120 MB after (the demo already embedded in batches of 16);
+the 200-document upload peaked at 1,350 MB before and 1,050 MB after, through its embedding. Not reached here: the
+full-size sessions (400-note demo, 2,000 documents): with the machine at load 6 to 13 a `--quick` run took over
+30 minutes, so the targets (demo <= 1 GB, 2,000 documents <= 1.5 GB) are not yet shown to be met."""
 
 
 def module(name: str) -> ModuleType:
