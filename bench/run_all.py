@@ -19,7 +19,7 @@ from types import ModuleType
 
 from bench import common
 
-BENCHMARKS = ["embedding", "fast_cpu", "sae_training", "families", "search", "end_to_end", "quality"]
+BENCHMARKS = ["embedding", "fast_cpu", "sae_training", "families", "search", "end_to_end", "quality", "app_memory"]
 NOTES = """## Notes: conditions, gaps and what would close them
 
 **Conditions.** These full runs (2026-11-22, 11:53 to 12:25 UTC) had the machine to themselves: an AMD EPYC with
@@ -59,7 +59,21 @@ tokens/s, the fastest path measured on this CPU; 90 s would need about 14,000 to
 (int8 above, or a smaller model). Warm: 31 s against 20 s. A profile of the warm run: about 9 s importing libraries
 (torch and sentence-transformers about 5 s, lancedb 3.5 s), 4.4 s converting the model to OpenVINO for the label
 scores, 5 s training, 3 s embedding 3,072 labels, the rest ingest and storage. Caching the converted model on disk
-(about -4 s) and importing sentence-transformers and lancedb only where they are used would bring it near 20 s."""
+(about -4 s) and importing sentence-transformers and lancedb only where they are used would bring it near 20 s.
+
+**App memory (8).** Where the memory goes, from resident-memory deltas (tracemalloc does not see torch): the
+libraries' import footprint (the baseline above), the embedding model (84 MB), and the working memory of the running
+job, which embedding dominates. Embedding 150 BBC articles in one process: batches of 64 full windows peaked 700 MB
+above the model, batches of 16 280 MB, at the same speed (94 s and 100 s on the loaded CPU; 1,000 AG News articles
+111 s and 110 s), so 16 is now the default (the demo already used it). Kept: `malloc_trim` after every job (what
+stayed resident after the embedding fell from 240 MB to 95 MB above the model); one model copy, cached by the
+device and precision "auto" resolves to (the app's own Streamlit cache of it is gone). Tried and dropped:
+`M_ARENA_MAX=2` (two concurrent embeddings peaked at the same 460 MB and ran 4% slower); batches of 8 (180 MB
+above the model, but 30% slower). In the app (`--quick`, before and after these changes side by side, the server's
+VmHWM): the 80-note demo peaked at 1,125 MB before and 1,120 MB after (the demo already embedded in batches of 16);
+the 200-document upload peaked at 1,350 MB before and 1,050 MB after, through its embedding. Not reached here: the
+full-size sessions (400-note demo, 2,000 documents): with the machine at load 6 to 13 a `--quick` run took over
+30 minutes, so the targets (demo <= 1 GB, 2,000 documents <= 1.5 GB) are not yet shown to be met."""
 
 
 def module(name: str) -> ModuleType:

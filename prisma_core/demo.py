@@ -34,9 +34,6 @@ DEMO_FILE_ENV = "PRISMA_DEMO_FILE"
 DEMO_DOCS_ENV = "PRISMA_DEMO_DOCS"
 DEMO_INGEST = IngestConfig(text_column="text", id_column="id", title_column="title")
 """How the demo source (see `demo_source`) is read into a dataset."""
-DEMO_EMBED = EmbedConfig(batch_size=16)
-"""Smaller batches than the default keep the demo's peak memory about 250 MB lower (for 1 GB hosts such as
-Streamlit Community Cloud) at nearly the same CPU speed; the vectors are the same (batch size is not in the key)."""
 _CACHE_NAME = "mtsamples.csv"
 _STAGE = "demo"
 _MIN_WORDS = 50  # shorter "notes" are stubs (headers, one-line referrals)
@@ -208,7 +205,7 @@ def run_demo(
     else:
         source = demo_source(workspace.path / "demo", config, progress)
         dataset_id, _ = pipeline.ingest(workspace, [source], DEMO_NAME, DEMO_INGEST)
-    embed_config = DEMO_EMBED
+    embed_config = EmbedConfig()
     pipeline.embed_dataset(workspace, dataset_id, embed_config, progress)
     dim = workspace.vectors(dataset_id, model_key(embed_config)).shape[1]
     sae_config = suggest_config(workspace.dataset(dataset_id).n_documents, dim)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prisma_core.errors import PrismaError
+from prisma_core.memory import release_unused_memory
 from prisma_core.progress import Progress
 
 MAX_HISTORY = 2_000
@@ -147,4 +148,5 @@ class JobRegistry:
         except BaseException as error:  # the thread must record every failure; the page shows it
             job.error = error
         finally:
+            release_unused_memory()  # the job's freed working memory would otherwise stay resident
             job.finished = time.time()

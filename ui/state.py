@@ -12,10 +12,9 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from sentence_transformers import SentenceTransformer
 
 from prisma_core import pipeline
-from prisma_core.embed import EmbedConfig, load_model
+from prisma_core.embed import EmbedConfig
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import LoadedRun
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
@@ -57,11 +56,6 @@ def workspace() -> Workspace:
 @st.cache_resource(show_spinner=False)
 def job_registry() -> JobRegistry:
     return JobRegistry()
-
-
-@st.cache_resource(show_spinner="Loading the embedding model…", max_entries=2)
-def encoder(model: str, device: str, precision: str) -> SentenceTransformer:
-    return load_model(model, device, precision)  # type: ignore[arg-type]
 
 
 @st.cache_resource(show_spinner="Loading documents…", max_entries=4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 import torch
@@ -34,14 +35,16 @@ def resolve_model_path(model: str) -> str:
 
 
 def load_model(model: str, device: str = "auto", precision: Precision = "auto") -> SentenceTransformer:
-    """Load (once per process) a sentence-transformers model on the resolved device and precision."""
+    """Load (once per process) a sentence-transformers model on the resolved device and precision.
+
+    Cached by what is resolved, so "auto" and the device and precision it stands for share one copy."""
+    device = resolve_device(device)
     with LOADING:
-        return _load_model(model, device, precision)
+        return _load_model(model, device, resolve_precision(precision, device))
 
 
 @functools.lru_cache(maxsize=4)
-def _load_model(model: str, device: str, precision: Precision) -> SentenceTransformer:
-    device = resolve_device(device)
+def _load_model(model: str, device: str, precision: Literal["fp32", "bf16"]) -> SentenceTransformer:
     try:
         encoder = SentenceTransformer(resolve_model_path(model), device=device)
     except Exception as error:  # the library raises many unrelated types for "cannot load"
@@ -49,7 +52,7 @@ def _load_model(model: str, device: str, precision: Precision) -> SentenceTransf
             f"Could not load the embedding model {model!r}: {error}. Use the bundled default "
             f"{DEFAULT_MODEL!r}, a local model folder, or a model id reachable from this machine."
         ) from error
-    if resolve_precision(precision, device) == "bf16":
+    if precision == "bf16":
         encoder = encoder.to(torch.bfloat16)
     encoder.eval()
     return encoder

@@ -5,11 +5,15 @@ Timings are not asserted (the machine is shared); ratios must be positive and fi
 """
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench import common, embedding, end_to_end, families, fast_cpu, quality, run_all, sae_training, search
+from bench.app_memory import TreeSampler, process_tree, status_mb, tree_rss_mb
 from prisma_core.embed import EmbedConfig, model_key, openvino_installed
 
 
@@ -166,3 +170,27 @@ def _fake_search() -> dict:
         "indexed": latency | {"recall_at_10": 0.5},
         "candidates": [],
     }
+
+
+def test_the_app_memory_sampler_sums_the_children_of_a_process() -> None:
+    """A child holding 200 MB counts in its parent's tree: the sampler sees what a memory-capped host counts."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; block = b'x' * (200 << 20); print(flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        holder.stdout.readline()  # the block is allocated and touched
+        own = status_mb(os.getpid(), "VmRSS")
+        assert holder.pid in process_tree(os.getpid())
+        assert status_mb(holder.pid, "VmRSS") >= 200
+        assert tree_rss_mb(os.getpid()) >= own + 200
+        sampler = TreeSampler(os.getpid())
+        with sampler.during("holding"):
+            pass
+        report = sampler.report()
+        assert report["phases"][0]["phase"] == "holding" and report["peak_mb"] >= own + 200
+        assert report["server_vm_hwm_mb"] >= own
+    finally:
+        holder.kill()
+        holder.wait()
+    assert holder.pid not in process_tree(os.getpid())

@@ -16,85 +16,34 @@ here.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+from bench import app_driver
+from bench.app_driver import PAGE_MS, go, settle
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 N_DOCUMENTS = 200
 DEMO_DOCUMENTS = 80
 FIRST_RUN_S = 300  # a fresh server's first run imports torch and the app: slow on a shared CI CPU
 LONG_WORK_MS = 900_000  # embedding and training on a shared CI CPU
-PAGE_MS = 60_000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def peak_rss_mb(pid: int) -> float:
-    """The process's peak resident memory so far (VmHWM), in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM in /proc status")
 
 
 @contextmanager
 def streamlit_server(workspace: Path, log_name: str, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A fresh `streamlit run app.py` process on its own port and workspace; yields (url, process)."""
+    """A fresh `streamlit run app.py` process on its own port and workspace, its log in test-artifacts/."""
     ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    environment = os.environ | {"PRISMA_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"} | env
-    log_path = ARTIFACTS / log_name
-    with log_path.open("w") as log:
-        command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
-        process = subprocess.Popen(
-            [*command, "--server.port", str(port)],
-            cwd=REPO,
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.time() + 120
-            while time.time() < deadline:
-                try:
-                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                        break
-                except OSError:
-                    time.sleep(0.5)
-            else:
-                raise AssertionError(f"streamlit did not start; see test-artifacts/{log_name}")
-            yield url, process
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    with app_driver.streamlit_server(workspace, ARTIFACTS / log_name, **env) as running:
+        yield running
 
 
 def assert_clean_log(log_name: str) -> None:
@@ -111,12 +60,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subp
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    executable = shutil.which("chromium")
-    assert executable, "Debian chromium is required (scripts/setup.sh dev installs it)"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with app_driver.chromium() as launched:
+        yield launched
 
 
 def open_options(page: Page, combobox) -> Locator:
@@ -131,19 +76,6 @@ def open_options(page: Page, combobox) -> Locator:
         except PlaywrightTimeoutError:
             settle(page)
     raise AssertionError("the options never opened after 3 clicks")
-
-
-def settle(page: Page) -> None:
-    """Wait until the script run is over and every element has rendered."""
-    page.wait_for_selector("[data-testid=stMain] [data-testid=stElementContainer]", timeout=PAGE_MS)
-    busy = "[data-testid=stStatusWidget], [data-testid=stSkeleton]"
-    page.wait_for_function(f"!document.querySelector('{busy}')", timeout=PAGE_MS)
-    page.wait_for_timeout(800)
-
-
-def go(page: Page, title: str) -> None:
-    page.locator("[data-testid=stSidebar] [data-testid=stPageLink]").get_by_text(title, exact=True).click()
-    settle(page)
 
 
 def assert_clean(page: Page) -> None:
@@ -190,7 +122,7 @@ def set_number(page: Page, label: str, value: int) -> None:
 
 
 def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
-    url, process = server
+    url, _ = server
     articles = pd.read_parquet(corpora_dir / "bbc_news.parquet").sample(N_DOCUMENTS, random_state=1)
     csv = tmp_path / "bbc_articles.csv"
     articles.rename(columns={"label": "category"}).to_csv(csv, index=False)
@@ -298,7 +230,6 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     documents = pd.read_parquet(download(page, "Documents with their themes (Parquet)"))
     assert len(documents) == N_DOCUMENTS
     assert {"doc_id", "theme_id", "themes"} <= set(documents.columns)
-    print(f"peak RSS of the streamlit process: {peak_rss_mb(process.pid):.0f} MB")
 
 
 @pytest.mark.parametrize("path", ["features", "families", "explore", "datasets"])

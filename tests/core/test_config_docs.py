@@ -100,7 +100,7 @@ def test_every_config_documents_every_field_with_a_docstring(config_type):
 
 
 def test_the_version_is_written_once_in_the_package_and_read_by_the_project_file():
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
     assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "prisma_core.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+", prisma_core.__version__)

@@ -1,0 +1,95 @@
+"""Drive the real app in a browser: a fresh `streamlit run` server on its own port and workspace, headless Debian
+Chromium through Playwright, and the waits a person's clicks need. Shared by the browser tests and bench/app_memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from playwright.sync_api import Browser, Page, sync_playwright
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PAGE_MS = 60_000
+START_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(
+    workspace: Path, log_path: Path, script: str = "app.py", **env: str
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A fresh `streamlit run <script>` process on its own port and workspace, its output in log_path; yields
+    (url, process) once the server answers its health check."""
+    port = free_port()
+    environment = os.environ | {"PRISMA_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"} | env
+    with log_path.open("w") as log:
+        command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true"]
+        process = subprocess.Popen(
+            [*command, "--server.port", str(port)], cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_healthy(url, log_path)
+            yield url, process
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def wait_until_healthy(url: str, log_path: Path) -> None:
+    deadline = time.time() + START_S
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"streamlit did not start; see {log_path}")
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    executable = shutil.which("chromium")
+    assert executable, "Debian chromium is required (scripts/setup.sh dev installs it)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def settle(page: Page) -> None:
+    """Wait until the script run is over and every element has rendered."""
+    page.wait_for_selector("[data-testid=stMain] [data-testid=stElementContainer]", timeout=PAGE_MS)
+    busy = "[data-testid=stStatusWidget], [data-testid=stSkeleton]"
+    page.wait_for_function(f"!document.querySelector('{busy}')", timeout=PAGE_MS)
+    page.wait_for_timeout(800)
+
+
+def go(page: Page, title: str) -> None:
+    page.locator("[data-testid=stSidebar] [data-testid=stPageLink]").get_by_text(title, exact=True).click()
+    settle(page)

@@ -1,0 +1,291 @@
+"""Memory of the app as an analyst uses it: a real `streamlit run app.py` server driven in headless Chromium.
+
+Scenarios, each on a fresh server and workspace: the one-click demo (400 MTSamples notes from the local copy) then
+Features, Families and Explore; and a session on 2,000 real documents (AG News and BBC articles written to a CSV
+outside the repository): upload, create the dataset, embed, train with the suggested settings (keyword labels and
+families come with it), then every page. Every ~0.2 s the resident memory of the server process and all its children
+is summed (what a host such as Streamlit Community Cloud counts); the report gives the peak per phase and overall,
+and the server's own VmHWM. The baseline comes from the same run: a bare `streamlit run` of an empty script, and
+the import footprint of the libraries (together and one by one), so the app's own share reads as a difference.
+
+.venv/bin/python -m bench.app_memory            # both scenarios (about 10 minutes on 2 cores)
+.venv/bin/python -m bench.app_memory --quick    # 80 demo notes and 200 documents
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from playwright.sync_api import Browser, Page, expect
+
+from bench import common
+from bench.app_driver import PAGE_MS, chromium, go, settle, streamlit_server
+
+TITLE = "8. App memory: the demo and a 2,000-document session in a browser"
+COMMAND = ".venv/bin/python -m bench.app_memory"
+TARGETS_MB = {"demo": 1000, "upload": 1500}
+DEMO_DOCS, QUICK_DEMO_DOCS = 400, 80
+UPLOAD_DOCS, QUICK_UPLOAD_DOCS = 2000, 200
+LONG_WORK_MS = 1_800_000
+FIRST_RUN_MS = 300_000  # a fresh server's first run imports torch and the app: slow on a shared CPU
+SAMPLE_S = 0.2
+LIBRARIES = ["torch", "sentence_transformers", "lancedb", "pandas", "sklearn", "scipy", "streamlit", "openvino"]
+TOGETHER = "torch, sentence_transformers, lancedb, pandas"
+UPLOAD_PAGES = ["Home", "Features", "Families", "Labels", "Explore", "Glossary", "Datasets", "Embeddings", "Train SAE"]
+EXPLORE_TABS = ["Search", "Concept query", "Compare groups", "Map", "Downloads"]
+
+
+# -- memory of a process tree (Linux /proc) -------------------------------------------------------------------
+
+
+def status_mb(pid: int, field: str) -> float:
+    """A memory line of /proc/<pid>/status (VmRSS, VmHWM), in MB; 0 when the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ProcessLookupError):
+        pass
+    return 0.0
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and all its descendants."""
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                pending += [int(child) for child in children.read_text().split()]
+            except OSError:  # the thread or process ended meanwhile
+                continue
+    return tree
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants, summed, in MB."""
+    return sum(status_mb(member, "VmRSS") for member in process_tree(pid))
+
+
+class TreeSampler:
+    """Samples tree_rss_mb(pid) every `interval` seconds in a thread, keeping the peak of each named phase."""
+
+    def __init__(self, pid: int, interval: float = SAMPLE_S) -> None:
+        self.pid, self.interval = pid, interval
+        self.phase = "start"
+        self.peaks: dict[str, float] = {}
+        self.ends: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def sample(self) -> float:
+        rss = tree_rss_mb(self.pid)
+        self.peaks[self.phase] = max(self.peaks.get(self.phase, 0.0), rss)
+        return rss
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        self._thread.start()
+        try:
+            yield
+        finally:
+            self._stop.set()
+            self._thread.join()
+
+    @contextmanager
+    def during(self, phase: str) -> Iterator[None]:
+        """Samples taken inside belong to `phase`; its resident memory at the end is kept too."""
+        self.phase = phase
+        yield
+        self.ends[phase] = self.sample()
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "phases": [{"phase": p, "peak_mb": self.peaks[p], "end_mb": self.ends.get(p)} for p in self.peaks],
+            "peak_mb": max(self.peaks.values()),
+            "server_vm_hwm_mb": status_mb(self.pid, "VmHWM"),
+        }
+
+
+# -- baseline ----------------------------------------------------------------------------------------------------
+
+
+def import_footprint_mb(modules: str) -> float:
+    """Peak resident memory (VmHWM) of a fresh Python that imports `modules` (comma-separated), in MB."""
+    code = f"import {modules}\nimport os\nfrom bench.app_memory import status_mb\n"
+    code += "print(status_mb(os.getpid(), 'VmHWM'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=common.REPO, capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def bare_streamlit_mb(browser: Browser, scratch: Path) -> float:
+    """Peak tree memory of `streamlit run` on an empty script, once a browser session has run it."""
+    script = scratch / "empty.py"
+    script.write_text("")
+    with streamlit_server(scratch / "bare_workspace", scratch / "bare.log", str(script)) as (url, process):
+        sampler = TreeSampler(process.pid)
+        with sampler.running():
+            page = browser.new_page()
+            page.goto(url)
+            page.wait_for_timeout(3000)
+            page.close()
+    return sampler.report()["peak_mb"]
+
+
+def baseline(browser: Browser, scratch: Path) -> dict[str, Any]:
+    return {
+        "bare_streamlit_mb": bare_streamlit_mb(browser, scratch),
+        "imports_together_mb": import_footprint_mb(TOGETHER),
+        "python_mb": import_footprint_mb("sys"),
+        "imports_alone_mb": {name: import_footprint_mb(name) for name in LIBRARIES if _installed(name)},
+    }
+
+
+def _installed(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+# -- scenarios ---------------------------------------------------------------------------------------------------
+
+
+def demo_session(page: Page, sampler: TreeSampler) -> None:
+    with sampler.during("demo (embed, train, labels, families)"):
+        page.get_by_role("button", name="Run with defaults").click()
+        expect(page.get_by_role("heading", name="Features", exact=True)).to_be_visible(timeout=LONG_WORK_MS)
+        settle(page)
+    for title in ["Families", "Explore"]:
+        with sampler.during(title):
+            go(page, title)
+            if title == "Families":
+                page.frame_locator("iframe[title='streamlit_agraph.agraph']").locator("canvas").first.wait_for(
+                    timeout=PAGE_MS
+                )
+
+
+def upload_csv(path: Path, n_docs: int) -> Path:
+    """n_docs real documents, half AG News and half BBC articles, as a CSV (text, category) at path."""
+    corpora = common.CORPORA_DIR
+    half = n_docs // 2
+    ag_news = pd.read_parquet(corpora / "ag_news_test.parquet").sample(n_docs - half, random_state=0)
+    bbc = pd.read_parquet(corpora / "bbc_news.parquet").sample(half, random_state=0)
+    frame = pd.concat([ag_news, bbc])[["id", "text", "label"]].rename(columns={"label": "category"})
+    frame.to_csv(path, index=False)
+    return path
+
+
+def upload_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int) -> None:
+    with sampler.during("upload and create the dataset"):
+        go(page, "Datasets")
+        page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(csv)
+        expect(page.get_by_text("Preview (first 20 rows)")).to_be_visible(timeout=PAGE_MS)
+        settle(page)
+        page.get_by_role("button", name="Create dataset").click()
+        expect(page.get_by_text(f"{n_docs:,} documents from 1 file(s).")).to_be_visible(timeout=PAGE_MS)
+        settle(page)
+    with sampler.during("embed"):
+        go(page, "Embeddings")
+        page.get_by_role("button", name=f"Embed {n_docs:,} documents").click()
+        done = page.get_by_text("is embedded with this model: you can train an SAE.")
+        expect(done).to_be_visible(timeout=LONG_WORK_MS)
+        settle(page)
+    with sampler.during("train (suggested settings, keyword labels, families)"):
+        go(page, "Train SAE")
+        page.get_by_role("button", name="Train", exact=True).click()
+        expect(page.get_by_role("heading", name="Runs on this dataset")).to_be_visible(timeout=LONG_WORK_MS)
+        settle(page)
+    for title in UPLOAD_PAGES:
+        with sampler.during(title):
+            go(page, title)
+            if title == "Explore":
+                for tab in EXPLORE_TABS:
+                    page.get_by_role("tab", name=tab).click()
+                    settle(page)
+
+
+def scenario(browser: Browser, scratch: Path, name: str, drive, **env: str) -> dict[str, Any]:
+    """Run `drive(page, sampler)` against a fresh server; the memory report of its process tree."""
+    workspace = scratch / f"{name}_workspace"
+    with streamlit_server(workspace, scratch / f"{name}.log", **env) as (url, process):
+        sampler = TreeSampler(process.pid)
+        with sampler.running():
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            with sampler.during("first page"):
+                page.goto(url)
+                page.get_by_role("heading", name="Prisma", exact=True).wait_for(timeout=FIRST_RUN_MS)
+                settle(page)
+            drive(page, sampler)
+            page.close()
+            return sampler.report()
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    demo_docs, upload_docs = (QUICK_DEMO_DOCS, QUICK_UPLOAD_DOCS) if quick else (DEMO_DOCS, UPLOAD_DOCS)
+    demo_env = {"PRISMA_DEMO_FILE": str(common.CORPORA_DIR / "mtsamples.parquet"), "PRISMA_DEMO_DOCS": str(demo_docs)}
+    with tempfile.TemporaryDirectory(prefix="prisma_app_memory_") as folder, chromium() as browser:
+        scratch = Path(folder)
+        csv = upload_csv(scratch / f"documents_{upload_docs}.csv", upload_docs)
+        result = {
+            "device": common.device_report(),
+            "baseline": baseline(browser, scratch),
+            "demo": scenario(browser, scratch, "demo", demo_session, **demo_env) | {"documents": demo_docs},
+            "upload": scenario(
+                browser, scratch, "upload", lambda page, sampler: upload_session(page, sampler, csv, upload_docs)
+            )
+            | {"documents": upload_docs},
+        }
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    base = result["baseline"]
+    rows = [
+        [f"{label} ({result[key]['documents']:,} documents)", phase["phase"], phase["peak_mb"], phase["end_mb"]]
+        for key, label in [("demo", "Demo"), ("upload", "Uploaded CSV")]
+        for phase in result[key]["phases"]
+    ]
+    table = common.markdown_table(["Session", "Phase", "Peak MB (server + children)", "MB at the end"], rows)
+    summary = common.markdown_table(
+        ["Session", "Peak MB", "Target MB", "Verdict", "Server VmHWM MB", "Above bare streamlit MB"],
+        [
+            [
+                key,
+                result[key]["peak_mb"],
+                TARGETS_MB[key],
+                common.verdict(result[key]["peak_mb"], TARGETS_MB[key], higher_is_better=False),
+                result[key]["server_vm_hwm_mb"],
+                result[key]["peak_mb"] - base["bare_streamlit_mb"],
+            ]
+            for key in TARGETS_MB
+        ],
+    )
+    alone = ", ".join(f"{name} {mb - base['python_mb']:.0f}" for name, mb in base["imports_alone_mb"].items())
+    return (
+        f"{summary}\n\n{table}\n\nBaseline from the same run: a bare `streamlit run` of an empty script peaks at "
+        f"{base['bare_streamlit_mb']:.0f} MB; a Python that imports {TOGETHER} at {base['imports_together_mb']:.0f} "
+        f"MB (Python alone {base['python_mb']:.0f} MB). Each library imported alone adds (MB): {alone}."
+    )
+
+
+def main() -> None:
+    args = common.parser(__doc__.splitlines()[0]).parse_args()
+    common.publish("app_memory", run(args.quick), args, markdown)
+
+
+if __name__ == "__main__":
+    main()
