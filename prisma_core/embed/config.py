@@ -32,8 +32,8 @@ class EmbedConfig:
         minimum=1,
         help="How many text pieces are processed at once. Lower it if the app runs out of memory.",
     )
-    """Chunks per forward pass. 16 runs at the speed of 64 on a CPU with a third of the working memory: a batch of 64
-    full windows held about 700 MB above the model at its peak, 16 about 280 MB (150 BBC articles, all-MiniLM-L6-v2)."""
+    """Chunks per forward pass. On a CPU 16 runs at the speed of 64 with a third of the working memory (about 280 MB
+    above the model at its peak instead of 700 MB; BENCHMARKS.md section 8)."""
     normalize: bool = setting(
         False,
         label="Normalise",

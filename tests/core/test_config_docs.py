@@ -64,7 +64,7 @@ def test_cli_help_shows_the_same_texts_with_defaults(capsys):
     shown = " ".join(capsys.readouterr().out.split())
     assert f"--k K {field_docs(SAEConfig)['k']} (default: 32)" in shown
     assert f"--tau TAU {field_docs(FamilyConfig)['tau']} (default: 0.1)" in shown
-    assert "--embed-batch-size EMBED_BATCH_SIZE Chunks per forward pass. (default: 64)" in shown
+    assert f"--embed-batch-size EMBED_BATCH_SIZE {field_docs(EmbedConfig)['batch_size']} (default: 16)" in shown
 
 
 def test_every_option_of_every_command_explains_itself_in_help():
