@@ -14,8 +14,8 @@ from prisma_core.ingest import (
     Source,
     guess_id_column,
     guess_text_column,
-    preview_sources,
 )
+from ui.loaders import upload_preview
 from ui.navigation import route_here
 from ui.state import PAGES, current_dataset, select, workspace
 from ui.text import md
@@ -37,12 +37,6 @@ st.markdown(
     "Word: one document per file), or a ZIP of any of these. Other table columns are kept as metadata, for "
     "filtering and comparing groups on the Explore page."
 )
-
-
-@st.cache_data(show_spinner="Reading the files…", max_entries=4)
-def preview(file_ids: tuple[str, ...], _sources: list[Source]) -> pd.DataFrame:
-    """The first rows as read (keyed by the uploads' ids, so the bytes are not hashed on every rerun)."""
-    return preview_sources(_sources, PREVIEW_ROWS)
 
 
 def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
@@ -96,7 +90,7 @@ def upload_section() -> None:
         return
     sources = [(file.name, file.getvalue()) for file in files]
     try:
-        frame = preview(tuple(file.file_id for file in files), sources)
+        frame = upload_preview(tuple(file.file_id for file in files), sources, PREVIEW_ROWS)
     except PrismaError as error:
         st.error(md(error), icon=":material/error:")
         return

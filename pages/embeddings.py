@@ -10,9 +10,7 @@ from prisma_core import pipeline
 from prisma_core.embed import (
     DEFAULT_MODEL,
     EmbedConfig,
-    load_model,
     model_key,
-    plan_chunks,
     resolve_backend,
     resolve_device,
     resolve_precision,
@@ -20,9 +18,10 @@ from prisma_core.embed import (
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
 from ui.config_form import config_inputs
+from ui.loaders import token_statistics
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, dataset_documents, embed_config, require_dataset, set_embed_config, workspace
+from ui.state import PAGES, embed_config, require_dataset, set_embed_config, workspace
 from ui.text import md
 
 route_here()
@@ -37,17 +36,6 @@ st.markdown(
     "are split into consecutive windows that are embedded together and averaged: every word counts, nothing is "
     "cut off. Vectors are cached, so a text is never embedded twice with the same model."
 )
-
-
-@st.cache_data(show_spinner="Counting tokens…", max_entries=8)
-def token_statistics(workspace_path: str, dataset_id: str, model: str, device: str, precision: str) -> dict:
-    texts = dataset_documents(dataset_id)["text"].tolist()
-    chunking = plan_chunks(load_model(model, device, precision), texts)  # type: ignore[arg-type]
-    return {
-        "window": chunking.window,
-        "tokens": chunking.tokens_per_doc,
-        "chunks": chunking.chunks_per_doc,
-    }
 
 
 def settings_form(current: EmbedConfig) -> EmbedConfig | None:

@@ -1,14 +1,12 @@
 """Explore: refract a document or any text into concepts, search by meaning, query by concepts, compare groups,
 and download everything."""
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis
-from prisma_core.downloads import export_in_workspace, features_csv
+from prisma_core.downloads import features_csv
 from prisma_core.errors import PrismaError
 from prisma_core.explore import (
     documents_by_positions,
@@ -30,9 +28,10 @@ from prisma_core.groups import (
 from ui import charts, levels
 from ui.cards import feature_options
 from ui.glossary import TERMS, explain
+from ui.loaders import comparison, export_folder, metadata
 from ui.map import document_map_view
 from ui.navigation import route_here
-from ui.state import dataset_documents, loaded_run, require_dataset, require_run, revision, workspace
+from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
 from ui.text import feature_name, md, snippet
 
 route_here()
@@ -238,16 +237,6 @@ def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
     )
 
 
-@st.cache_data(show_spinner=False, max_entries=4)
-def metadata(workspace_path: str, dataset_id: str) -> pd.DataFrame:
-    return ws.metadata(dataset_id)
-
-
-@st.cache_data(show_spinner="Comparing groups…", max_entries=8)
-def comparison(workspace_path: str, run_id: str, revision: int, groups: pd.Series) -> pd.DataFrame:
-    return analysis.group_comparison(loaded_run(run_id).codes, groups)
-
-
 def grouping(name: str, column: pd.Series) -> pd.Series:
     """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
     bucket = "year"
@@ -321,11 +310,6 @@ def compare_tab() -> None:
     st.altair_chart(
         charts.group_prevalence(prevalence, feature_order(prevalence["feature_id"], prevalence["feature"]), group_order)
     )
-
-
-@st.cache_resource(show_spinner="Preparing the export…", max_entries=2)
-def export_folder(workspace_path: str, run_id: str, revision: int) -> Path:
-    return export_in_workspace(ws, run_id)
 
 
 def downloads_tab() -> None:

@@ -12,6 +12,7 @@ from prisma_core.interpret.labelling import LabelConfig, LabelPlan, LabelSummary
 from prisma_core.interpret.ollama_labeller import OllamaConfig
 from ui.cards import feature_options
 from ui.jobs import Job
+from ui.loaders import label_score_baseline
 from ui.navigation import route_here
 from ui.ollama import connection_settings
 from ui.progress import job_panel, start_job
@@ -192,11 +193,6 @@ def start_labelling(config: OllamaConfig, label_config: LabelConfig, scope: Scop
     start_job(label_job_key, f"Labelling {scope.title} with {config.model}", work, stop_aware=True)
 
 
-@st.cache_data(show_spinner="Scoring the labels against shuffled ones…", max_entries=8)
-def baseline(workspace_path: str, run_id: str, revision: int) -> labelling.ScoreBaseline:
-    return labelling.score_baseline(ws, run_id)
-
-
 def quality_section() -> None:
     st.subheader("How good are the labels")
     st.markdown(
@@ -221,7 +217,7 @@ def quality_section() -> None:
     if st.button("Compare with chance (shuffled labels)", key="label_baseline"):
         st.session_state["label_baseline_shown"] = True
     if st.session_state.get("label_baseline_shown"):
-        result = baseline(str(ws.path), run_id, revision(run_id))
+        result = label_score_baseline(str(ws.path), run_id, revision(run_id))
         if result.n_scored:
             st.markdown(
                 f"The labels shown score **{result.mean_score:.3f}** on average over {result.n_scored:,} features; "

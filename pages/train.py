@@ -2,11 +2,10 @@
 
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
 from prisma_core.config_docs import field_help
 from prisma_core.embed import model_key
 from prisma_core.errors import PrismaError
@@ -18,11 +17,12 @@ from ui import charts
 from ui.config_form import config_inputs
 from ui.glossary import TERMS, explain
 from ui.jobs import Job
+from ui.loaders import diagnostics, embedding_dim
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.runs import detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
-from ui.state import PAGES, RUN_KEY, embed_config, loaded_run, require_dataset, revision, select, workspace
-from ui.text import feature_name, md
+from ui.state import PAGES, RUN_KEY, embed_config, require_dataset, revision, select, workspace
+from ui.text import md
 
 route_here()
 
@@ -53,11 +53,6 @@ if not ws.has_vectors(dataset.dataset_id, vector_space):
     )
     st.page_link(PAGES["embeddings"], label="Go to Embeddings", icon=":material/scatter_plot:")
     st.stop()
-
-
-@st.cache_data(show_spinner=False)
-def embedding_dim(workspace_path: str, dataset_id: str, vector_space: str) -> int:
-    return int(ws.vectors(dataset_id, vector_space).shape[1])
 
 
 def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] | None:
@@ -142,15 +137,6 @@ def runs_table(runs: list[RunRecord]) -> None:
             "run": st.column_config.TextColumn("Run id"),
         },
     )
-
-
-@st.cache_data(show_spinner="Computing diagnostics…", max_entries=8)
-def diagnostics(workspace_path: str, run_id: str, revision: int, n: int) -> tuple[list[str], np.ndarray, np.ndarray]:
-    run = loaded_run(run_id)
-    densest = run.features.sort_values("density", ascending=False).head(n)
-    names = [feature_name(f, label)[:40] for f, label in zip(densest["feature_id"], densest["label"], strict=True)]
-    ids = densest["feature_id"].tolist()
-    return names, analysis.decoder_similarity(run.directions, ids), analysis.cooccurrence(run.codes, ids)
 
 
 def selected_run_section(run_id: str) -> None:

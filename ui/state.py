@@ -45,12 +45,12 @@ PENDING_SELECTION_KEY = "pending_selection"
 
 
 @st.cache_resource(show_spinner=False)
-def _workspace(path: str) -> Workspace:
+def workspace_at(path: str) -> Workspace:
     return Workspace(path)
 
 
 def workspace() -> Workspace:
-    return _workspace(str(resolve_workspace()))
+    return workspace_at(str(resolve_workspace()))
 
 
 @st.cache_resource(show_spinner=False)
@@ -61,7 +61,7 @@ def job_registry() -> JobRegistry:
 @st.cache_resource(show_spinner="Loading documents…", max_entries=4)
 def documents(workspace_path: str, dataset_id: str) -> pd.DataFrame:
     """position, doc_id, title, text of a dataset (documents never change once stored)."""
-    return _workspace(workspace_path).documents(dataset_id, ["position", "doc_id", "title", "text"])
+    return workspace_at(workspace_path).documents(dataset_id, ["position", "doc_id", "title", "text"])
 
 
 @st.cache_resource(show_spinner=False)
@@ -97,12 +97,12 @@ def revision_bumper(run_id: str) -> Callable[[], None]:
 
 
 @st.cache_resource(show_spinner="Loading the run…", max_entries=4)
-def _loaded_run(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
-    return pipeline.load_run(_workspace(workspace_path), run_id)
+def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
+    return pipeline.load_run(workspace_at(workspace_path), run_id)
 
 
 def loaded_run(run_id: str) -> LoadedRun:
-    return _loaded_run(str(workspace().path), run_id, revision(run_id))
+    return run_at(str(workspace().path), run_id, revision(run_id))
 
 
 def dataset_documents(dataset_id: str) -> pd.DataFrame:

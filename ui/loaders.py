@@ -1,0 +1,64 @@
+"""Cached loaders the pages share, each keyed by what it reads: the workspace path, the dataset or run, and the run's
+revision (which changes when its labels or families change), so a cached answer is never one for other data."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from prisma_core import analysis
+from prisma_core.downloads import export_in_workspace
+from prisma_core.embed import load_model, plan_chunks
+from prisma_core.ingest import Source, preview_sources
+from prisma_core.interpret import labelling
+from ui.state import documents, run_at, workspace_at
+from ui.text import feature_name
+
+
+@st.cache_data(show_spinner="Reading the files…", max_entries=4)
+def upload_preview(file_ids: tuple[str, ...], _sources: list[Source], rows: int) -> pd.DataFrame:
+    """The first rows as read (keyed by the uploads' ids, so the bytes are not hashed on every rerun)."""
+    return preview_sources(_sources, rows)
+
+
+@st.cache_data(show_spinner="Counting tokens…", max_entries=8)
+def token_statistics(workspace_path: str, dataset_id: str, model: str, device: str, precision: str) -> dict:
+    texts = documents(workspace_path, dataset_id)["text"].tolist()
+    chunking = plan_chunks(load_model(model, device, precision), texts)  # type: ignore[arg-type]
+    return {"window": chunking.window, "tokens": chunking.tokens_per_doc, "chunks": chunking.chunks_per_doc}
+
+
+@st.cache_data(show_spinner=False)
+def embedding_dim(workspace_path: str, dataset_id: str, vector_space: str) -> int:
+    return int(workspace_at(workspace_path).vectors(dataset_id, vector_space).shape[1])
+
+
+@st.cache_data(show_spinner="Computing diagnostics…", max_entries=8)
+def diagnostics(workspace_path: str, run_id: str, revision: int, n: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The n densest features' names, decoder similarity and co-occurrence."""
+    run = run_at(workspace_path, run_id, revision)
+    densest = run.features.sort_values("density", ascending=False).head(n)
+    names = [feature_name(f, label)[:40] for f, label in zip(densest["feature_id"], densest["label"], strict=True)]
+    ids = densest["feature_id"].tolist()
+    return names, analysis.decoder_similarity(run.directions, ids), analysis.cooccurrence(run.codes, ids)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def metadata(workspace_path: str, dataset_id: str) -> pd.DataFrame:
+    return workspace_at(workspace_path).metadata(dataset_id)
+
+
+@st.cache_data(show_spinner="Comparing groups…", max_entries=8)
+def comparison(workspace_path: str, run_id: str, revision: int, groups: pd.Series) -> pd.DataFrame:
+    return analysis.group_comparison(run_at(workspace_path, run_id, revision).codes, groups)
+
+
+@st.cache_resource(show_spinner="Preparing the export…", max_entries=2)
+def export_folder(workspace_path: str, run_id: str, revision: int) -> Path:
+    return export_in_workspace(workspace_at(workspace_path), run_id)
+
+
+@st.cache_data(show_spinner="Scoring the labels against shuffled ones…", max_entries=8)
+def label_score_baseline(workspace_path: str, run_id: str, revision: int) -> labelling.ScoreBaseline:
+    return labelling.score_baseline(workspace_at(workspace_path), run_id)
