@@ -107,7 +107,7 @@ def test_rebuilding_with_a_higher_tau_gives_the_core_result(trained_app, tmp_pat
     assert [f["members"] for f in run.families] == [f.members for f in expected]
     assert len(table(at, "family", "parent", "children")) == len(expected)
     reopened = families_page(trained_app)  # the form starts from the settings that made the families shown
-    assert (reopened.slider(key="tau").value, reopened.number_input(key="iters").value) == (0.5, 2)
+    assert (reopened.slider(key="tau").value, reopened.number_input(key="iterations").value) == (0.5, 2)
     pipeline.export_run(trained_app.workspace, trained_app.run_id, tmp_path)
     exported = json.loads((tmp_path / "config.json").read_text())
     assert (exported["config"]["families"]["tau"], exported["config"]["families"]["iterations"]) == (0.5, 2)
