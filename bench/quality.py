@@ -111,11 +111,11 @@ def _prisma_levels(run: Any) -> dict[str, tuple[sp.csr_matrix, list[str]]]:
 
     strong = analysis.strong_codes(run.codes)
     live = np.flatnonzero(np.diff(strong.tocsc().indptr) > 0)
-    family_members = (strong @ family_matrix([f["members"] for f in run.families], run.codes.shape[1])) > 0
+    family_members = (strong @ family_matrix([f.members for f in run.families], run.codes.shape[1])) > 0
     feature_labels = run.features.set_index("feature_id")["label"]
     return {
         "theme": (run.themes.members(), run.theme_info["label"].tolist()),
-        "family": (sp.csr_matrix(family_members, dtype=np.float32), [f["label"] for f in run.families]),
+        "family": (sp.csr_matrix(family_members, dtype=np.float32), [f.label for f in run.families]),
         "feature": (sp.csr_matrix(strong[:, live] > 0, dtype=np.float32), feature_labels.loc[live].tolist()),
     }
 

@@ -8,7 +8,7 @@ from streamlit_agraph import agraph
 
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
-from prisma_core.families import FamilyConfig
+from prisma_core.families import FamilyConfig, NamedFamily
 from prisma_core.pipeline import LoadedRun
 from ui.cards import feature_card
 from ui.config_form import config_inputs
@@ -52,7 +52,7 @@ def rebuild_form(run: LoadedRun) -> None:
     st.rerun()
 
 
-def graph(run: LoadedRun, families: list[dict], levels: int, max_members: int) -> str | None:
+def graph(run: LoadedRun, families: list[NamedFamily], levels: int, max_members: int) -> str | None:
     """Draw the families as readable trees; returns the id of the clicked node, if any."""
     features = run.features.set_index("feature_id")
     views = [family_view(family, features["density"], levels, max_members) for family in families]
@@ -66,16 +66,16 @@ def graph(run: LoadedRun, families: list[dict], levels: int, max_members: int) -
     return agraph(nodes, edges, graph_config(not st.session_state.get("free_layout", False), len(nodes)))
 
 
-def families_table(run: LoadedRun, families: list[dict]) -> None:
+def families_table(run: LoadedRun, families: list[NamedFamily]) -> None:
     label_of = run.features.set_index("feature_id")["label"]
     rows = [
         {
-            "family": family["family_id"],
-            "label": family["label"],
-            "parent": f"#{family['parent']} {label_of.get(family['parent'], '')}",
-            "children": " · ".join(f"#{m} {label_of.get(m, '')}" for m in family["members"][1:]),
-            "size": len(family["members"]),
-            "round": family["iteration"] + 1,
+            "family": family.family_id,
+            "label": family.label,
+            "parent": f"#{family.parent} {label_of.get(family.parent, '')}",
+            "children": " · ".join(f"#{m} {label_of.get(m, '')}" for m in family.members[1:]),
+            "size": len(family.members),
+            "round": family.iteration + 1,
         }
         for family in families
     ]
@@ -95,15 +95,15 @@ def families_table(run: LoadedRun, families: list[dict]) -> None:
 
 
 rebuild_form(run)
-families = sorted(run.families, key=lambda f: -len(f["members"]))
+families = sorted(run.families, key=lambda f: -len(f.members))
 families = families_by_theme(run, families)
 if not families:
     st.info("No families at this τ: lower τ and rebuild, or train with more documents.")
     st.stop()
 
-st.caption(f"{len(families)} families over {len({m for f in families for m in f['members']}):,} features")
-options = [ALL, *[f["family_id"] for f in families]]
-by_id = {f["family_id"]: f for f in families}
+st.caption(f"{len(families)} families over {len({m for f in families for m in f.members}):,} features")
+options = [ALL, *[f.family_id for f in families]]
+by_id = {f.family_id: f for f in families}
 left, levels_column, members_column, layout_column = st.columns([4, 1, 1, 1])
 shown = left.selectbox(
     "Family to draw",
@@ -111,7 +111,7 @@ shown = left.selectbox(
     format_func=lambda i: (
         f"The {min(MAX_DRAWN, len(families))} largest families"
         if i == ALL
-        else f"Family {i}: {by_id[i]['label']} ({len(by_id[i]['members'])} features)"
+        else f"Family {i}: {by_id[i].label} ({len(by_id[i].members)} features)"
     ),
     key="family_shown",
 )

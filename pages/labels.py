@@ -115,11 +115,11 @@ def scope_picker() -> Scope:
         if not run.families:
             st.info("This run has no families: rebuild them on the Families page with a lower τ.")
             st.stop()
-        names = {int(f["family_id"]): f"Family {f['family_id']}: {f['label']}" for f in run.families}
+        names = {f.family_id: f"Family {f.family_id}: {f.label}" for f in run.families}
         family_id = st.selectbox("Family", list(names), format_func=names.__getitem__, key="label_family")
-        family = next(f for f in run.families if int(f["family_id"]) == family_id)
-        st.caption(f"Its {len(family['members'])} features are named first, then the family from their labels.")
-        return Scope([int(m) for m in family["members"]], [family_id], [], f"family {family_id}")
+        family = next(f for f in run.families if f.family_id == family_id)
+        st.caption(f"Its {len(family.members)} features are named first, then the family from their labels.")
+        return Scope([int(m) for m in family.members], [family_id], [], f"family {family_id}")
     if scope == "Chosen features":
         options = feature_options(run)
         chosen = st.multiselect("Features", list(options), format_func=options.__getitem__, key="label_features")

@@ -94,11 +94,9 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
             raise NotFoundError("This run was made before themes existed: regroup its features into themes first.")
         return run.themes.members(), run.theme_info[["theme_id", "label"]].set_axis(["unit", "label"], axis=1)
     if level == "family":
-        membership = family_matrix([f["members"] for f in run.families], run.codes.shape[1])
+        membership = family_matrix([f.members for f in run.families], run.codes.shape[1])
         codes = _max_over_members(run.codes, membership)
-        units = pd.DataFrame(
-            {"unit": [f["family_id"] for f in run.families], "label": [f["label"] for f in run.families]}
-        )
+        units = pd.DataFrame({"unit": [f.family_id for f in run.families], "label": [f.label for f in run.families]})
         return codes, units
     if level == "feature":
         return run.codes, run.features[["feature_id", "label"]].set_axis(["unit", "label"], axis=1)

@@ -70,6 +70,16 @@ class Family:
     """(parent, child, weight) directed tree edges inside the family, in DFS order."""
 
 
+@dataclass(frozen=True)
+class NamedFamily(Family):
+    """A stored family with the name it shows."""
+
+    label: str
+    """Its name: keywords at first, then a model's or the analyst's."""
+    label_source: str
+    """Who named it: keywords or the model (see `interpret.keywords.KEYWORD_SOURCE`)."""
+
+
 def feature_density(codes: sp.spmatrix | sp.sparray) -> np.ndarray:
     """Number of documents on which each feature is active (value > 0). codes: [n_documents, n_features]
     -> [n_features] int64."""

@@ -17,6 +17,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
+from prisma_core.families import NamedFamily
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.sae import load_sae
 from prisma_core.store import RunRecord, StageRecord, Workspace
@@ -31,7 +32,7 @@ class LoadedRun:
     codes: sp.csr_matrix  # [n_documents, n_features]
     directions: np.ndarray  # [n_features, d] unit-norm decoder directions
     features: pd.DataFrame  # stats, n_strong (documents where it is strong), resolved label, theme_id per feature
-    families: list[dict[str, Any]]
+    families: list[NamedFamily]
     themes: Themes | None  # None for runs made before themes existed
     theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features
 
@@ -103,16 +104,30 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         [{k: v for k, v in row.items() if k != "evidence"} for row in theme_rows],
         columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
-    return LoadedRun(record, codes, directions, features, workspace.families(record.run_id), themes, theme_info)
+    families = [_named_family(row) for row in workspace.families(record.run_id)]
+    return LoadedRun(record, codes, directions, features, families, themes, theme_info)
 
 
-def family_membership(families: Sequence[dict[str, Any]]) -> pd.DataFrame:
+def _named_family(row: dict[str, Any]) -> NamedFamily:
+    """A stored family row (see `Workspace.families`) as the read model's family."""
+    return NamedFamily(
+        family_id=int(row["family_id"]),
+        iteration=int(row["iteration"]),
+        parent=int(row["parent"]),
+        members=row["members"],
+        edges=row["edges"],
+        label=row["label"],
+        label_source=row["label_source"],
+    )
+
+
+def family_membership(families: Sequence[NamedFamily]) -> pd.DataFrame:
     """feature_id -> (family_id, parent) for the first family each feature appears in; roots have no parent."""
     rows: dict[int, tuple[int, int | None]] = {}
     for family in families:
-        parent_of = {child: parent for parent, child, _ in family["edges"]}
-        for member in family["members"]:
-            rows.setdefault(member, (family["family_id"], parent_of.get(member)))
+        parent_of = {child: parent for parent, child, _ in family.edges}
+        for member in family.members:
+            rows.setdefault(member, (family.family_id, parent_of.get(member)))
     return pd.DataFrame(
         [(f, fam, parent) for f, (fam, parent) in rows.items()],
         columns=["feature_id", "family_id", "parent"],

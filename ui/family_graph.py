@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from streamlit_agraph import Config, Edge, Node
 
+from prisma_core.families import NamedFamily
 from ui.text import html_text, snippet
 
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#C9A227", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]
@@ -31,17 +32,17 @@ class FamilyView:
     children: dict[int, list[int]] = field(default_factory=dict)
 
 
-def family_view(family: dict, density: pd.Series, levels: int, max_members: int) -> FamilyView:
+def family_view(family: NamedFamily, density: pd.Series, levels: int, max_members: int) -> FamilyView:
     """Walk the family tree from its parent, level by level, children by decreasing density, keeping at most
     `levels` levels below the parent and `max_members` members in all (the tree stays connected)."""
     children: dict[int, list[int]] = {}
     weights = {}
-    for parent, child, weight in family["edges"]:
+    for parent, child, weight in family.edges:
         children.setdefault(int(parent), []).append(int(child))
         weights[(int(parent), int(child))] = float(weight)
     for kids in children.values():
         kids.sort(key=lambda f: (-int(density.get(f, 0)), f))
-    root = int(family["parent"])
+    root = family.parent
     depth = {root: 0}
     frontier = [root]
     while frontier:
@@ -55,7 +56,7 @@ def family_view(family: dict, density: pd.Series, levels: int, max_members: int)
                     following.append(child)
         frontier = following
     edges = [(p, c, w) for (p, c), w in weights.items() if p in depth and c in depth]
-    return FamilyView(int(family["family_id"]), depth, edges, len(family["members"]) - len(depth), children)
+    return FamilyView(family.family_id, depth, edges, len(family.members) - len(depth), children)
 
 
 def graph_elements(views: list[FamilyView], features: pd.DataFrame) -> tuple[list[Node], list[Edge]]:

@@ -13,6 +13,7 @@ import streamlit as st
 
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
+from prisma_core.families import NamedFamily
 from prisma_core.pipeline import LoadedRun
 from prisma_core.progress import ProgressCallback
 from prisma_core.themes import MAX_THEMES, NO_THEME, ThemeConfig
@@ -75,11 +76,11 @@ def theme_documents(run: LoadedRun, theme_id: int, n: int, members: sp.csc_matri
     return pd.DataFrame({"position": order, "share": probability[order]})
 
 
-def theme_families(run: LoadedRun, theme_id: int) -> list[dict]:
+def theme_families(run: LoadedRun, theme_id: int) -> list[NamedFamily]:
     """The families whose parent feature belongs to the theme, largest first."""
     theme_of = run.features.set_index("feature_id")["theme_id"]
-    chosen = [f for f in run.families if int(theme_of.get(f["parent"], NO_THEME)) == theme_id]
-    return sorted(chosen, key=lambda f: -len(f["members"]))
+    chosen = [f for f in run.families if int(theme_of.get(f.parent, NO_THEME)) == theme_id]
+    return sorted(chosen, key=lambda f: -len(f.members))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -173,7 +174,7 @@ def home_themes() -> None:
     document_map_view(run)
 
 
-def families_by_theme(run: LoadedRun, families: list[dict]) -> list[dict]:
+def families_by_theme(run: LoadedRun, families: list[NamedFamily]) -> list[NamedFamily]:
     """Families page: a theme picker (one theme at a time keeps the graph readable); returns its families."""
     if run.themes is None or not families:
         return families
@@ -238,10 +239,10 @@ def theme_detail(run: LoadedRun, key: str) -> None:
         st.dataframe(
             pd.DataFrame(
                 {
-                    "family": [f["family_id"] for f in families],
-                    "label": [f["label"] for f in families],
-                    "features": [len(f["members"]) for f in families],
-                    "general concept": [f"#{f['parent']} {label_of.get(f['parent'], '')}" for f in families],
+                    "family": [f.family_id for f in families],
+                    "label": [f.label for f in families],
+                    "features": [len(f.members) for f in families],
+                    "general concept": [f"#{f.parent} {label_of.get(f.parent, '')}" for f in families],
                 },
                 columns=["family", "label", "features", "general concept"],
             ),

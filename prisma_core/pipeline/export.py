@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from prisma_core.errors import StoreError
+from prisma_core.families import NamedFamily
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
 from prisma_core.store import Workspace
 
@@ -121,16 +122,16 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     (out / "config.json").write_text(json.dumps(run_config, indent=2))
 
 
-def _families_for_export(families: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _families_for_export(families: Sequence[NamedFamily]) -> list[dict[str, Any]]:
     return [
         {
-            "family_id": int(f["family_id"]),
-            "iteration": int(f["iteration"]),
-            "label": f["label"],
-            "label_source": f["label_source"],
-            "parent": int(f["parent"]),
-            "members": f["members"],
-            "edges": [{"parent": p, "child": c, "weight": w} for p, c, w in f["edges"]],
+            "family_id": f.family_id,
+            "iteration": f.iteration,
+            "label": f.label,
+            "label_source": f.label_source,
+            "parent": f.parent,
+            "members": f.members,
+            "edges": [{"parent": p, "child": c, "weight": w} for p, c, w in f.edges],
         }
         for f in families
     ]

@@ -30,20 +30,20 @@ def test_graph_draws_readable_trees_of_the_most_frequent_members(trained_app):
     assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     density = run.features.set_index("feature_id")["density"]
-    largest = sorted(run.families, key=lambda f: -len(f["members"]))[:6]
+    largest = sorted(run.families, key=lambda f: -len(f.members))[:6]
     data = graph_data(at)
     drawn = {int(node["id"]): node for node in data["nodes"]}
     edges = {(int(e["from"]), int(e["to"])) for e in data["edges"]}
     views = [family_view(family, density, levels=2, max_members=8) for family in largest]
     assert set(drawn) == {member for view in views for member in view.depth}
     for family, view in zip(largest, views, strict=True):
-        assert len(view.depth) <= 8 and view.hidden == len(family["members"]) - len(view.depth)
-        assert view.depth[family["parent"]] == 0 and drawn[family["parent"]]["level"] == 0
+        assert len(view.depth) <= 8 and view.hidden == len(family.members) - len(view.depth)
+        assert view.depth[family.parent] == 0 and drawn[family.parent]["level"] == 0
         for member, level in view.depth.items():
-            if member != family["parent"]:  # every drawn member hangs from a drawn parent, at most 2 levels down
-                (parent,) = [p for p, c, _ in family["edges"] if c == member]
+            if member != family.parent:  # every drawn member hangs from a drawn parent, at most 2 levels down
+                (parent,) = [p for p, c, _ in family.edges if c == member]
                 assert (parent, member) in edges and level == view.depth[parent] + 1 <= 2
-        children = sorted((c for p, c, _ in family["edges"] if p == family["parent"]), key=lambda c: -density[c])
+        children = sorted((c for p, c, _ in family.edges if p == family.parent), key=lambda c: -density[c])
         shown = [c for c in children if c in view.depth]
         assert shown == children[: len(shown)]  # the most frequent children come first
     assert all(len(node["label"].split("  (+")[0]) <= 28 + 20 for node in drawn.values())  # short labels, escaped
@@ -56,10 +56,8 @@ def test_graph_draws_readable_trees_of_the_most_frequent_members(trained_app):
     at.number_input(key="family_levels").set_value(6)
     at.number_input(key="family_members").set_value(200).run()  # everything, on demand
     data = graph_data(at)
-    assert {node["id"] for node in data["nodes"]} == {str(m) for f in largest for m in f["members"]}
-    assert {(e["from"], e["to"]) for e in data["edges"]} == {
-        (str(p), str(c)) for f in largest for p, c, _ in f["edges"]
-    }
+    assert {node["id"] for node in data["nodes"]} == {str(m) for f in largest for m in f.members}
+    assert {(e["from"], e["to"]) for e in data["edges"]} == {(str(p), str(c)) for f in largest for p, c, _ in f.edges}
 
 
 def test_node_tooltips_are_escaped_and_labels_stay_plain_text(trained_app):
@@ -86,13 +84,13 @@ def test_families_list_matches_the_store(trained_app):
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     shown = table(at, "family", "parent", "children")
     assert len(shown) == len(run.families)
-    by_id = {f["family_id"]: f for f in run.families}
+    by_id = {f.family_id: f for f in run.families}
     labels = run.features.set_index("feature_id")["label"]
     for row in shown.head(10).itertuples():
         family = by_id[row.family]
-        assert row.parent == f"#{family['parent']} {labels[family['parent']]}"
-        assert row.size == len(family["members"])
-    n_features = len({m for f in run.families for m in f["members"]})
+        assert row.parent == f"#{family.parent} {labels[family.parent]}"
+        assert row.size == len(family.members)
+    n_features = len({m for f in run.families for m in f.members})
     assert f"{len(run.families)} families over {n_features:,} features" in texts(at.caption)
 
 
@@ -104,7 +102,7 @@ def test_rebuilding_with_a_higher_tau_gives_the_core_result(trained_app, tmp_pat
     assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     expected = find_families(run.codes, FamilyConfig(tau=0.5, iterations=2))
-    assert [f["members"] for f in run.families] == [f.members for f in expected]
+    assert [f.members for f in run.families] == [f.members for f in expected]
     assert len(table(at, "family", "parent", "children")) == len(expected)
     reopened = families_page(trained_app)  # the form starts from the settings that made the families shown
     assert (reopened.slider(key="tau").value, reopened.number_input(key="iterations").value) == (0.5, 2)

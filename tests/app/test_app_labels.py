@@ -117,15 +117,15 @@ def test_the_server_models_are_listed_and_chosen_features_are_labelled(trained_a
 
 def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fake):
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
-    family = max(run.families, key=lambda f: len(f["members"]))
+    family = max(run.families, key=lambda f: len(f.members))
     at = labels_page(trained_app, fake.url)
     at.radio(key="label_scope").set_value("A family").run()
-    at.selectbox(key="label_family").set_value(int(family["family_id"])).run()
+    at.selectbox(key="label_family").set_value(int(family.family_id)).run()
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
     assert job.error is None and job.result.families.n_labelled == 1
     families = trained_app.workspace.families(trained_app.run_id)
-    stored = next(f for f in families if f["family_id"] == family["family_id"])
+    stored = next(f for f in families if f["family_id"] == family.family_id)
     assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
     prompt = fake.user_prompts()[-1]
     assert "<parent>" in prompt and "<evidence>" in prompt and "<contrast>" in prompt

@@ -20,7 +20,7 @@ def run(trained_app):
 
 def theme_families(run, theme_id):
     theme_of = run.features.set_index("feature_id")["theme_id"]
-    return sorted((f for f in run.families if theme_of[f["parent"]] == theme_id), key=lambda f: -len(f["members"]))
+    return sorted((f for f in run.families if theme_of[f.parent] == theme_id), key=lambda f: -len(f.members))
 
 
 def assert_themes_table(shown, run, n_docs):
@@ -55,7 +55,7 @@ def test_drill_down_shows_the_themes_families_and_features(trained_app, run):
     assert not at.exception
     assert texts(at.subheader)[1] == f"Theme {theme}: {run.theme_info.at[theme, 'label']}"
     families = table(at, "family", "general concept")
-    assert families["family"].tolist() == [f["family_id"] for f in theme_families(run, theme)]
+    assert families["family"].tolist() == [f.family_id for f in theme_families(run, theme)]
     features = at.dataframe(key="features_theme_features").value
     assert features["feature_id"].tolist() == list(run.theme_info.at[theme, "features"])
     assert (run.features.set_index("feature_id").loc[features["feature_id"], "theme_id"] == theme).all()
@@ -79,7 +79,7 @@ def test_families_draws_one_theme_at_a_time(trained_app, run):
     theme = at.selectbox(key="family_theme").value
     assert theme == next(t for t in run.theme_info["theme_id"] if theme_families(run, t))
     shown = table(at, "family", "parent", "children")
-    assert shown["family"].tolist() == [f["family_id"] for f in theme_families(run, theme)]
+    assert shown["family"].tolist() == [f.family_id for f in theme_families(run, theme)]
     at.selectbox(key="family_theme").select(ALL_THEMES).run()
     assert len(table(at, "family", "parent", "children")) == len(run.families)
 

@@ -7,13 +7,15 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core.explore import level_units
+from prisma_core.families import NamedFamily
+from prisma_core.interpret.keywords import KEYWORD_SOURCE
 
 
 def test_family_level_is_the_strongest_activation_among_the_members():
     codes = sp.csr_matrix(np.array([[0, 1, 0, 3, 0, 5], [6, 0, 8, 0, 10, 0]], dtype=np.float32))
     families = [
-        {"family_id": 7, "members": [3, 5], "label": "a"},
-        {"family_id": 9, "members": [1, 2, 4], "label": "b"},
+        NamedFamily(7, 0, 3, [3, 5], [(3, 5, 0.5)], "a", KEYWORD_SOURCE),
+        NamedFamily(9, 0, 1, [1, 2, 4], [(1, 2, 0.5), (1, 4, 0.5)], "b", KEYWORD_SOURCE),
     ]
     run = SimpleNamespace(codes=codes, families=families, features=pd.DataFrame())
     matrix, units = level_units(run, "family")

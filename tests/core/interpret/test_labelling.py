@@ -663,19 +663,19 @@ def test_the_shuffled_baseline_sits_near_chance_below_the_real_labels(workspace,
 
 def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_strongest(workspace, base_run, fake):
     run = pipeline.load_run(workspace, base_run.run_id)
-    family = max(run.families, key=lambda f: len(f["members"]))
+    family = max(run.families, key=lambda f: len(f.members))
     codes = sp.csc_matrix(run.codes)
-    evidence, contrast = group_documents(codes, family["members"], 8, 8, seed=0)
-    summed = np.asarray(codes[:, family["members"]].sum(axis=1)).ravel()
+    evidence, contrast = group_documents(codes, family.members, 8, 8, seed=0)
+    summed = np.asarray(codes[:, family.members].sum(axis=1)).ravel()
     assert summed[evidence].min() >= np.sort(summed)[-len(evidence)] and (summed[contrast] == 0).all()
 
-    summary = label_families(workspace, None, ollama(fake), family_ids=[family["family_id"]])
+    summary = label_families(workspace, None, ollama(fake), family_ids=[family.family_id])
 
     assert summary.n_labelled == 1 and summary.n_skipped == 0
     prompt = fake.user_prompts()[0]
     assert shown_documents(prompt, "evidence") == {prefix(base_run.corpus["text"][p]) for p in evidence}
     assert shown_documents(prompt, "contrast") == {prefix(base_run.corpus["text"][p]) for p in contrast}
-    others = [f for f in workspace.families(base_run.run_id) if f["family_id"] != family["family_id"]]
+    others = [f for f in workspace.families(base_run.run_id) if f["family_id"] != family.family_id]
     assert {f["label_source"] for f in others} == {KEYWORD_SOURCE}
 
 

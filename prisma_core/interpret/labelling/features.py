@@ -1,0 +1,109 @@
+"""Feature labels: ask the model about each active feature and store every label, with its score, as it comes.
+
+A cancel or a crash loses at most the feature in flight; a rerun skips the features that already hold a label from
+the same model and prompt version, so an interrupted batch resumes where it stopped. A feature whose labelling
+fails (no usable answer after the retries, a timeout, a dropped connection) keeps its labels and is counted.
+"""
+
+from collections.abc import Sequence
+
+import scipy.sparse as sp
+
+from prisma_core import analysis
+from prisma_core.errors import LabellingError
+from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
+from prisma_core.interpret.labelling.job import (
+    Batch,
+    LabelConfig,
+    LabelSummary,
+    StopCheck,
+    embed_config,
+    keyword_top_documents,
+    never_stop,
+)
+from prisma_core.interpret.labelling.planning import labelled_by, selected_features
+from prisma_core.interpret.labelling.storing import record_batch
+from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
+from prisma_core.progress import ProgressCallback, ignore_progress
+from prisma_core.runs import LoadedRun, load_run
+from prisma_core.store import Workspace
+
+
+def label_run(
+    workspace: Workspace,
+    run_id: str | None,
+    ollama: OllamaConfig,
+    config: LabelConfig = LabelConfig(),
+    feature_ids: Sequence[int] | None = None,
+    progress: ProgressCallback = ignore_progress,
+    should_stop: StopCheck = never_stop,
+) -> LabelSummary:
+    """Label every active feature of the run (the newest by default), or the active ones among `feature_ids`.
+
+    Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
+    documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
+    """
+    run = load_run(workspace, run_id)
+    record = run.record
+    selected = selected_features(len(run.features), feature_ids)
+    wanted = [feature for feature in selected if run.features["density"].iat[feature] > 0]
+    done = set() if config.relabel else labelled_by(workspace.interpretations(record.run_id), ollama.model)
+    todo = [feature for feature in wanted if feature not in done]
+    with OllamaLabeller(ollama) as labeller:
+        if todo:
+            labeller.check()
+        batch = Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
+        if todo:
+            _label_features(workspace, run, todo, labeller, config, batch)
+    summary = LabelSummary(
+        model=ollama.model,
+        host=ollama.host,
+        n_labelled=batch.n_done,
+        n_skipped=len(wanted) - len(todo),
+        n_inactive=len(selected) - len(wanted),
+        n_failed=batch.n_failed,
+        n_remaining=len(todo) - batch.n_tried,
+        errors=batch.errors,
+        stop_reason=batch.stop_reason,
+    )
+    if todo:
+        record_batch(workspace, record, "feature", ollama, config, summary)
+    return summary
+
+
+def _label_features(
+    workspace: Workspace,
+    run: LoadedRun,
+    todo: list[int],
+    labeller: OllamaLabeller,
+    config: LabelConfig,
+    batch: Batch,
+) -> None:
+    record = run.record
+    texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
+    vectors = workspace.vectors(record.dataset_id, record.embedding_key)
+    score_config = covering_keywords(ScoreConfig(), max(keyword_top_documents(record), labeller.config.n_evidence))
+    codes = sp.csc_matrix(run.codes)
+    for feature in todo:
+        if not batch.keep_going():
+            return
+        evidence = analysis.top_documents(codes, feature, labeller.config.n_evidence)["position"].to_numpy()
+        contrast = analysis.zero_documents(codes, feature, labeller.config.n_contrast, seed=config.seed + feature)
+        try:
+            result = labeller.label_feature(list(texts[evidence]), list(texts[contrast]))
+        except LabellingError as error:
+            batch.failed(f"Feature {feature}: {error}")
+            continue
+        scores = label_embedding_scores(
+            [feature], [result.label], codes, vectors, embed_config(record), score_config
+        ).scores
+        row = {
+            "feature_id": feature,
+            "label": result.label,
+            "description": result.description,
+            "source": result.model,
+            "prompt_version": result.prompt_version,
+            "score_embedding": float(scores[0]),
+        }
+        workspace.add_interpretations(record.run_id, [row])
+        batch.succeeded(f"feature {feature}: {result.label}")

@@ -1,0 +1,111 @@
+"""Running a label batch: its settings, its summary, and the progress, cancellation and failure streak it shares.
+
+A batch reports progress, stops when `should_stop()` turns true, and returns a summary with counts and the errors
+met. After `max_consecutive_failures` failures in a row it stops: the server is gone or too slow, or the model
+cannot do the task, and carrying on would only wait out more timeouts.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from prisma_core.embed import EmbedConfig
+from prisma_core.errors import SettingsError
+from prisma_core.progress import Progress, ProgressCallback
+from prisma_core.store import RunRecord
+
+StopCheck = Callable[[], bool]
+
+
+def never_stop() -> bool:
+    """Default `should_stop` for callers that do not cancel."""
+    return False
+
+
+@dataclass(frozen=True)
+class LabelConfig:
+    relabel: bool = False
+    """Label again what this model and prompt version already labelled."""
+    max_consecutive_failures: int = 3
+    """Stop after this many failed features (or families) in a row."""
+    max_family_children: int = 20
+    """Child labels sent to label a family: its first (closest) children."""
+    seed: int = 0
+    """Seeds the contrast documents (with the feature id)."""
+
+    def __post_init__(self) -> None:
+        if self.max_consecutive_failures < 1:
+            raise SettingsError(f"max_consecutive_failures must be >= 1, got {self.max_consecutive_failures}")
+        if self.max_family_children < 0:
+            raise SettingsError(f"max_family_children must be >= 0, got {self.max_family_children}")
+
+
+@dataclass(frozen=True)
+class LabelSummary:
+    model: str
+    host: str
+    n_labelled: int
+    n_skipped: int  # already labelled by this model and prompt version
+    n_inactive: int  # selected features that fire on no document: nothing to label
+    n_failed: int
+    n_remaining: int  # never tried: the batch was cancelled or gave up
+    errors: list[str] = field(default_factory=list)  # one per failure, naming the feature or family
+    stop_reason: str = ""  # why the batch ended early; "" when it went through
+
+    @property
+    def first_error(self) -> str:
+        return self.errors[0] if self.errors else ""
+
+
+class Batch:
+    """Progress, cancellation and the failure streak shared by the labelling and detection loops."""
+
+    def __init__(
+        self,
+        stage: str,
+        total: int,
+        max_consecutive_failures: int,
+        progress: ProgressCallback,
+        should_stop: StopCheck,
+    ):
+        self.stage, self.total = stage, total
+        self.max_consecutive_failures = max_consecutive_failures
+        self.progress, self.should_stop = progress, should_stop
+        self.n_done = self.n_failed = self.streak = 0
+        self.errors: list[str] = []
+        self.stop_reason = ""
+        progress(Progress(stage, 0, total))
+
+    @property
+    def n_tried(self) -> int:
+        return self.n_done + self.n_failed
+
+    def keep_going(self) -> bool:
+        if self.stop_reason:
+            return False
+        if self.should_stop():
+            self.stop_reason = f"Cancelled after {self.n_tried} of {self.total}; everything done so far is kept."
+        elif self.streak >= self.max_consecutive_failures:
+            self.stop_reason = (
+                f"Stopped after {self.streak} failures in a row; the last one: {self.errors[-1]} "
+                "Everything done so far is kept: run again to resume."
+            )
+        return not self.stop_reason
+
+    def succeeded(self, message: str) -> None:
+        self.n_done += 1
+        self.streak = 0
+        self.progress(Progress(self.stage, self.n_tried, self.total, message))
+
+    def failed(self, error: str) -> None:
+        self.n_failed += 1
+        self.streak += 1
+        self.errors.append(error)
+        self.progress(Progress(self.stage, self.n_tried, self.total, error))
+
+
+def embed_config(record: RunRecord) -> EmbedConfig:
+    return EmbedConfig(**record.config["embed"])
+
+
+def keyword_top_documents(record: RunRecord) -> int:
+    return int(record.config.get("keywords", {}).get("n_top_documents", 0))
