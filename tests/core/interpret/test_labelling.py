@@ -359,7 +359,9 @@ def test_a_prompt_injection_changes_only_the_label_of_the_features_it_is_evidenc
     label_run(workspace, None, ollama(fake), feature_ids=victims + bystanders)
 
     after = store_snapshot(workspace)
-    assert {name for name in after if after[name] != before[name]} == {"interpretations"}
+    assert {name for name in after if after[name] != before[name]} == {"interpretations", "stages"}
+    newest = workspace.stages(workspace.run(base_run.run_id).dataset_id, base_run.run_id)[-1]
+    assert (newest.stage, newest.parent_id) == ("labelling", base_run.run_id)  # the batch's record, nothing else
     rows = interpretations(workspace, base_run.run_id)
     kept = rows[rows["interpretation_id"].isin(old_rows["interpretation_id"])].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, old_rows)
