@@ -14,6 +14,7 @@ from prisma_core.ingest import (
     Source,
     guess_id_column,
     guess_text_column,
+    guess_title_column,
 )
 from ui.loaders import upload_preview
 from ui.navigation import route_here
@@ -24,7 +25,6 @@ route_here()
 
 TEXT_FORMATS = (".txt", ".md", ".pdf", ".docx")  # one document per file: no columns to choose
 NO_TITLE = "(none)"
-TITLE_NAMES = ("title", "headline")
 ROW_IDS = "(row numbers)"
 REPORT_KEY = "ingest_report"
 CREATED_KEY = "created_upload"
@@ -55,7 +55,7 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
     title_column = middle.selectbox(
         "Title column (optional)",
         title_options,
-        index=title_options.index(guess_title_column(frame)),
+        index=title_options.index(str(guess_title_column(frame) or NO_TITLE)),
         key="title_column",
         help="A short name shown next to each document. A column named title or headline is picked for you.",
     )
@@ -72,11 +72,6 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
         title_column=None if title_column == NO_TITLE else title_column,
         id_column=None if id_column == ROW_IDS else id_column,
     )
-
-
-def guess_title_column(frame: pd.DataFrame) -> str:
-    """A column named title or headline (any case), else no title."""
-    return next((str(c) for c in frame.columns if str(c).strip().lower() in TITLE_NAMES), NO_TITLE)
 
 
 def upload_section() -> None:

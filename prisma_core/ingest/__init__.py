@@ -12,7 +12,7 @@ import pandas as pd
 
 from prisma_core.errors import IngestError
 from prisma_core.ingest.archives import check_file_size, check_total_size, unpack
-from prisma_core.ingest.columns import guess_id_column, guess_text_column
+from prisma_core.ingest.columns import guess_id_column, guess_text_column, guess_title_column
 from prisma_core.ingest.config import SUPPORTED_EXTENSIONS, IngestConfig, Source
 from prisma_core.ingest.documents import documents_of, text_document, unique_ids
 from prisma_core.ingest.readers import read_file
@@ -103,6 +103,7 @@ __all__ = [
     "Source",
     "guess_id_column",
     "guess_text_column",
+    "guess_title_column",
     "preview_paths",
     "preview_sources",
     "read_paths",

@@ -48,7 +48,7 @@ def choose_columns(
             raise IngestError(f"{name}: {error}") from None
         warnings.append(f"{name}: text column auto-detected as '{text_column}'")
     if title_column is None:
-        title_column = _title_by_name(frame, exclude={text_column, id_column})
+        title_column = guess_title_column(frame, exclude={text_column, id_column})
     return text_column, id_column, title_column
 
 
@@ -58,8 +58,10 @@ def _named_column(name: str, frame: pd.DataFrame, column: str | None) -> str | N
     return column
 
 
-def _title_by_name(frame: pd.DataFrame, exclude: set[str | None]) -> str | None:
-    matches = [column for column in frame.columns if column.lower() in _TITLE_NAMES and column not in exclude]
+def guess_title_column(frame: pd.DataFrame, exclude: set[str | None] | None = None) -> str | None:
+    """The first column named title or headline (any case, spaces ignored) that is not excluded, else None."""
+    exclude = exclude or set()
+    matches = [c for c in frame.columns if str(c).strip().lower() in _TITLE_NAMES and c not in exclude]
     return matches[0] if matches else None
 
 

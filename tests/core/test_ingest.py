@@ -18,6 +18,7 @@ from prisma_core.ingest import (
     SUPPORTED_EXTENSIONS,
     IngestConfig,
     guess_text_column,
+    guess_title_column,
     preview_sources,
     read_paths,
     read_sources,
@@ -545,3 +546,12 @@ def test_preview_of_a_zip_lists_member_columns(news: pd.DataFrame) -> None:
     preview = preview_sources([("two.zip", archive)])
     assert list(preview.columns) == ["id", "title", "text", "label", "year"]
     assert len(preview) == 4
+
+
+def test_the_title_column_is_the_one_named_title_or_headline_for_the_page_and_the_core_alike(bbc):
+    frame = bbc.head(5)[["id", "text", "label"]].rename(columns={"label": " Headline "})
+    assert guess_title_column(frame) == " Headline "
+    assert guess_title_column(frame, exclude={" Headline "}) is None
+    assert guess_title_column(frame[["id", "text"]]) is None
+    ingested = read_sources([("news.csv", frame.to_csv(index=False).encode())], BY_COLUMN)
+    assert ingested.documents["title"].tolist() == frame[" Headline "].tolist()
