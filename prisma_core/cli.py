@@ -200,7 +200,7 @@ def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
     families = pipeline.rebuild_families(workspace, run_id, config_from_args(FamilyConfig, args), ProgressBars())
     print(f"run {run_id}: {len(families)} families")
     for family in families[:20]:
-        print(f"  #{family['family_id']} {family['label']} ({len(family['members'])} features)")
+        print(f"  #{family.family_id} {family.label} ({len(family.members)} features)")
 
 
 def cmd_export(workspace: Workspace, args: argparse.Namespace, run_id: str | None = None) -> None:

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_texts, model_key
 from prisma_core.errors import NotFoundError, StoreError, TrainingError
-from prisma_core.families import FamilyConfig, find_families
+from prisma_core.families import FamilyConfig, NamedFamily, find_families
 from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.lineage import embedding_parent, record_stage, versions
@@ -258,24 +258,16 @@ def _store_families(
     labeller: _KeywordLabeller,
     config: FamilyConfig,
     progress: ProgressCallback,
-) -> list[dict[str, Any]]:
+) -> list[NamedFamily]:
     families = find_families(codes, config, progress)
     family_codes = codes @ family_matrix([f.members for f in families], codes.shape[1])
     labels = labeller(top_document_members(family_codes, labeller.config.n_top_documents))
-    rows = [
-        {
-            "family_id": family.family_id,
-            "iteration": family.iteration,
-            "parent": family.parent,
-            "members": family.members,
-            "edges": family.edges,
-            "label": labels.loc[i, "label"],
-            "label_source": KEYWORD_SOURCE,
-        }
+    named = [
+        NamedFamily(**asdict(family), label=labels.loc[i, "label"], label_source=KEYWORD_SOURCE)
         for i, family in enumerate(families)
     ]
-    workspace.save_families(run_id, rows)
-    return rows
+    workspace.save_families(run_id, [asdict(family) for family in named])
+    return named
 
 
 def rebuild_families(
@@ -283,7 +275,7 @@ def rebuild_families(
     run_id: str,
     config: FamilyConfig,
     progress: ProgressCallback = ignore_progress,
-) -> list[dict[str, Any]]:
+) -> list[NamedFamily]:
     """Recompute a run's families with another tau or number of iterations (replaces the stored set); their
     record makes `config` the run's family settings from now on."""
     run = load_run(workspace, run_id)

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 import pytest
 from ollama_server import FakeOllama, running_fake_ollama
 from playwright.sync_api import Page, expect
-from test_browser import ARTIFACTS, PAGE_MS, REPO, browser, free_port, go, settle, shoot  # noqa: F401 (fixture)
+from test_browser import ARTIFACTS, REPO, browser, shoot  # noqa: F401 (fixture)
 
+from bench.app_driver import PAGE_MS, free_port, go, settle
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.sae import SAEConfig
