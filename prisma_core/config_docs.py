@@ -62,9 +62,10 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 def setting(
     default: Any,
     *,
-    label: str,
+    label: str = "",
     help: str = "",
     minimum: float | None = None,
+    above: float | None = None,
     maximum: float | None = None,
     choices: Sequence[str] = (),
     empty: str = "",
@@ -72,15 +73,18 @@ def setting(
     number_format: str | None = None,
     slider: bool = False,
 ) -> Any:
-    """A config field with what a form needs to show it; the field's docstring stays the precise reference.
+    """A config field with its bounds and, for a setting a form shows (one with a label), what the form needs to
+    show it; the field's docstring stays the precise reference.
 
     label and help are written for an analyst (help defaults to the docstring); minimum and maximum are inclusive
-    bounds that `range_problems` checks; choices are the values a form offers (a `Literal` field offers its own);
-    empty says in words what leaving an optional field empty means (e.g. "auto")."""
+    bounds and `above` an exclusive lower bound, all checked by `range_problems`; choices are the values a form
+    offers (a `Literal` field offers its own); empty says in words what leaving an optional field empty means
+    (e.g. "auto")."""
     metadata = {
         "label": label,
         "help": help,
         "minimum": minimum,
+        "above": above,
         "maximum": maximum,
         "choices": tuple(choices),
         "empty": empty,
@@ -92,12 +96,13 @@ def setting(
 
 
 def field_help(config_type: type) -> dict[str, str]:
-    """Field name -> the analyst's help text of each field declared with `setting` (its docstring if none given)."""
+    """Field name -> the analyst's help text of each form setting (a field declared with a `setting` label; its
+    docstring if no help is given)."""
     docs = field_docs(config_type)
     return {
         field.name: field.metadata["help"] or docs[field.name]
         for field in dataclasses.fields(config_type)
-        if "label" in field.metadata
+        if field.metadata.get("label")
     }
 
 
@@ -151,16 +156,19 @@ def _field_problem(config_type: type, field: dataclasses.Field, value: Any) -> s
     kind, allowed = field_kind(config_type, field.name), literal_values(config_type, field.name)
     if allowed and value not in allowed:
         return f"{field.name} must be {_or(allowed)}, got {value!r}"
-    low, high = field.metadata.get("minimum"), field.metadata.get("maximum")
+    low, above, high = (field.metadata.get(bound) for bound in ("minimum", "above", "maximum"))
     if kind is int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
         return f"{field.name} must be a whole number, got {value!r}"
-    if (low is not None and value < low) or (high is not None and value > high):
-        return f"{field.name} must be {_range_words(kind, low, high)}, got {value!r}"
+    too_low = (low is not None and value < low) or (above is not None and value <= above)
+    if too_low or (high is not None and value > high):
+        return f"{field.name} must be {_range_words(kind, low, above, high)}, got {value!r}"
     return ""
 
 
-def _range_words(kind: type, low: float | None, high: float | None) -> str:
+def _range_words(kind: type, low: float | None, above: float | None, high: float | None) -> str:
     noun = "a whole number " if kind is int else ""
+    if above is not None:
+        return f"{noun}above {above}" + ("" if high is None else f" and at most {high}")
     if high is None:
         return f"{noun}of at least {low}"
     if low is None:

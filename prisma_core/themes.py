@@ -25,7 +25,7 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 from sklearn.metrics import silhouette_score
 
-from prisma_core.errors import SettingsError
+from prisma_core.config_docs import raise_if_invalid, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 
 STAGE = "themes"
@@ -43,23 +43,20 @@ _SMOOTHING = 0.5
 """Pseudo-activation spread over the themes by their size, so a rarely active feature is weak evidence."""
 
 
+MIN_THEMES = 3
+MAX_THEMES = 100
+
+
 @dataclass(frozen=True)
 class ThemeConfig:
-    n_themes: int | None = None
+    n_themes: int | None = setting(None, minimum=2, maximum=MAX_THEMES)
     """Number of themes; empty chooses it from the data, between 3 and a maximum that grows with the corpus (about 12
     for 1,000 documents, 50 for 100,000)."""
-    member_share: float = 0.3
+    member_share: float = setting(0.3, above=0, maximum=1)
     """A document also belongs to a second theme when that theme has at least this probability for it."""
 
     def __post_init__(self) -> None:
-        if self.n_themes is not None and not 2 <= self.n_themes <= MAX_THEMES:
-            raise SettingsError(f"n_themes must be between 2 and {MAX_THEMES}, got {self.n_themes}")
-        if not 0 < self.member_share <= 1:
-            raise SettingsError(f"member_share must be above 0 and at most 1, got {self.member_share}")
-
-
-MIN_THEMES = 3
-MAX_THEMES = 100
+        raise_if_invalid(self, "theme")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from prisma_core.errors import SettingsError
+from prisma_core.config_docs import raise_if_invalid, setting
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (
     ".csv", ".tsv", ".xlsx", ".json", ".jsonl", ".parquet", ".txt", ".md", ".pdf", ".docx", ".zip",
@@ -19,20 +19,16 @@ class IngestConfig:
     """None: 1-based row numbers ("notes:3" when several files); see guess_id_column."""
     title_column: str | None = None
     """None: a column named title/headline if present; text files: file name stem."""
-    max_file_bytes: int = 200 * 2**20
+    max_file_bytes: int = setting(200 * 2**20, minimum=1)
     """Per file, and per file unpacked from a zip."""
-    max_total_bytes: int = 500 * 2**20
+    max_total_bytes: int = setting(500 * 2**20, minimum=1)
     """All files together, counting zip contents as actually unpacked."""
-    max_zip_members: int = 10_000
+    max_zip_members: int = setting(10_000, minimum=1)
     """Files a zip may hold; a zip with more is refused."""
-    max_document_chars: int = 2_000_000
+    max_document_chars: int = setting(2_000_000, minimum=1)
     """A longer document is refused, naming it."""
-    max_rows: int = 1_000_000
+    max_rows: int = setting(1_000_000, minimum=1)
     """Per table file; a longer table is refused, reading no more than this many rows."""
 
     def __post_init__(self) -> None:
-        limits = (
-            self.max_file_bytes, self.max_total_bytes, self.max_zip_members, self.max_document_chars, self.max_rows,
-        )  # fmt: skip
-        if min(limits) <= 0:
-            raise SettingsError("ingest limits must be positive numbers")
+        raise_if_invalid(self, "ingest")

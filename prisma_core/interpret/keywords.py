@@ -24,7 +24,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
 
-from prisma_core.errors import SettingsError
+from prisma_core.config_docs import raise_if_invalid, setting
 
 KEYWORD_SOURCE = "keywords"
 SEPARATOR = " · "
@@ -46,29 +46,26 @@ Embedder = Callable[[list[str]], np.ndarray]
 
 @dataclass(frozen=True)
 class KeywordConfig:
-    n_top_documents: int = 20
+    n_top_documents: int = setting(20, minimum=1)
     """Strongest documents of a concept that form its class."""
-    n_terms: int = 3
+    n_terms: int = setting(3, minimum=1)
     """Words or phrases in a label."""
     n_description_terms: int = 8
     """Words or phrases listed in the description."""
-    n_candidates: int = 15
+    n_candidates: int = setting(15, minimum=1)
     """Candidate terms per concept re-ranked with the embedding model."""
-    min_class_share: float = 0.15
+    min_class_share: float = setting(0.15, above=0, maximum=1)
     """A candidate term must appear in at least this share of the class documents (of n_top_documents of them, for
     a larger class such as a theme's) and in at least two."""
-    diversity: float = 0.4
+    diversity: float = setting(0.4, minimum=0, maximum=1)
     """Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms."""
     max_vocabulary: int = 50_000
     """Most frequent words and phrases considered."""
-    min_document_frequency: int = 2
+    min_document_frequency: int = setting(2, minimum=1)
     """Words or phrases in fewer documents of the corpus are ignored."""
 
     def __post_init__(self) -> None:
-        if min(self.n_top_documents, self.n_terms, self.n_candidates, self.min_document_frequency) < 1:
-            raise SettingsError("n_top_documents, n_terms, n_candidates and min_document_frequency must be at least 1")
-        if not 0 < self.min_class_share <= 1 or not 0 <= self.diversity <= 1:
-            raise SettingsError("min_class_share must be in (0, 1] and diversity in [0, 1]")
+        raise_if_invalid(self, "keyword")
 
 
 def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:

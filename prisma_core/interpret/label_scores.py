@@ -22,8 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from prisma_core.analysis import strong_codes
+from prisma_core.config_docs import raise_if_invalid, setting
 from prisma_core.embed import EmbedConfig, embed_texts
-from prisma_core.errors import SettingsError
 from prisma_core.interpret.scoring import holdout_split
 
 Basis = Literal["held_out", "in_sample", "too_few"]
@@ -33,34 +33,32 @@ LABEL_BATCH_SIZE = 1024
 
 @dataclass(frozen=True)
 class ScoreConfig:
-    n_shown: int = 20
+    n_shown: int = setting(20, minimum=0)
     """Strongest activating documents kept out of scoring: a labeller may have seen them."""
-    min_positives: int = 5
+    min_positives: int = setting(5, minimum=1)
     """Fewest activating documents to score on (held out if possible, else all of them)."""
     max_positives: int = 200
     """Activating documents sampled per feature for the embedding score."""
-    n_negatives: int = 500
+    n_negatives: int = setting(500, minimum=1)
     """Non-activating documents sampled per feature for the embedding score."""
-    n_detect_positives: int = 5
+    n_detect_positives: int = setting(5, minimum=1)
     """Activating documents shown in a detection check (from the same sample)."""
-    n_detect_negatives: int = 5
+    n_detect_negatives: int = setting(5, minimum=1)
     """Non-activating documents shown in a detection check."""
     detect_keyword_labels: bool = False
     """Also run the LLM detection check on keyword labels (one call each)."""
-    max_consecutive_failures: int = 3
+    max_consecutive_failures: int = setting(3, minimum=1)
     """Stop the detection checks after this many failures in a row."""
     seed: int = 0
     """Seeds the document samples (with the feature id)."""
 
     def __post_init__(self) -> None:
-        if self.n_shown < 0:
-            raise SettingsError(f"n_shown must be >= 0, got {self.n_shown}")
-        if self.min_positives < 1 or self.max_positives < self.min_positives:
-            raise SettingsError("min_positives must be >= 1 and max_positives >= min_positives")
-        if min(self.n_negatives, self.n_detect_positives, self.n_detect_negatives) < 1:
-            raise SettingsError("n_negatives, n_detect_positives and n_detect_negatives must be >= 1")
-        if self.max_consecutive_failures < 1:
-            raise SettingsError(f"max_consecutive_failures must be >= 1, got {self.max_consecutive_failures}")
+        fewer = (
+            f"max_positives must be at least min_positives ({self.min_positives}), got {self.max_positives}"
+            if self.max_positives < self.min_positives
+            else ""
+        )
+        raise_if_invalid(self, "label score", [fewer])
 
 
 @dataclass(frozen=True)

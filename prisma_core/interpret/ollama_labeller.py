@@ -24,6 +24,7 @@ from urllib.parse import unquote
 import httpx
 import ollama
 
+from prisma_core.config_docs import raise_if_invalid, setting
 from prisma_core.errors import LabellingError, SettingsError
 from prisma_core.interpret.prompts import (
     MAX_LABEL_WORDS,
@@ -150,17 +151,17 @@ class OllamaConfig:
     """Ollama server URL; OLLAMA_HOST overrides the default."""
     model: str = "llama3.2"
     """Any chat model pulled on that server (llama3.2 is 3B: quick on a laptop)."""
-    timeout_s: float = 60.0
+    timeout_s: float = setting(60.0, above=0)
     """Bound on connecting and on waiting for each reply, in seconds."""
-    max_retries: int = 2
+    max_retries: int = setting(2, minimum=0)
     """Extra attempts after an invalid answer (bad JSON, wrong schema, unusable label)."""
-    temperature: float = 0.0
+    temperature: float = setting(0.0, minimum=0)
     """Sampling temperature; 0 makes labels reproducible."""
-    max_doc_tokens: int = 256
+    max_doc_tokens: int = setting(256, minimum=16)
     """Each document is cut to about this many tokens (chars / 4) in prompts."""
-    n_evidence: int = 8
+    n_evidence: int = setting(8, minimum=1)
     """Top-activating documents shown when labelling a feature."""
-    n_contrast: int = 8
+    n_contrast: int = setting(8, minimum=0)
     """Non-activating documents shown as contrast."""
     api_key: Secret | None = field(default_factory=default_api_key, repr=False, compare=False, metadata=_not_a_flag())
     """A hosted Ollama's API key, sent as a bearer token; OLLAMA_API_KEY by default; never shown or stored."""
@@ -178,16 +179,7 @@ class OllamaConfig:
             object.__setattr__(self, "api_key", Secret(self.api_key.strip()) if self.api_key.strip() else None)
         if not self.model.strip():
             raise SettingsError("model must not be empty")
-        if self.timeout_s <= 0:
-            raise SettingsError(f"timeout_s must be positive, got {self.timeout_s}")
-        if self.max_retries < 0:
-            raise SettingsError(f"max_retries must be >= 0, got {self.max_retries}")
-        if self.temperature < 0:
-            raise SettingsError(f"temperature must be >= 0, got {self.temperature}")
-        if self.max_doc_tokens < 16:
-            raise SettingsError(f"max_doc_tokens must be >= 16, got {self.max_doc_tokens}")
-        if self.n_evidence < 1 or self.n_contrast < 0:
-            raise SettingsError("n_evidence must be >= 1 and n_contrast >= 0")
+        raise_if_invalid(self, "Ollama")
 
     def auth_headers(self) -> dict[str, str]:
         """The Authorization header: the API key as a bearer token, else the host URL's user:password."""

@@ -68,7 +68,7 @@ class SAEConfig:
         "others miss. Auto is twice k.",
     )
     """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_latents."""
-    nested_levels: int = 4
+    nested_levels: int = setting(4, minimum=1)
     """Matryoshka nesting: the first n_latents/8^j features (j = levels-1 ... 1) must also reconstruct each document on
     their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
     aux_alpha: float = setting(
@@ -151,13 +151,12 @@ class SAEConfig:
     """"auto" (CUDA, then Apple MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps"."""
 
     def __post_init__(self) -> None:
-        nesting = "" if self.nested_levels >= 1 else f"nested_levels must be at least 1, got {self.nested_levels}"
         device = (
             ""
             if _DEVICE.match(self.device)
             else f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"'
         )
-        raise_if_invalid(self, "SAE", [nesting, device])
+        raise_if_invalid(self, "SAE", [device])
 
     def n_latents(self, dim: int) -> int:
         return self.expansion_factor * dim

@@ -108,7 +108,7 @@ def test_themes_regroup_without_retraining(bbc_run, bbc_workspace):
     assert (after.codes != before.codes).nnz == 0  # the SAE and its activations are untouched
     assert after.theme_info["n_documents"].sum() >= after.codes.shape[0]  # every document in at least one
     refused = prisma("themes", "--n-themes", "1", workspace=workspace.path)
-    assert refused.returncode == 2 and "n_themes must be between 2" in refused.stderr
+    assert refused.returncode == 2 and "n_themes must be a whole number between 2" in refused.stderr
     assert pipeline.load_run(workspace).themes.n_themes == 4  # a refused setting changes nothing
 
 

@@ -11,8 +11,9 @@ import pytest
 
 import prisma_core
 from prisma_core.cli import build_parser
-from prisma_core.config_docs import field_docs
+from prisma_core.config_docs import field_docs, field_kind, field_metadata
 from prisma_core.embed import EmbedConfig
+from prisma_core.errors import SettingsError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.keywords import KeywordConfig
@@ -81,22 +82,77 @@ def test_every_option_of_every_command_explains_itself_in_help():
     assert len(commands.choices) == 10
 
 
-@pytest.mark.parametrize(
-    "config_type",
-    [
-        SAEConfig,
-        FamilyConfig,
-        EmbedConfig,
-        ThemeConfig,
-        KeywordConfig,
-        ScoreConfig,
-        OllamaConfig,
-        LabelConfig,
-        IngestConfig,
-    ],
-)
+CONFIGS = [
+    SAEConfig,
+    FamilyConfig,
+    EmbedConfig,
+    ThemeConfig,
+    KeywordConfig,
+    ScoreConfig,
+    OllamaConfig,
+    LabelConfig,
+    IngestConfig,
+]
+
+
+@pytest.mark.parametrize("config_type", CONFIGS)
 def test_every_config_documents_every_field_with_a_docstring(config_type):
     assert all(field_docs(config_type).values())
+
+
+@pytest.mark.parametrize(
+    ("config_type", "name", "value"),
+    [
+        (SAEConfig, "nested_levels", 0),
+        (ThemeConfig, "n_themes", 1),
+        (ThemeConfig, "n_themes", 101),
+        (ThemeConfig, "member_share", 0.0),
+        (ThemeConfig, "member_share", 1.5),
+        (KeywordConfig, "n_terms", 0),
+        (KeywordConfig, "min_class_share", 0.0),
+        (KeywordConfig, "diversity", 1.5),
+        (KeywordConfig, "min_document_frequency", 0),
+        (ScoreConfig, "n_shown", -1),
+        (ScoreConfig, "n_detect_negatives", 0),
+        (OllamaConfig, "timeout_s", 0.0),
+        (OllamaConfig, "max_doc_tokens", 15),
+        (OllamaConfig, "n_contrast", -1),
+        (LabelConfig, "max_consecutive_failures", 0),
+        (LabelConfig, "max_family_children", -1),
+        (IngestConfig, "max_rows", 0),
+        (IngestConfig, "max_file_bytes", -5),
+    ],
+)
+def test_each_config_refuses_a_value_outside_its_declared_range_naming_the_setting(config_type, name, value):
+    with pytest.raises(SettingsError, match=rf"^Invalid .* settings: {name} must be .*, got {value}\.$"):
+        config_type(**{name: value})
+
+
+@pytest.mark.parametrize("config_type", CONFIGS)
+def test_every_declared_bound_is_accepted_and_a_step_beyond_it_refused(config_type):
+    checked = 0
+    for field in dataclasses.fields(config_type):
+        bounds = field_metadata(config_type, field.name)
+        for bound, inclusive, outside in (("minimum", True, -1), ("above", False, 0), ("maximum", True, 1)):
+            value = bounds.get(bound)
+            if value is None:
+                continue
+            step = 1 if field_kind(config_type, field.name) is int else 0.01 * max(abs(value), 1e-6)
+            if inclusive:
+                config_type(**{field.name: value})
+            with pytest.raises(SettingsError, match=f"{field.name} must be"):
+                config_type(**{field.name: value + outside * step})
+            checked += 1
+    assert checked > 0
+
+
+def test_checks_beyond_ranges_stay_with_their_config():
+    with pytest.raises(SettingsError, match="max_positives must be at least min_positives"):
+        ScoreConfig(min_positives=10, max_positives=5)
+    with pytest.raises(SettingsError, match="host must not be empty"):
+        OllamaConfig(host=" ")
+    with pytest.raises(SettingsError, match="must be a whole number"):
+        IngestConfig(max_rows=10.5)
 
 
 def test_the_version_is_written_once_in_the_package_and_read_by_the_project_file():

@@ -8,8 +8,8 @@ cannot do the task, and carrying on would only wait out more timeouts.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from prisma_core.config_docs import raise_if_invalid, setting
 from prisma_core.embed import EmbedConfig
-from prisma_core.errors import SettingsError
 from prisma_core.progress import Progress, ProgressCallback
 from prisma_core.store import RunRecord
 
@@ -25,18 +25,15 @@ def never_stop() -> bool:
 class LabelConfig:
     relabel: bool = False
     """Label again what this model and prompt version already labelled."""
-    max_consecutive_failures: int = 3
+    max_consecutive_failures: int = setting(3, minimum=1)
     """Stop after this many failed features (or families) in a row."""
-    max_family_children: int = 20
+    max_family_children: int = setting(20, minimum=0)
     """Child labels sent to label a family: its first (closest) children."""
     seed: int = 0
     """Seeds the contrast documents (with the feature id)."""
 
     def __post_init__(self) -> None:
-        if self.max_consecutive_failures < 1:
-            raise SettingsError(f"max_consecutive_failures must be >= 1, got {self.max_consecutive_failures}")
-        if self.max_family_children < 0:
-            raise SettingsError(f"max_family_children must be >= 0, got {self.max_family_children}")
+        raise_if_invalid(self, "labelling")
 
 
 @dataclass(frozen=True)
