@@ -17,7 +17,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prisma_core.errors import SettingsError
 
@@ -150,6 +150,21 @@ def raise_if_invalid(config: Any, what: str, extra_problems: Sequence[str] = ())
     problems = [*range_problems(config), *(p for p in extra_problems if p)]
     if problems:
         raise SettingsError(f"Invalid {what} settings: " + "; ".join(problems) + ".")
+
+
+class CheckedConfig:
+    """Base of the stage configs (frozen dataclasses): made, a config checks every value against its field's
+    declared bounds and `Literal` choices, and whatever `other_problems` finds; one SettingsError names them all."""
+
+    settings_name: ClassVar[str] = "stage"
+    """How the error names the settings: "SAE" in "Invalid SAE settings: ..."."""
+
+    def __post_init__(self) -> None:
+        raise_if_invalid(self, self.settings_name, self.other_problems())
+
+    def other_problems(self) -> list[str]:
+        """Problems beyond a single field's range (a field bounded by another, a pattern); "" or none when fine."""
+        return []
 
 
 def _field_problem(config_type: type, field: dataclasses.Field, value: Any) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from prisma_core.config_docs import raise_if_invalid, setting
+from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 
 _EPS = 1e-9
@@ -22,7 +22,9 @@ _BLOCK_PAIRS = 8_000_000
 
 
 @dataclass(frozen=True)
-class FamilyConfig:
+class FamilyConfig(CheckedConfig):
+    settings_name = "family"
+
     tau: float = setting(
         0.1,
         label="How tightly members go together (τ)",
@@ -52,9 +54,6 @@ class FamilyConfig:
     )
     """Smallest family reported, parent included (3 = a parent and at least two children; lone pairs would flood
     the list). The parents of smaller families are still removed before the next round."""
-
-    def __post_init__(self) -> None:
-        raise_if_invalid(self, "family")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 from sklearn.metrics import silhouette_score
 
-from prisma_core.config_docs import raise_if_invalid, setting
+from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 
 STAGE = "themes"
@@ -48,15 +48,14 @@ MAX_THEMES = 100
 
 
 @dataclass(frozen=True)
-class ThemeConfig:
+class ThemeConfig(CheckedConfig):
+    settings_name = "theme"
+
     n_themes: int | None = setting(None, minimum=2, maximum=MAX_THEMES)
     """Number of themes; empty chooses it from the data, between 3 and a maximum that grows with the corpus (about 12
     for 1,000 documents, 50 for 100,000)."""
     member_share: float = setting(0.3, above=0, maximum=1)
     """A document also belongs to a second theme when that theme has at least this probability for it."""
-
-    def __post_init__(self) -> None:
-        raise_if_invalid(self, "theme")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Literal
 
 import torch
 
-from prisma_core.config_docs import DEVICE_CHOICES, raise_if_invalid, setting
+from prisma_core.config_docs import DEVICE_CHOICES, CheckedConfig, setting
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -18,7 +18,9 @@ Backend = Literal["auto", "torch", "openvino"]
 
 
 @dataclass(frozen=True)
-class EmbedConfig:
+class EmbedConfig(CheckedConfig):
+    settings_name = "embedding"
+
     model: str = setting(
         DEFAULT_MODEL,
         label="Model",
@@ -62,9 +64,6 @@ class EmbedConfig:
     )
     """What runs the model. auto: OpenVINO on a CPU at bf16 when the openvino package is installed (about 2.7x torch
     fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py), else torch."""
-
-    def __post_init__(self) -> None:
-        raise_if_invalid(self, "embedding")
 
 
 def resolve_device(device: str = "auto") -> str:

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from prisma_core.config_docs import raise_if_invalid, setting
+from prisma_core.config_docs import CheckedConfig, setting
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (
     ".csv", ".tsv", ".xlsx", ".json", ".jsonl", ".parquet", ".txt", ".md", ".pdf", ".docx", ".zip",
@@ -12,7 +12,9 @@ Source = tuple[str, bytes]  # (file name, content): what a browser upload gives
 
 
 @dataclass(frozen=True)
-class IngestConfig:
+class IngestConfig(CheckedConfig):
+    settings_name = "ingest"
+
     text_column: str | None = None
     """None: auto-detect the most text-like string column (longest mean length)."""
     id_column: str | None = None
@@ -29,6 +31,3 @@ class IngestConfig:
     """A longer document is refused, naming it."""
     max_rows: int = setting(1_000_000, minimum=1)
     """Per table file; a longer table is refused, reading no more than this many rows."""
-
-    def __post_init__(self) -> None:
-        raise_if_invalid(self, "ingest")

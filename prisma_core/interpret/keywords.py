@@ -24,7 +24,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
 
-from prisma_core.config_docs import raise_if_invalid, setting
+from prisma_core.config_docs import CheckedConfig, setting
 
 KEYWORD_SOURCE = "keywords"
 SEPARATOR = " · "
@@ -45,7 +45,9 @@ Embedder = Callable[[list[str]], np.ndarray]
 
 
 @dataclass(frozen=True)
-class KeywordConfig:
+class KeywordConfig(CheckedConfig):
+    settings_name = "keyword"
+
     n_top_documents: int = setting(20, minimum=1)
     """Strongest documents of a concept that form its class."""
     n_terms: int = setting(3, minimum=1)
@@ -63,9 +65,6 @@ class KeywordConfig:
     """Most frequent words and phrases considered."""
     min_document_frequency: int = setting(2, minimum=1)
     """Words or phrases in fewer documents of the corpus are ignored."""
-
-    def __post_init__(self) -> None:
-        raise_if_invalid(self, "keyword")
 
 
 def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:

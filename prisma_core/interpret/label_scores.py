@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from prisma_core.analysis import strong_codes
-from prisma_core.config_docs import raise_if_invalid, setting
+from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.interpret.scoring import holdout_split
 
@@ -32,7 +32,9 @@ LABEL_BATCH_SIZE = 1024
 
 
 @dataclass(frozen=True)
-class ScoreConfig:
+class ScoreConfig(CheckedConfig):
+    settings_name = "label score"
+
     n_shown: int = setting(20, minimum=0)
     """Strongest activating documents kept out of scoring: a labeller may have seen them."""
     min_positives: int = setting(5, minimum=1)
@@ -52,13 +54,10 @@ class ScoreConfig:
     seed: int = 0
     """Seeds the document samples (with the feature id)."""
 
-    def __post_init__(self) -> None:
-        fewer = (
-            f"max_positives must be at least min_positives ({self.min_positives}), got {self.max_positives}"
-            if self.max_positives < self.min_positives
-            else ""
-        )
-        raise_if_invalid(self, "label score", [fewer])
+    def other_problems(self) -> list[str]:
+        if self.max_positives >= self.min_positives:
+            return []
+        return [f"max_positives must be at least min_positives ({self.min_positives}), got {self.max_positives}"]
 
 
 @dataclass(frozen=True)

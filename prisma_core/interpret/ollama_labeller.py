@@ -24,7 +24,7 @@ from urllib.parse import unquote
 import httpx
 import ollama
 
-from prisma_core.config_docs import raise_if_invalid, setting
+from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.errors import LabellingError, SettingsError
 from prisma_core.interpret.prompts import (
     MAX_LABEL_WORDS,
@@ -146,7 +146,9 @@ def _not_a_flag() -> dict[str, bool]:
 
 
 @dataclass(frozen=True)
-class OllamaConfig:
+class OllamaConfig(CheckedConfig):
+    settings_name = "Ollama"
+
     host: str = field(default_factory=default_ollama_host)
     """Ollama server URL; OLLAMA_HOST overrides the default."""
     model: str = "llama3.2"
@@ -179,7 +181,7 @@ class OllamaConfig:
             object.__setattr__(self, "api_key", Secret(self.api_key.strip()) if self.api_key.strip() else None)
         if not self.model.strip():
             raise SettingsError("model must not be empty")
-        raise_if_invalid(self, "Ollama")
+        super().__post_init__()
 
     def auth_headers(self) -> dict[str, str]:
         """The Authorization header: the API key as a bearer token, else the host URL's user:password."""

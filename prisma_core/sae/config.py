@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from prisma_core.config_docs import DEVICE_CHOICES, raise_if_invalid, setting
+from prisma_core.config_docs import DEVICE_CHOICES, CheckedConfig, setting
 from prisma_core.errors import SettingsError, TrainingError
 
 MIN_TRAIN_DOCUMENTS = 20
@@ -38,8 +38,10 @@ _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
 @dataclass(frozen=True)
-class SAEConfig:
+class SAEConfig(CheckedConfig):
     """Settings of one SAE training run. Fields left None are resolved by `resolved()` and recorded with the run."""
+
+    settings_name = "SAE"
 
     expansion_factor: int = setting(
         8,
@@ -150,13 +152,10 @@ class SAEConfig:
     )
     """"auto" (CUDA, then Apple MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps"."""
 
-    def __post_init__(self) -> None:
-        device = (
-            ""
-            if _DEVICE.match(self.device)
-            else f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"'
-        )
-        raise_if_invalid(self, "SAE", [device])
+    def other_problems(self) -> list[str]:
+        if _DEVICE.match(self.device):
+            return []
+        return [f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"']
 
     def n_latents(self, dim: int) -> int:
         return self.expansion_factor * dim

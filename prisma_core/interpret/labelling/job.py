@@ -8,7 +8,7 @@ cannot do the task, and carrying on would only wait out more timeouts.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prisma_core.config_docs import raise_if_invalid, setting
+from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.embed import EmbedConfig
 from prisma_core.progress import Progress, ProgressCallback
 from prisma_core.store import RunRecord
@@ -22,7 +22,9 @@ def never_stop() -> bool:
 
 
 @dataclass(frozen=True)
-class LabelConfig:
+class LabelConfig(CheckedConfig):
+    settings_name = "labelling"
+
     relabel: bool = False
     """Label again what this model and prompt version already labelled."""
     max_consecutive_failures: int = setting(3, minimum=1)
@@ -31,9 +33,6 @@ class LabelConfig:
     """Child labels sent to label a family: its first (closest) children."""
     seed: int = 0
     """Seeds the contrast documents (with the feature id)."""
-
-    def __post_init__(self) -> None:
-        raise_if_invalid(self, "labelling")
 
 
 @dataclass(frozen=True)
