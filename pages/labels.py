@@ -179,16 +179,14 @@ class Scope:
 def start_labelling(config: OllamaConfig, label_config: LabelConfig, scope: Scope) -> None:
     def work(progress, should_stop) -> LabelJobResult:
         features = labelling.label_run(ws, run_id, config, label_config, scope.feature_ids, progress, should_stop)
-        families = themes = None
-        if scope.family_ids != [] and not features.stop_reason:
-            families = labelling.label_families(
-                ws, run_id, config, label_config, progress, should_stop, family_ids=scope.family_ids
-            )
-        if scope.theme_ids != [] and not features.stop_reason and not (families and families.stop_reason):
-            themes = labelling.label_themes(
-                ws, run_id, config, label_config, progress, should_stop, theme_ids=scope.theme_ids
-            )
-        return LabelJobResult(features, families, themes)
+        groups: dict[str, LabelSummary | None] = {"family": None, "theme": None}
+        for kind, ids in (("family", scope.family_ids), ("theme", scope.theme_ids)):
+            stopped = any(summary and summary.stop_reason for summary in (features, *groups.values()))
+            if ids != [] and not stopped:
+                groups[kind] = labelling.label_groups(
+                    ws, run_id, kind, config, label_config, progress, should_stop, group_ids=ids
+                )
+        return LabelJobResult(features, groups["family"], groups["theme"])
 
     start_job(label_job_key, f"Labelling {scope.title} with {config.model}", work, stop_aware=True)
 

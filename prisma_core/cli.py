@@ -266,10 +266,9 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     summaries = {}
     try:
         summaries["features"] = labelling.label_run(workspace, run_id, ollama, config, args.features, bars)
-        groups = {"families": labelling.label_families, "themes": labelling.label_themes}
-        for level, label_groups in groups.items():
+        for level, kind in (("families", "family"), ("themes", "theme")):
             if getattr(args, level) and not any(s.stop_reason for s in summaries.values()):
-                summaries[level] = label_groups(workspace, run_id, ollama, config, bars)
+                summaries[level] = labelling.label_groups(workspace, run_id, kind, ollama, config, bars)
     finally:
         bars.close()
     print(f"run {run_id}")

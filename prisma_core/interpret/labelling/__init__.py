@@ -8,7 +8,7 @@ Where things live:
 - `planning`: what a batch would ask about and its cost, before it starts (`plan_labels`).
 - `job`: a batch's settings (`LabelConfig`), summary (`LabelSummary`), progress, cancel and failure streak.
 - `features`: feature labels (`label_run`).
-- `groups`: family and theme labels (`label_families`, `label_themes`).
+- `groups`: family and theme labels (`label_groups`).
 - `storing`: the batch's stage record and group labels written back onto the stored groups.
 - `scores`: embedding and detection scores, the shuffled baseline, per-source quality (`score_run`).
 """
@@ -17,9 +17,8 @@ from prisma_core.interpret.labelling.features import label_run
 from prisma_core.interpret.labelling.groups import (
     FeatureGroup,
     group_documents,
-    label_families,
     label_group,
-    label_themes,
+    label_groups,
 )
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
 from prisma_core.interpret.labelling.planning import PROMPT_OVERHEAD_TOKENS, LabelPlan, plan_labels
@@ -41,11 +40,10 @@ __all__ = [
     "ScoreSummary",
     "StopCheck",
     "group_documents",
-    "label_families",
     "label_group",
+    "label_groups",
     "label_quality",
     "label_run",
-    "label_themes",
     "never_stop",
     "plan_labels",
     "score_baseline",

@@ -18,7 +18,6 @@ from prisma_core.interpret.labelling.storing import (
     FAMILIES,
     GROUP_SAVE_EVERY,
     THEMES,
-    GroupTable,
     record_batch,
     save_group_labels,
 )
@@ -71,47 +70,28 @@ def label_group(
     )
 
 
-def label_families(
+GROUP_TABLES = {table.kind: table for table in (FAMILIES, THEMES)}
+"""The kinds of group a batch can name ("family", "theme") and where each is stored."""
+
+
+def label_groups(
     workspace: Workspace,
     run_id: str | None,
+    kind: str,
     ollama: OllamaConfig,
     config: LabelConfig = LabelConfig(),
     progress: ProgressCallback = ignore_progress,
     should_stop: StopCheck = never_stop,
-    family_ids: Sequence[int] | None = None,
+    group_ids: Sequence[int] | None = None,
 ) -> LabelSummary:
-    """Name each family of the run (or those in `family_ids`) from the labels its parent and children show now
-    (preferred, LLM, keywords) and the documents where the family is strongest (see `_label_groups`)."""
-    return _label_groups(workspace, run_id, ollama, config, progress, should_stop, FAMILIES, family_ids)
+    """Name each family or theme (`kind`) of the run, or those in `group_ids`: a family from the labels its parent
+    and children show now (preferred, LLM, keywords), a theme from the labels of its most typical features, each
+    with the documents where those features are strongest.
 
-
-def label_themes(
-    workspace: Workspace,
-    run_id: str | None,
-    ollama: OllamaConfig,
-    config: LabelConfig = LabelConfig(),
-    progress: ProgressCallback = ignore_progress,
-    should_stop: StopCheck = never_stop,
-    theme_ids: Sequence[int] | None = None,
-) -> LabelSummary:
-    """Name each theme of the run (or those in `theme_ids`) from the labels of its most typical features and the
-    documents where those features are strongest (see `_label_groups`)."""
-    return _label_groups(workspace, run_id, ollama, config, progress, should_stop, THEMES, theme_ids)
-
-
-def _label_groups(
-    workspace: Workspace,
-    run_id: str | None,
-    ollama: OllamaConfig,
-    config: LabelConfig,
-    progress: ProgressCallback,
-    should_stop: StopCheck,
-    table: GroupTable,
-    group_ids: Sequence[int] | None,
-) -> LabelSummary:
-    """Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label.
+    Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label.
     Labels are saved every few groups and when the batch ends, onto the groups stored at that moment: a group
     rebuilt in the meantime (other members) keeps its new label."""
+    table = GROUP_TABLES[kind]
     run = load_run(workspace, run_id)
     record = run.record
     groups = table.read(workspace, record.run_id)

@@ -39,8 +39,8 @@ def plan_labels(
     family_ids: Sequence[int] | None = (),
     theme_ids: Sequence[int] | None = (),
 ) -> LabelPlan:
-    """What `label_run` (on `feature_ids`, all by default), `label_families` (on `family_ids`) and `label_themes`
-    (on `theme_ids`; for both, none by default and all with None) would ask, from what is stored now. Sends
+    """What `label_run` (on `feature_ids`, all by default), `label_groups` (families on `family_ids`, then
+    themes on `theme_ids`; for both, none by default and all with None) would ask, from what is stored now. Sends
     nothing to Ollama."""
     record = run.record
     selected = selected_features(len(run.features), feature_ids)

@@ -44,10 +44,9 @@ from prisma_core.interpret.label_scores import (
 from prisma_core.interpret.labelling import (
     LabelConfig,
     group_documents,
-    label_families,
+    label_groups,
     label_quality,
     label_run,
-    label_themes,
     plan_labels,
     score_baseline,
     score_run,
@@ -327,7 +326,7 @@ def test_a_refused_connection_raises_one_plain_error_and_changes_nothing(workspa
     with pytest.raises(LabellingError, match=f"Ollama is not reachable at {url}"):
         label_run(workspace, None, OllamaConfig(host=url, timeout_s=2.0))
     with pytest.raises(LabellingError, match="not reachable"):
-        label_families(workspace, None, OllamaConfig(host=url, timeout_s=2.0))
+        label_groups(workspace, None, "family", OllamaConfig(host=url, timeout_s=2.0))
     after = store_snapshot(workspace)
     assert after == before
 
@@ -393,7 +392,9 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     fake.scripted.extend(["no JSON here"] * 3)  # every attempt for the first family
     done: list[Progress] = []
 
-    summary = label_families(workspace, None, ollama(fake), progress=done.append, should_stop=lambda: len(done) > 5)
+    summary = label_groups(
+        workspace, None, "family", ollama(fake), progress=done.append, should_stop=lambda: len(done) > 5
+    )
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (4, 1, len(families) - 5)
     assert summary.first_error.startswith(f"Family {first['family_id']}: The model 'llama3.2' gave no usable")
@@ -416,7 +417,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     assert {"label_source", "score_embedding", "score_detection"} <= set(features.columns)
 
     fake.requests.clear()
-    rerun = label_families(workspace, None, ollama(fake), should_stop=lambda: len(fake.requests) >= 1)
+    rerun = label_groups(workspace, None, "family", ollama(fake), should_stop=lambda: len(fake.requests) >= 1)
     assert rerun.n_skipped == 4 and len(fake.requests) == 1
 
 
@@ -427,7 +428,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     run = pipeline.load_run(workspace, base_run.run_id)
     assert plan_labels(workspace, run, ollama(fake), feature_ids=[], theme_ids=None).n_themes == len(themes)
 
-    summary = label_themes(workspace, None, ollama(fake))
+    summary = label_groups(workspace, None, "theme", ollama(fake))
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (len(themes), 0, 0)
     stored = workspace.themes(base_run.run_id)
@@ -442,7 +443,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     assert "a broad subject that many concepts share" in fake.requests[0]["messages"][0]["content"]
 
     fake.requests.clear()
-    again = label_themes(workspace, None, ollama(fake))
+    again = label_groups(workspace, None, "theme", ollama(fake))
     assert again.n_skipped == len(themes) and fake.requests == []
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = json.loads((tmp_path / "export" / "themes.json").read_text())
@@ -671,7 +672,7 @@ def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_stro
     summed = np.asarray(codes[:, family.members].sum(axis=1)).ravel()
     assert summed[evidence].min() >= np.sort(summed)[-len(evidence)] and (summed[contrast] == 0).all()
 
-    summary = label_families(workspace, None, ollama(fake), family_ids=[family.family_id])
+    summary = label_groups(workspace, None, "family", ollama(fake), group_ids=[family.family_id])
 
     assert summary.n_labelled == 1 and summary.n_skipped == 0
     prompt = fake.user_prompts()[0]
@@ -688,7 +689,7 @@ def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace
         if event.done == 1:
             pipeline.rebuild_families(workspace, base_run.run_id, FamilyConfig(tau=0.3))
 
-    label_families(workspace, None, ollama(fake), progress=rebuild_during_the_batch)
+    label_groups(workspace, None, "family", ollama(fake), progress=rebuild_during_the_batch)
 
     rebuilt = workspace.families(base_run.run_id)
     old_members = {f["family_id"]: f["members"] for f in families}
