@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,12 +39,14 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(
-    workspace: Path, log_path: Path, script: str = "app.py", **env: str
+    workspace: Path, log_path: Path, script: str = "app.py", unset: Sequence[str] = (), **env: str
 ) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A fresh `streamlit run <script>` process on its own port and workspace, its output in log_path; yields
-    (url, process) once the server answers its health check."""
+    """A fresh `streamlit run <script>` process on its own port and workspace, its output in log_path, with this
+    process's environment less the variables named in `unset` plus `env`; yields (url, process) once the server
+    answers its health check."""
     port = free_port()
-    environment = os.environ | {"PRISMA_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"} | env
+    inherited = {name: value for name, value in os.environ.items() if name not in unset}
+    environment = inherited | {"PRISMA_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"} | env
     with log_path.open("w") as log:
         command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true"]
         process = subprocess.Popen(

@@ -29,8 +29,9 @@ from playwright.sync_api import Browser, Page, expect
 from bench import common
 from bench.app_driver import PAGE_MS, chromium, go, settle, streamlit_server
 
+NAME = "app_memory"
 TITLE = "8. App memory: the demo and a 2,000-document session in a browser"
-COMMAND = ".venv/bin/python -m bench.app_memory"
+COMMAND = common.command(NAME)
 TARGETS_MB = {"demo": 1000, "upload": 1500}
 DEMO_DOCS, QUICK_DEMO_DOCS = 400, 80
 UPLOAD_DOCS, QUICK_UPLOAD_DOCS = 2000, 200
@@ -283,8 +284,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    args = common.parser(__doc__.splitlines()[0]).parse_args()
-    common.publish("app_memory", run(args.quick), args, markdown)
+    common.main(__doc__, NAME, run, markdown)
 
 
 if __name__ == "__main__":

@@ -175,6 +175,18 @@ def publish(name: str, result: dict[str, Any], args: argparse.Namespace, render:
     print(render(result))
 
 
+def main(doc: str, name: str, run: Callable[[bool], dict[str, Any]], render: Callable[[dict], str]) -> None:
+    """The command line of a benchmark whose only setting is --quick: run it, save its result, print its markdown
+    (doc: the module's docstring, whose first line describes it)."""
+    args = parser(doc.splitlines()[0]).parse_args()
+    publish(name, run(args.quick), args, render)
+
+
+def command(name: str) -> str:
+    """How a benchmark is run by itself."""
+    return f".venv/bin/python -m bench.{name}"
+
+
 def read_result(name: str, out_dir: Path) -> dict[str, Any]:
     return json.loads((out_dir / f"{name}.json").read_text())
 

@@ -36,16 +36,19 @@ from prisma_core.store import Workspace
 
 NAME = "embedding"
 TITLE = "1. Embedding: chunk-and-average vs plain encode, vs truncation, cold vs warm"
-COMMAND = ".venv/bin/python -m bench.embedding"
+COMMAND = common.command(NAME)
 QUICK_DOCS = 16
 RATIO_DOCS = 300
 """Documents of the interleaved throughput comparison in the full run."""
 CACHE_DOCS = 600
 """Documents of the cold/warm comparison in the full run."""
 BLOCKS = 3
+"""Interleaved timing blocks of each side in the throughput comparison (2 in quick mode)."""
 BATCH_SIZE = 64
 TARGET_RATIO = 0.95
+"""Chunk-and-average should keep at least this share of plain encode's throughput."""
 TARGET_WARM_SPEEDUP = 100.0
+"""A warm (cached) embedding should be at least this many times faster than a cold one."""
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -223,9 +226,7 @@ tokens) in {len(t["block_ratios"])} interleaved blocks:
 
 
 def main() -> None:
-    args = common.parser(__doc__.splitlines()[0]).parse_args()
-    result = run(args.quick)
-    common.publish(NAME, result, args, markdown)
+    common.main(__doc__, NAME, run, markdown)
 
 
 if __name__ == "__main__":

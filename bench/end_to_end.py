@@ -25,7 +25,7 @@ from bench import common
 
 NAME = "end_to_end"
 TITLE = "6. End to end: the CLI `run` on BBC, cold and warm"
-COMMAND = ".venv/bin/python -m bench.end_to_end"
+COMMAND = common.command(NAME)
 QUICK_DOCS = 60
 QUICK_FLAGS = ["--expansion-factor", "1", "--epochs", "5"]
 """The quick run shrinks the SAE (384 features, 5 epochs) so that it takes seconds."""
@@ -106,9 +106,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    args = common.parser(__doc__.splitlines()[0]).parse_args()
-    result = run(args.quick)
-    common.publish(NAME, result, args, markdown)
+    common.main(__doc__, NAME, run, markdown)
 
 
 if __name__ == "__main__":

@@ -32,13 +32,16 @@ from prisma_core.sae import suggest_config, train_sae
 
 NAME = "fast_cpu"
 TITLE = "2. Fast CPU path: bf16 vs fp32"
-COMMAND = ".venv/bin/python -m bench.fast_cpu"
+COMMAND = common.command(NAME)
 DOCS = 300
 QUICK_DOCS = 24
 BATCH_SIZE = 64
 REPEATS = 3
+"""Timed passes of each path, in rotating order; the median counts (1 in quick mode)."""
 TARGET_SPEEDUP = 2.5
+"""The fastest path should embed at least this many times faster than torch fp32, ..."""
 TARGET_MIN_COSINE = 0.99
+"""... with every document vector at least this close (cosine) to its fp32 vector."""
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -137,9 +140,7 @@ median of {len(best["seconds"])} interleaved runs per path after a warm-up. Nati
 
 
 def main() -> None:
-    args = common.parser(__doc__.splitlines()[0]).parse_args()
-    result = run(args.quick)
-    common.publish(NAME, result, args, markdown)
+    common.main(__doc__, NAME, run, markdown)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from bench import common
 
 NAME = "quality"
 TITLE = "7. Quality: recovery of known categories (themes, families, features vs k-means, probe, BERTopic)"
-COMMAND = ".venv/bin/python -m bench.quality"
+COMMAND = common.command(NAME)
 CORPORA = ("bbc_news", "ag_news_test", "mtsamples")
 QUICK_DOCS = 400
 TARGETS = {

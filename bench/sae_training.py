@@ -30,7 +30,7 @@ from bench import common
 
 NAME = "sae_training"
 TITLE = "3. SAE training: Prisma vs latentsae"
-COMMAND = ".venv/bin/python -m bench.sae_training"
+COMMAND = common.command(NAME)
 REPEATS = 2
 TARGET_RATIO = 1.5
 BASE = {"expansion_factor": 8, "k": 32, "batch_size": 128, "epochs": 40, "aux_alpha": 1 / 32, "seed": 0}
