@@ -78,6 +78,20 @@ def open_options(page: Page, combobox) -> Locator:
     raise AssertionError("the options never opened after 3 clicks")
 
 
+def query_densest_feature(page: Page) -> None:
+    """On Explore: a concept query for the densest feature (never "Select all matches") finds documents."""
+    page.get_by_role("tab", name="Concept query").click()
+    settle(page)
+    must = open_options(page, page.locator(".st-key-must [role=combobox]"))
+    must.filter(has_text="#").first.click()
+    page.keyboard.press("Escape")
+    settle(page)
+    matching = page.locator("[data-testid=stMetric]").filter(has_text="Matching documents")
+    expect(matching).to_be_visible()
+    assert int(matching.locator("[data-testid=stMetricValue]").inner_text().replace(",", "")) > 0
+    shoot(page, "7_explore_query")
+
+
 def assert_clean(page: Page) -> None:
     """No traceback, no "Page not found" notice, no bare list of script names (Streamlit's own page list)."""
     assert page.locator("[data-testid=stException]").count() == 0, page.locator(
@@ -204,16 +218,7 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     go(page, "Explore")
     expect(page.get_by_text("Document", exact=True)).to_be_visible()
     shoot(page, "7_explore_refract")
-    page.get_by_role("tab", name="Concept query").click()
-    settle(page)
-    must = open_options(page, page.locator(".st-key-must [role=combobox]"))
-    must.filter(has_text="#").first.click()  # the densest feature, not "select all"
-    page.keyboard.press("Escape")
-    settle(page)
-    matching = page.locator("[data-testid=stMetric]").filter(has_text="Matching documents")
-    expect(matching).to_be_visible()
-    assert int(matching.locator("[data-testid=stMetricValue]").inner_text().replace(",", "")) > 0
-    shoot(page, "7_explore_query")
+    query_densest_feature(page)
 
     page.get_by_role("tab", name="Map").click()
     settle(page)
@@ -318,16 +323,7 @@ def test_the_demo_as_a_new_user_meets_it(browser, corpora_dir, tmp_path):
         expect(page.get_by_text("Read a whole document")).to_be_visible(timeout=PAGE_MS)
         assert_clean(page)
 
-        page.get_by_role("tab", name="Concept query").click()
-        settle(page)
-        must = open_options(page, page.locator(".st-key-must [role=combobox]"))
-        must.filter(has_text="#").first.click()  # the densest feature, never "Select all matches"
-        page.keyboard.press("Escape")
-        settle(page)
-        matching = page.locator("[data-testid=stMetric]").filter(has_text="Matching documents")
-        expect(matching).to_be_visible()
-        assert int(matching.locator("[data-testid=stMetricValue]").inner_text().replace(",", "")) > 0
-        shoot(page, "7_explore_query")
+        query_densest_feature(page)
         matches = pd.read_csv(download(page, "Download matching documents (CSV)"))
         strength = [column for column in matches.columns if column.startswith("strength #")]
         assert len(strength) == 1 and (matches[strength[0]] > 0).all()

@@ -7,11 +7,7 @@ a feature card; the key must never reach the page. Screenshots go to test-artifa
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -19,7 +15,7 @@ from ollama_server import FakeOllama, running_fake_ollama
 from playwright.sync_api import Page, expect
 from test_browser import ARTIFACTS, REPO, browser, shoot  # noqa: F401 (fixture)
 
-from bench.app_driver import PAGE_MS, free_port, go, settle
+from bench.app_driver import PAGE_MS, go, settle, streamlit_server
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.sae import SAEConfig
@@ -49,42 +45,9 @@ def labels_server(tmp_path_factory, bbc) -> Iterator[str]:
     pipeline.train_run(workspace, dataset_id, SAEConfig(expansion_factor=1, k=8))
 
     ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    env = {name: value for name, value in os.environ.items() if name not in ("OLLAMA_API_KEY", "OLLAMA_HOST")}
-    env |= {"PRISMA_WORKSPACE": str(workspace.path), "HF_HUB_OFFLINE": "1"}
     log_path = ARTIFACTS / "streamlit_labels.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "streamlit",
-                "run",
-                "app.py",
-                "--server.headless",
-                "true",
-                "--server.port",
-                str(port),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            process.terminate()
-            raise AssertionError("streamlit did not start; see test-artifacts/streamlit_labels.log")
+    with streamlit_server(workspace.path, log_path, unset=("OLLAMA_API_KEY", "OLLAMA_HOST")) as (url, _):
         yield url
-        process.terminate()
-        process.wait(timeout=30)
     assert KEY not in log_path.read_text(), "the API key reached the server log"
 
 
