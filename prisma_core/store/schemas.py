@@ -2,120 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
 
-SCHEMAS: dict[str, pa.Schema] = {
-    "datasets": pa.schema(
-        [
-            ("dataset_id", pa.string()),
-            ("name", pa.string()),
-            ("created_at", pa.string()),
-            ("n_documents", pa.int64()),
-            ("sources", pa.string()),
-            ("report", pa.string()),
-            ("metadata_columns", pa.string()),
-        ]
-    ),
-    "documents": pa.schema(
-        [
-            ("dataset_id", pa.string()),
-            ("position", pa.int64()),
-            ("doc_id", pa.string()),
-            ("title", pa.string()),
-            ("text", pa.string()),
-            ("text_hash", pa.string()),
-            ("metadata", pa.string()),
-        ]
-    ),
-    "sae_runs": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("dataset_id", pa.string()),
-            ("created_at", pa.string()),
-            ("embedding_key", pa.string()),
-            ("config", pa.string()),
-            ("metrics", pa.string()),
-            ("history", pa.string()),
-            ("weights_dir", pa.string()),
-            ("versions", pa.string()),
-        ]
-    ),
-    "activations": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("position", pa.int64()),
-            ("feature_id", pa.int32()),
-            ("value", pa.float32()),
-        ]
-    ),
-    "features": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("feature_id", pa.int32()),
-            ("density", pa.int64()),
-            ("density_fraction", pa.float64()),
-            ("mean_activation", pa.float64()),
-            ("max_activation", pa.float64()),
-        ]
-    ),
-    "interpretations": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("feature_id", pa.int32()),
-            ("interpretation_id", pa.string()),
-            ("label", pa.string()),
-            ("description", pa.string()),
-            ("source", pa.string()),
-            ("prompt_version", pa.string()),
-            ("created_at", pa.string()),
-            ("score_embedding", pa.float64()),
-            ("score_detection", pa.float64()),
-            ("preferred", pa.bool_()),
-        ]
-    ),
-    "families": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("generation", pa.int32()),
-            ("family_id", pa.int32()),
-            ("iteration", pa.int32()),
-            ("parent", pa.int32()),
-            ("members", pa.string()),
-            ("edges", pa.string()),
-            ("label", pa.string()),
-            ("label_source", pa.string()),
-        ]
-    ),
-    "themes": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("generation", pa.int32()),
-            ("theme_id", pa.int32()),
-            ("label", pa.string()),
-            ("description", pa.string()),
-            ("label_source", pa.string()),
-            ("n_documents", pa.int64()),
-            ("features", pa.string()),
-            ("evidence", pa.list_(pa.float32())),
-        ]
-    ),
-    "stages": pa.schema(
-        [
-            ("record_id", pa.string()),
-            ("stage", pa.string()),
-            ("parent_id", pa.string()),
-            ("dataset_id", pa.string()),
-            ("run_id", pa.string()),
-            ("created_at", pa.string()),
-            ("config", pa.string()),
-            ("summary", pa.string()),
-            ("versions", pa.string()),
-        ]
-    ),
+_TYPES = {
+    "str": pa.string(),
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "float64": pa.float64(),
+    "float32": pa.float32(),
+    "bool": pa.bool_(),
+    "float32s": pa.list_(pa.float32()),
 }
+"""The column types a declaration names; a record's JSON fields (dicts, lists) are stored as strings."""
+
+
+def _schema(columns: str) -> pa.Schema:
+    """The schema of "name:type name:type ..." (types of `_TYPES`; a column without one is a string)."""
+    pairs = [column.partition(":") for column in columns.split()]
+    return pa.schema([(name, _TYPES[kind or "str"]) for name, _, kind in pairs])
+
+
+def _record_schema(record_type: type) -> pa.Schema:
+    """The schema of a record dataclass's table: a column per field, in order; an int is an int64, a str a string
+    and anything else JSON in a string."""
+    return pa.schema(
+        [(field.name, pa.int64() if field.type == "int" else pa.string()) for field in fields(record_type)]
+    )
 
 
 @dataclass(frozen=True)
@@ -155,3 +70,27 @@ class StageRecord:
     config: dict[str, Any]  # the settings that made it (never secrets)
     summary: dict[str, Any]  # what it made: counts, keys
     versions: dict[str, str]
+
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "datasets": _record_schema(DatasetRecord),
+    "documents": _schema("dataset_id position:int64 doc_id title text text_hash metadata"),
+    "sae_runs": _record_schema(RunRecord),
+    "activations": _schema("run_id position:int64 feature_id:int32 value:float32"),
+    "features": _schema(
+        "run_id feature_id:int32 density:int64 density_fraction:float64 mean_activation:float64 max_activation:float64"
+    ),
+    "interpretations": _schema(
+        "run_id feature_id:int32 interpretation_id label description source prompt_version created_at "
+        "score_embedding:float64 score_detection:float64 preferred:bool"
+    ),
+    "families": _schema(
+        "run_id generation:int32 family_id:int32 iteration:int32 parent:int32 members edges label label_source"
+    ),
+    "themes": _schema(
+        "run_id generation:int32 theme_id:int32 label description label_source n_documents:int64 features "
+        "evidence:float32s"
+    ),
+    "stages": _record_schema(StageRecord),
+}
+"""Every table of a workspace: its columns in stored order."""
