@@ -229,19 +229,13 @@ def verdict(low: float, high: float) -> str:
     return "at chance"
 
 
-def shuffled_scores(
-    feature_ids: Sequence[int],
-    labels: Sequence[str],
-    codes: sp.spmatrix,
-    doc_vectors: np.ndarray,
-    embed_config: EmbedConfig,
-    config: ScoreConfig = ScoreConfig(),
-    seed: int = 0,
-) -> EmbeddingScores:
-    """The baseline: the same labels scored after shuffling them across the scoreable features (each label on
-    another feature's documents). Its mean sits near 0.5; a labeller is only as good as its lead over it."""
+def shuffled_labels(
+    feature_ids: Sequence[int], labels: Sequence[str], codes: sp.spmatrix, config: ScoreConfig, seed: int = 0
+) -> tuple[list[int], list[str]]:
+    """The baseline's (feature ids, labels): the scoreable features, each with another one's label (a seeded
+    shuffle). Scored with `label_embedding_scores`, its mean sits near 0.5; a labeller is only as good as its lead
+    over it."""
     csc = sp.csc_matrix(codes)
     scoreable = [i for i, f in enumerate(feature_ids) if scoring_documents(csc, f, config).basis != "too_few"]
     order = np.random.default_rng(seed).permutation(len(scoreable))
-    moved = [labels[scoreable[j]] for j in order]
-    return label_embedding_scores([feature_ids[i] for i in scoreable], moved, csc, doc_vectors, embed_config, config)
+    return [feature_ids[i] for i in scoreable], [labels[scoreable[j]] for j in order]

@@ -19,7 +19,7 @@ from prisma_core.interpret.label_scores import (
     label_embedding_scores,
     score_support,
     scoring_documents,
-    shuffled_scores,
+    shuffled_labels,
 )
 from prisma_core.interpret.labelling.job import Batch, StopCheck, embed_config, keyword_top_documents, never_stop
 from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
@@ -182,15 +182,10 @@ def score_baseline(
     if scoreable.empty:
         return ScoreBaseline(0, float("nan"), float("nan"), len(labelled))
     vectors = workspace.vectors(record.dataset_id, record.embedding_key)
-    shuffled = shuffled_scores(
-        scoreable["feature_id"].tolist(),
-        scoreable["label"].tolist(),
-        run.codes,
-        vectors,
-        embed_config(record),
-        config,
-        seed=config.seed,
+    ids, labels = shuffled_labels(
+        scoreable["feature_id"].tolist(), scoreable["label"].tolist(), run.codes, config, config.seed
     )
+    shuffled = label_embedding_scores(ids, labels, run.codes, vectors, embed_config(record), config)
     scores = scoreable["score_embedding"].astype(float)
     return ScoreBaseline(
         n_scored=int(scores.notna().sum()),
