@@ -19,7 +19,6 @@ from prisma_core.groups import (
     DATE_BUCKETS,
     MAX_GROUPS,
     column_note,
-    feature_order,
     group_values,
     ordered_columns,
     pooled,
@@ -27,7 +26,7 @@ from prisma_core.groups import (
 )
 from ui import charts, levels
 from ui.cards import feature_options
-from ui.glossary import TERMS, explain
+from ui.glossary import explain
 from ui.loaders import comparison, export_folder, metadata
 from ui.map import document_map_view
 from ui.navigation import route_here
@@ -272,44 +271,15 @@ def compare_tab() -> None:
     level = levels.level_picker("compare_level")
     sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
     st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
+    group_order = sizes["group"].tolist()
     if level != "feature":
         if (by_level := levels.level_comparison(run, level, groups)) is not None:
-            levels.show_level_comparison(by_level, DISTINCTIVE_PER_GROUP, sizes["group"].tolist())
+            levels.show_comparison(by_level, DISTINCTIVE_PER_GROUP, group_order, "concept", "distinctive_level_table")
         return
     result = comparison(str(ws.path), run.record.run_id, revision(run.record.run_id), groups)
     labels = run.features.set_index("feature_id")["label"]
-    top = result.groupby("group", sort=True).head(DISTINCTIVE_PER_GROUP).copy()
-    top.insert(1, "feature", [feature_name(f, labels.get(f)) for f in top["feature_id"]])
-    st.markdown(f"**What sets each group apart**: its {DISTINCTIVE_PER_GROUP} most distinctive features")
-    st.dataframe(
-        top[["group", "feature", "n_documents", "prevalence", "prevalence_rest", "difference", "lift"]],
-        hide_index=True,
-        key="distinctive_table",
-        column_config={
-            "group": "Group",
-            "feature": st.column_config.TextColumn("Feature", width="large"),
-            "n_documents": st.column_config.NumberColumn("Documents in group with it"),
-            "prevalence": st.column_config.NumberColumn(
-                "In group", format="percent", help="Share of the group's documents where the feature is present."
-            ),
-            "prevalence_rest": st.column_config.NumberColumn(
-                "Elsewhere", format="percent", help="Share of all other documents where it is present."
-            ),
-            "difference": st.column_config.NumberColumn(
-                "Difference", format="percent", help="In group minus elsewhere, in percentage points."
-            ),
-            "lift": st.column_config.NumberColumn("Times more common", format="%.1f", help=TERMS["lift"]),
-        },
-    )
-    shown = top["feature_id"].unique()
-    prevalence = result[result["feature_id"].isin(shown)].assign(
-        feature=lambda f: [feature_name(i, labels.get(i)) for i in f["feature_id"]]
-    )
-    st.markdown("**How common each of these features is in every group**")
-    group_order = sizes["group"].tolist()
-    st.altair_chart(
-        charts.group_prevalence(prevalence, feature_order(prevalence["feature_id"], prevalence["feature"]), group_order)
-    )
+    named = result.assign(feature=[feature_name(f, labels.get(f)) for f in result["feature_id"]])
+    levels.show_comparison(named, DISTINCTIVE_PER_GROUP, group_order, "feature", "distinctive_table", by_id=True)
 
 
 def downloads_tab() -> None:

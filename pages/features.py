@@ -6,6 +6,7 @@ from ui.cards import FEATURE_COLUMNS, feature_card, feature_options, features_ta
 from ui.glossary import explain
 from ui.navigation import route_here
 from ui.state import current_feature, open_feature, require_run, revision
+from ui.tables import clickable_table
 from ui.text import md
 from ui.themes import regroup_form, theme_detail, themes_overview
 
@@ -31,14 +32,8 @@ query = st.text_input("Search labels and descriptions", key="feature_search", pl
 table = features_table(run, query)
 # The table's key changes with the search and with every label change, so a selected row never points into a
 # table it was not clicked in (a row number from before a search or a save would open another feature).
-event = st.dataframe(
-    table,
-    hide_index=True,
-    key=f"features_table:{revision(run.record.run_id)}:{query.strip().lower()}",
-    on_select="rerun",
-    selection_mode="single-row",
-    column_config=FEATURE_COLUMNS,
-)
+table_key = f"features_table:{revision(run.record.run_id)}:{query.strip().lower()}"
+clickable_table(table, table_key, "feature_id", FEATURE_COLUMNS, TABLE_PICK_KEY, open_feature)
 n_dead = int((run.features["density"] == 0).sum())
 st.caption(
     f"{len(table):,} of {len(run.features):,} features shown"
@@ -50,11 +45,6 @@ if query.strip() and table.empty:
         f"No feature label or description mentions “{md(query)}”. Try another word, or search documents by "
         "meaning on the Explore page."
     )
-
-rows = [row for row in event.selection.rows if row < len(table)]
-if rows and st.session_state.get(TABLE_PICK_KEY) != int(table["feature_id"].iloc[rows[0]]):
-    st.session_state[TABLE_PICK_KEY] = int(table["feature_id"].iloc[rows[0]])
-    open_feature(st.session_state[TABLE_PICK_KEY])
 
 options = feature_options(run)
 st.session_state[PICK_KEY] = current_feature(run)

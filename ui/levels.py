@@ -10,8 +10,10 @@ import streamlit as st
 from prisma_core import analysis
 from prisma_core.errors import PrismaError
 from prisma_core.explore import LEVELS, level_units
+from prisma_core.groups import feature_order
 from prisma_core.pipeline import LoadedRun
 from ui import charts
+from ui.glossary import TERMS
 from ui.state import loaded_run, revision, workspace
 from ui.text import md
 
@@ -92,29 +94,41 @@ def level_comparison(run: LoadedRun, level: str, groups: pd.Series) -> pd.DataFr
     return result.assign(feature=[names[int(c)] for c in result["feature_id"]])
 
 
-def show_level_comparison(result: pd.DataFrame, per_group: int, group_order: list[str]) -> None:
+def show_comparison(
+    result: pd.DataFrame, per_group: int, group_order: list[str], noun: str, key: str, by_id: bool = False
+) -> None:
+    """What sets each group apart: the `per_group` most distinctive units of each group (`result`: a
+    group_comparison with a `feature` column naming each unit, `noun` saying what a unit is), then how common
+    each of them is in every group, in id order (`by_id`) or in the order the table shows them."""
     top = result.groupby("group", sort=True).head(per_group)
-    st.markdown(f"**What sets each group apart**: its {per_group} most distinctive concepts")
+    column = noun.capitalize()
+    st.markdown(f"**What sets each group apart**: its {per_group} most distinctive {noun}s")
     st.dataframe(
         top[["group", "feature", "n_documents", "prevalence", "prevalence_rest", "difference", "lift"]].rename(
-            columns={"feature": "concept"}
+            columns={"feature": noun}
         ),
         hide_index=True,
-        key="distinctive_level_table",
+        key=key,
         column_config={
             "group": "Group",
-            "concept": st.column_config.TextColumn("Concept", width="large"),
+            noun: st.column_config.TextColumn(column, width="large"),
             "n_documents": st.column_config.NumberColumn("Documents in group with it"),
-            "prevalence": st.column_config.NumberColumn("In group", format="percent"),
-            "prevalence_rest": st.column_config.NumberColumn("Elsewhere", format="percent"),
-            "difference": st.column_config.NumberColumn("Difference", format="%.3f"),
-            "lift": st.column_config.NumberColumn("Times more common", format="%.1f"),
+            "prevalence": st.column_config.NumberColumn(
+                "In group", format="percent", help=f"Share of the group's documents where the {noun} is present."
+            ),
+            "prevalence_rest": st.column_config.NumberColumn(
+                "Elsewhere", format="percent", help="Share of all other documents where it is present."
+            ),
+            "difference": st.column_config.NumberColumn(
+                "Difference", format="percent", help="In group minus elsewhere, in percentage points."
+            ),
+            "lift": st.column_config.NumberColumn("Times more common", format="%.1f", help=TERMS["lift"]),
         },
     )
-    concepts = list(dict.fromkeys(top["feature"]))
-    shown = result[result["feature"].isin(concepts)]
-    st.markdown("**How common each of these concepts is in every group**")
-    st.altair_chart(charts.group_prevalence(shown, concepts, group_order), width="stretch")
+    shown = result[result["feature"].isin(top["feature"])]
+    order = feature_order(shown["feature_id"], shown["feature"]) if by_id else list(dict.fromkeys(top["feature"]))
+    st.markdown(f"**How common each of these {noun}s is in every group**")
+    st.altair_chart(charts.group_prevalence(shown, order, group_order), width="stretch")
 
 
 def split_strong(frame: pd.DataFrame, share: float = analysis.STRONG_SHARE) -> tuple[pd.DataFrame, pd.DataFrame]:

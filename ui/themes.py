@@ -30,6 +30,7 @@ from ui.state import (
     revision_bumper,
     workspace,
 )
+from ui.tables import clickable_table
 from ui.text import md, snippet
 
 HIERARCHY_CAPTION = (
@@ -132,13 +133,11 @@ def themes_overview(run: LoadedRun, key: str) -> int | None:
         return None
     table = _themes_table(str(workspace().path), run.record.run_id, revision(run.record.run_id))
     number = st.column_config.NumberColumn
-    event = st.dataframe(
+    picked = clickable_table(
         table,
-        hide_index=True,
-        key=f"{key}_themes_table",
-        on_select="rerun",
-        selection_mode="single-row",
-        column_config={
+        f"{key}_themes_table",
+        "theme",
+        {
             "theme": number("theme", format="%d"),
             "label": st.column_config.TextColumn("theme (keywords)", width="medium"),
             "documents": number("documents", help="Documents that belong to the theme."),
@@ -147,17 +146,12 @@ def themes_overview(run: LoadedRun, key: str) -> int | None:
             "features": number("features", help="Single concepts (features) in the theme."),
             "examples": st.column_config.TextColumn("example documents", width="large"),
         },
+        f"{key}_themes_table_pick",
+        open_theme,
     )
     st.caption(
         f"{len(table)} themes; a document can belong to more than one, so the shares may add up to more than 100%."
     )
-    rows = event.selection.rows
-    if not rows:
-        return None
-    picked_key, picked = f"{key}_themes_table_pick", int(table["theme"].iloc[rows[0]])
-    if st.session_state.get(picked_key) != picked:
-        st.session_state[picked_key] = picked
-        open_theme(picked)
     return picked
 
 
@@ -252,22 +246,13 @@ def theme_detail(run: LoadedRun, key: str) -> None:
     with right:
         features = run.features.set_index("feature_id").loc[list(info["features"])].reset_index()
         st.markdown(f"**Features in this theme** ({len(features)}, most typical first; click one to open it)")
-        event = st.dataframe(
-            features[["feature_id", "label", "density"]],
-            hide_index=True,
-            key=f"{key}_theme_features",
-            on_select="rerun",
-            selection_mode="single-row",
-            column_config={
-                "feature_id": st.column_config.NumberColumn("feature", format="%d"),
-                "density": st.column_config.NumberColumn("documents", help="Documents the feature is active on."),
-            },
-        )
-        rows = event.selection.rows
-        picked_key = f"{key}_theme_features_pick"
-        if rows and st.session_state.get(picked_key) != int(features["feature_id"].iloc[rows[0]]):
-            st.session_state[picked_key] = int(features["feature_id"].iloc[rows[0]])
-            open_feature(st.session_state[picked_key])
+        columns = {
+            "feature_id": st.column_config.NumberColumn("feature", format="%d"),
+            "density": st.column_config.NumberColumn("documents", help="Documents the feature is active on."),
+        }
+        table_key = f"{key}_theme_features"
+        shown = features[["feature_id", "label", "density"]]
+        clickable_table(shown, table_key, "feature_id", columns, f"{table_key}_pick", open_feature)
 
 
 def regroup_form(run: LoadedRun) -> None:
