@@ -14,7 +14,6 @@ import pyarrow as pa
 
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.store.ids import check_id, new_id, now_iso
-from prisma_core.store.maintenance import Maintenance
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
@@ -25,7 +24,7 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class Datasets(Runs, Maintenance):
+class Datasets(Runs):
     """A dataset owns its runs: deleting it deletes them."""
 
     def add_dataset(self, name: str, documents: pd.DataFrame, sources: Sequence[str], report: dict[str, Any]) -> str:
@@ -62,6 +61,7 @@ class Datasets(Runs, Maintenance):
             with contextlib.suppress(StoreError):  # unlisted documents are invisible; this only frees the space
                 self._delete("documents", f"dataset_id = '{dataset_id}'")
             raise
+        self._reclaim_space_if_due()
         return dataset_id
 
     def datasets(self) -> list[DatasetRecord]:
@@ -104,7 +104,7 @@ class Datasets(Runs, Maintenance):
         for name in self.db.list_tables().tables:
             if name.startswith("vectors__"):
                 self._delete(name, where)
-        self._reclaim_space_if_due()  # a long-running app opens its workspace once: clean up on deletions too
+        self._reclaim_space_if_due()
 
     def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Documents in stored order (`position` = row index used by embeddings and activations)."""

@@ -1,4 +1,5 @@
-"""Disk space: compacting tables and removing old table versions, at most once a day on its own."""
+"""Disk space: compacting tables and removing old table versions, at most once a day on its own, after a write
+(opening a workspace, even to list it, writes nothing)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from prisma_core.store.tables import Tables
 
 _MAINTENANCE_FILE = "maintenance.json"  # in the workspace: when old table versions were last cleaned up
 MAINTENANCE_EVERY = timedelta(days=1)
-"""Opening a workspace compacts its tables and removes old versions when the last clean-up is older than this."""
+"""Writing or deleting a dataset, or writing a run, compacts the tables and removes old versions when the last
+clean-up is older than this."""
 KEEP_VERSIONS_FOR = timedelta(hours=1)
 """Table versions younger than this are kept by the clean-up, so a recent write can still be looked at or rolled
 back; older versions, and files left by writes killed more than 7 days ago (LanceDB's own rule), are removed."""
@@ -31,8 +33,9 @@ class Maintenance(Tables):
         (self.path / _MAINTENANCE_FILE).write_text(json.dumps({"reclaimed_at": now_iso()}))
 
     def _reclaim_space_if_due(self) -> None:
+        """Called by the writers, after their write: the clean-up, when due, at most once a day."""
         if self._maintenance_due():
-            with contextlib.suppress(OSError, StoreError):  # best effort: a full or read-only workspace still opens
+            with contextlib.suppress(OSError, StoreError):  # best effort: what was written stays written
                 self.reclaim_space()
 
     def _maintenance_due(self) -> bool:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.store.ids import ID_PATTERN, check_id, new_id
+from prisma_core.store.maintenance import Maintenance
 from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.schemas import RunRecord
-from prisma_core.store.tables import Tables
 
 _RUN_TABLES = ("activations", "features", "interpretations", "families", "themes", "stages")
 
 
-class Runs(Tables):
+class Runs(Maintenance):
     def _remove_abandoned_runs(self) -> None:
         """Removes what a run killed before its record was written left behind (its folder, any rows).
 
@@ -73,6 +73,7 @@ class Runs(Tables):
                 }
             ],
         )
+        self._reclaim_space_if_due()
 
     def _relative_to_workspace(self, path: str) -> str:
         """Paths inside the workspace are stored relative to it, so a moved or copied workspace keeps its runs."""

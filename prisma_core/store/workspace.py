@@ -35,4 +35,3 @@ class Workspace(Vectors, Artefacts, Stages):
             self.db = lancedb.connect(str(self.path / "lancedb"))
         except OSError as error:
             raise StoreError(f"Cannot open the workspace folder {self.path}: {error}") from error
-        self._reclaim_space_if_due()

@@ -439,19 +439,31 @@ def test_deleted_dataset_frees_its_space_once_old_versions_expire(tmp_path: Path
     assert len(Workspace(workspace.path).documents(kept)) == 50
 
 
-def test_opening_a_workspace_cleans_up_once_a_day(tmp_path: Path, ag_news: pd.DataFrame) -> None:
+def test_opening_a_workspace_writes_nothing_and_a_writer_cleans_up_once_a_day(
+    tmp_path: Path, ag_news: pd.DataFrame, capsys: pytest.CaptureFixture[str]
+) -> None:
     workspace = Workspace(tmp_path / "workspace")
     for number in range(3):
         pipeline.ingest(workspace, [(f"part{number}.csv", ag_news.head(20).to_csv(index=False).encode())])
     marker = workspace.path / "maintenance.json"
-    marker.write_text(json.dumps({"reclaimed_at": (datetime.now(UTC) - timedelta(days=2)).isoformat()}))
+    overdue = json.dumps({"reclaimed_at": (datetime.now(UTC) - timedelta(days=2)).isoformat()})
+    marker.write_text(overdue)
     fragments = workspace.db.open_table("documents").stats()["fragment_stats"]["num_fragments"]
+    versions = {name: workspace.db.open_table(name).version for name in workspace.db.list_tables().tables}
 
-    Workspace(workspace.path)
+    assert len(Workspace(workspace.path).datasets()) == 3  # opening and reading
+    assert cli.main(["list", "--workspace", str(workspace.path)]) == 0  # `prisma list`
+    assert "'part2'  20 documents" in capsys.readouterr().out
+
+    assert marker.read_text() == overdue  # overdue, and still not cleaned up
+    assert workspace.db.open_table("documents").stats()["fragment_stats"]["num_fragments"] == fragments > 1
+    assert {name: workspace.db.open_table(name).version for name in versions} == versions
+
+    pipeline.ingest(workspace, [("part3.csv", ag_news.head(20).to_csv(index=False).encode())])  # a writer
 
     assert datetime.fromisoformat(json.loads(marker.read_text())["reclaimed_at"]) > datetime.now(UTC) - timedelta(1)
     assert workspace.db.open_table("documents").stats()["fragment_stats"]["num_fragments"] < fragments  # compacted
-    assert len(workspace.datasets()) == 3
+    assert len(workspace.datasets()) == 4
 
 
 # -- 11. CSV downloads are safe to open in a spreadsheet -----------------------------------------------------------
