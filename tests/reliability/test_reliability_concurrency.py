@@ -143,11 +143,12 @@ TRAIN_BUTTON = "FormSubmitter:train_form-Train"
 def test_simultaneous_starts_of_one_job_run_it_once() -> None:
     """Eight sessions' clicks arrive in the same instant: one job runs, all of them get it."""
     registry = JobRegistry()
-    release, ready = threading.Event(), threading.Barrier(8)
+    release, running, ready = threading.Event(), threading.Event(), threading.Barrier(8)
     calls = []
 
     def work(progress) -> str:
         calls.append(threading.get_ident())
+        running.set()
         release.wait(30)
         return "trained"
 
@@ -157,7 +158,7 @@ def test_simultaneous_starts_of_one_job_run_it_once() -> None:
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: click(), range(8)))
-        time.sleep(0.2)
+        assert running.wait(30)  # the job runs while every click has been answered
         release.set()
     assert sum(started for _, started in results) == 1
     assert len({id(job) for job, _ in results}) == 1
