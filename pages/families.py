@@ -2,7 +2,6 @@
 
 from dataclasses import fields
 
-import pandas as pd
 import streamlit as st
 from streamlit_agraph import agraph
 
@@ -16,6 +15,7 @@ from ui.family_graph import family_view, graph_config, graph_elements
 from ui.glossary import explain
 from ui.navigation import route_here
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
+from ui.tables import rows_table
 from ui.text import md
 from ui.themes import families_by_theme
 
@@ -79,19 +79,16 @@ def families_table(run: LoadedRun, families: list[NamedFamily]) -> None:
         }
         for family in families
     ]
-    st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        key="families_table",
-        column_config={
-            "family": st.column_config.NumberColumn("Family", format="%d"),
-            "label": st.column_config.TextColumn("Label", width="medium"),
-            "parent": st.column_config.TextColumn("Parent", width="medium"),
-            "children": st.column_config.TextColumn("Children", width="large"),
-            "size": st.column_config.NumberColumn("Members"),
-            "round": st.column_config.NumberColumn("Found in round"),
-        },
-    )
+    text, number = st.column_config.TextColumn, st.column_config.NumberColumn
+    columns = {
+        "family": number("Family", format="%d"),
+        "label": text("Label", width="medium"),
+        "parent": text("Parent", width="medium"),
+        "children": text("Children", width="large"),
+        "size": number("Members"),
+        "round": number("Found in round"),
+    }
+    rows_table(rows, "families_table", columns)
 
 
 rebuild_form(run)

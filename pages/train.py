@@ -2,7 +2,6 @@
 
 from dataclasses import replace
 
-import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
@@ -22,6 +21,7 @@ from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.runs import detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
 from ui.state import PAGES, RUN_KEY, embed_config, require_dataset, revision, select, workspace
+from ui.tables import rows_table
 from ui.text import md
 
 route_here()
@@ -105,11 +105,10 @@ def runs_table(runs: list[RunRecord]) -> None:
             }
         )
     number = st.column_config.NumberColumn
-    st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        key="runs_table",
-        column_config={
+    rows_table(
+        rows,
+        "runs_table",
+        {
             "name": st.column_config.TextColumn("Run", width="large"),
             "quality": st.column_config.TextColumn("Quality", help=TERMS["detail captured"]),
             "overfitted": st.column_config.CheckboxColumn("Overfitted", help=TERMS["overfitting"]),

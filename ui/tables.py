@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -31,3 +31,9 @@ def clickable_table(
         st.session_state[pick_key] = picked
         on_pick(picked)
     return picked
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]], key: str, columns: Mapping[str, Any]) -> None:
+    """A read-only table of `rows` (one mapping of column -> value each), keyed `key`, with `columns` as its column
+    config."""
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key=key, column_config=columns)
