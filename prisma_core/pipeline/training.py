@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,6 @@ from prisma_core.runs import LoadedRun, family_matrix, load_run
 from prisma_core.sae import (
     SAEConfig,
     TopKSAE,
-    TrainResult,
     check_config,
     encode,
     resolve_device,
@@ -80,26 +78,18 @@ def train_run(
     run_id, run_dir = workspace.new_run_dir()
     seconds: dict[str, float] = {}
     try:
-        started = time.perf_counter()
-        result = train_sae(vectors, sae_config, progress, should_stop)
-        save_sae(result.model, result.config, run_dir)
-        seconds["train"] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        codes = _store_codes(workspace, run_id, result.model, vectors)
-        labeller = _store_features(
-            workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
-        )
-        seconds["analyse"] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        themes = _store_themes(workspace, run_id, codes, vectors, labeller, theme_config, progress)
-        seconds["themes"] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        n_families = len(_store_families(workspace, run_id, codes, labeller, family_config, progress))
-        seconds["families"] = time.perf_counter() - started
-
+        with _timed(seconds, "train"):
+            result = train_sae(vectors, sae_config, progress, should_stop)
+            save_sae(result.model, result.config, run_dir)
+        with _timed(seconds, "analyse"):
+            codes = _store_codes(workspace, run_id, result.model, vectors)
+            labeller = _store_features(
+                workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
+            )
+        with _timed(seconds, "themes"):
+            themes = _store_themes(workspace, run_id, codes, vectors, labeller, theme_config, progress)
+        with _timed(seconds, "families"):
+            n_families = len(_store_families(workspace, run_id, codes, labeller, family_config, progress))
         configs = {
             "sae": result.config,
             "embed": embed_config,
@@ -107,8 +97,17 @@ def train_run(
             "keywords": keyword_config,
             "themes": theme_config,
         }
-        counts = {"n_families": n_families, "n_themes": themes.n_themes}
-        record = _run_record(run_id, run_dir, dataset_id, key, result, configs, counts)
+        record = RunRecord(
+            run_id=run_id,
+            dataset_id=dataset_id,
+            created_at=now_iso(),
+            embedding_key=key,
+            config={stage: asdict(config) for stage, config in configs.items()},
+            metrics=result.metrics | {"n_families": n_families, "n_themes": themes.n_themes},
+            history=result.history,
+            weights_dir=str(run_dir),
+            versions=versions(),
+        )
         _write_run_records(workspace, record, should_stop)
     except BaseException:
         with contextlib.suppress(StoreError):  # the error that stopped the run is the one to report
@@ -148,27 +147,12 @@ def _write_run_records(workspace: Workspace, record: RunRecord, should_stop: Cal
     workspace.add_run(record)
 
 
-def _run_record(
-    run_id: str,
-    run_dir: Path,
-    dataset_id: str,
-    embedding_key: str,
-    result: TrainResult,
-    configs: dict[str, Any],
-    counts: dict[str, int],
-) -> RunRecord:
-    """configs: stage name -> the config dataclass it ran with; counts: what the run holds besides the SAE."""
-    return RunRecord(
-        run_id=run_id,
-        dataset_id=dataset_id,
-        created_at=now_iso(),
-        embedding_key=embedding_key,
-        config={stage: asdict(config) for stage, config in configs.items()},
-        metrics=result.metrics | counts,
-        history=result.history,
-        weights_dir=str(run_dir),
-        versions=versions(),
-    )
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
+    """Adds how long the block took to `seconds[step]`."""
+    started = time.perf_counter()
+    yield
+    seconds[step] = time.perf_counter() - started
 
 
 class _KeywordLabeller:
