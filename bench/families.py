@@ -72,15 +72,13 @@ def run(quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache") -> 
 
 def sae_codes(vectors: np.ndarray, n_features: int, n_docs: int, quick: bool) -> sp.csr_matrix:
     """Codes of n_docs resampled BBC vectors under a Prisma SAE with n_features latents trained on resampled ones."""
-    from prisma_core.analysis import codes_matrix
-    from prisma_core.sae import SAEConfig, encode, train_sae
+    from prisma_core.sae import SAEConfig, feature_codes, train_sae
 
     dim = vectors.shape[1]
     train = common.resample(vectors, 1_000 if quick else SAE_TRAIN_VECTORS, seed=4)
     config = SAEConfig(expansion_factor=n_features // dim, k=K, epochs=1 if quick else 2, device="cpu")
     model = train_sae(train, config).model
-    values, indices = encode(model, common.resample(vectors, n_docs, seed=5))
-    return codes_matrix(values, indices, n_features)
+    return feature_codes(model, common.resample(vectors, n_docs, seed=5))
 
 
 def synthetic_codes(n_features: int, n_docs: int, seed: int = 0) -> sp.csr_matrix:

@@ -13,18 +13,6 @@ import pandas as pd
 import scipy.sparse as sp
 
 
-def codes_matrix(values: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_matrix:
-    """Top-k codes ([n, k] values and feature indices) as a sparse [n, n_features] matrix; zeros dropped."""
-    n_docs, k = values.shape
-    matrix = sp.csr_matrix(
-        (values.ravel(), indices.ravel(), np.arange(0, n_docs * k + 1, k)),
-        shape=(n_docs, n_features),
-    )
-    matrix.eliminate_zeros()
-    matrix.sort_indices()
-    return matrix
-
-
 def codes_from_rows(
     positions: np.ndarray,
     features: np.ndarray,

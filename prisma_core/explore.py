@@ -13,7 +13,7 @@ from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import NotFoundError
 from prisma_core.runs import LoadedRun, family_matrix
-from prisma_core.sae import encode, load_sae
+from prisma_core.sae import feature_codes, load_sae
 from prisma_core.store import Workspace
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -39,8 +39,7 @@ def refract_text(run: LoadedRun, text: str) -> pd.DataFrame:
     """The active concepts of any text: feature_id, value, label; strongest first."""
     vector = embed_texts([text], run_embed_config(run))
     model, _ = load_sae(Path(run.record.weights_dir))
-    values, indices = encode(model, vector)
-    codes = analysis.codes_matrix(values, indices, model.n_latents)
+    codes = feature_codes(model, vector)
     return with_labels(analysis.document_features(codes, 0), run)
 
 

@@ -78,12 +78,13 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     model, _ = load_sae(Path(record.weights_dir))
     n_docs = workspace.dataset(record.dataset_id).n_documents
     rows = workspace.activations(record.run_id)
+    directions = model.decoder_directions().detach().cpu().numpy()  # [n_features, d]
     codes = analysis.codes_from_rows(
         rows["position"].to_numpy(),
         rows["feature_id"].to_numpy(),
         rows["value"].to_numpy(),
         n_docs,
-        model.n_latents,
+        len(directions),
     )
     features = workspace.features(record.run_id).merge(
         resolve_labels(workspace.interpretations(record.run_id)),
@@ -91,7 +92,6 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         how="left",
     )
     features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
-    directions = model.decoder_directions().detach().cpu().numpy()
     theme_rows = workspace.themes(record.run_id)
     themes = None
     if theme_rows:

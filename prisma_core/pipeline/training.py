@@ -26,7 +26,7 @@ from prisma_core.sae import (
     SAEConfig,
     TopKSAE,
     check_config,
-    encode,
+    feature_codes,
     resolve_device,
     save_sae,
     suggest_config,
@@ -195,8 +195,7 @@ def _texts_of_dataset_still_there(workspace: Workspace, dataset_id: str) -> list
 
 
 def _store_codes(workspace: Workspace, run_id: str, model: TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
-    values, indices = encode(model, vectors)
-    codes = analysis.codes_matrix(values, indices, model.n_latents)
+    codes = feature_codes(model, vectors)
     coo = codes.tocoo()
     workspace.save_activations(run_id, coo.row, coo.col, coo.data)
     return codes

@@ -4,7 +4,7 @@ from prisma_core.sae.config import SAEConfig, check_config, suggest_config
 from prisma_core.sae.io import load_sae, save_sae
 from prisma_core.sae.loss import fvu, topk_aux_loss
 from prisma_core.sae.model import SAEOutput, TopKSAE
-from prisma_core.sae.train import TrainResult, encode, resolve_device, train_sae
+from prisma_core.sae.train import TrainResult, codes_matrix, encode, feature_codes, resolve_device, train_sae
 
 __all__ = [
     "SAEConfig",
@@ -12,7 +12,9 @@ __all__ = [
     "TopKSAE",
     "TrainResult",
     "check_config",
+    "codes_matrix",
     "encode",
+    "feature_codes",
     "fvu",
     "load_sae",
     "resolve_device",

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from prisma_core.errors import TrainingError
@@ -315,3 +316,24 @@ def _final_metrics(
         "n_train": len(train_index),
         "n_holdout": len(holdout_index),
     }
+
+
+def codes_matrix(values: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_matrix:
+    """Top-k codes ([n, k] values and feature indices) as a sparse [n, n_features] matrix; zeros dropped."""
+    n_docs, k = values.shape
+    matrix = sp.csr_matrix(
+        (values.ravel(), indices.ravel(), np.arange(0, n_docs * k + 1, k)),
+        shape=(n_docs, n_features),
+    )
+    matrix.eliminate_zeros()
+    matrix.sort_indices()
+    return matrix
+
+
+def feature_codes(model: TopKSAE, embeddings: np.ndarray, batch_size: int = 4096) -> sp.csr_matrix:
+    """Sparse codes of all documents as features: embeddings [n, d] -> [n, n_features], k active per row.
+
+    The one place where the SAE's latents become the features every layer above speaks of (feature i is latent i,
+    and there are as many features as latents)."""
+    values, indices = encode(model, embeddings, batch_size)
+    return codes_matrix(values, indices, model.n_latents)

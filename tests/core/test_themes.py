@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from prisma_core import analysis
-from prisma_core.sae import SAEConfig, encode, train_sae
+from prisma_core.sae import SAEConfig, feature_codes, train_sae
 from prisma_core.themes import NO_THEME, ThemeConfig, build_themes, max_themes, themes_from_evidence
 
 
@@ -11,8 +10,7 @@ from prisma_core.themes import NO_THEME, ThemeConfig, build_themes, max_themes, 
 def bbc_codes(bbc_embeddings) -> sp.csr_matrix:
     """Codes of a small real SAE (384 features, k 16) trained on all BBC embeddings."""
     result = train_sae(bbc_embeddings, SAEConfig(expansion_factor=1, k=16, epochs=8, seed=0))
-    values, indices = encode(result.model, bbc_embeddings)
-    return analysis.codes_matrix(values, indices, result.model.n_latents)
+    return feature_codes(result.model, bbc_embeddings)
 
 
 def best_f1(members: sp.spmatrix, categories: np.ndarray) -> float:
