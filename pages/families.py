@@ -7,8 +7,9 @@ from streamlit_agraph import agraph
 
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
-from prisma_core.families import FamilyConfig, NamedFamily
+from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import LoadedRun
+from prisma_core.store import NamedFamily
 from ui.cards import feature_card
 from ui.config_form import config_inputs
 from ui.family_graph import family_view, graph_config, graph_elements

@@ -14,6 +14,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.store import Family
 
 _EPS = 1e-9
 _STAGE = "families"
@@ -54,29 +55,6 @@ class FamilyConfig(CheckedConfig):
     )
     """Smallest family reported, parent included (3 = a parent and at least two children; lone pairs would flood
     the list). The parents of smaller families are still removed before the next round."""
-
-
-@dataclass(frozen=True)
-class Family:
-    family_id: int
-    iteration: int
-    """0-based round that found the family."""
-    parent: int
-    """Root feature id."""
-    members: list[int]
-    """Feature ids in DFS preorder from the parent, parent first, siblings in ascending id order."""
-    edges: list[tuple[int, int, float]]
-    """(parent, child, weight) directed tree edges inside the family, in DFS order."""
-
-
-@dataclass(frozen=True)
-class NamedFamily(Family):
-    """A stored family with the name it shows."""
-
-    label: str
-    """Its name: keywords at first, then a model's or the analyst's."""
-    label_source: str
-    """Who named it: keywords or the model (see `interpret.keywords.KEYWORD_SOURCE`)."""
 
 
 def feature_density(codes: sp.spmatrix | sp.sparray) -> np.ndarray:

@@ -10,17 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
-from prisma_core.families import NamedFamily
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.sae import load_sae
-from prisma_core.store import RunRecord, StageRecord, Workspace
+from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
 
 
@@ -104,21 +102,8 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         [{k: v for k, v in row.items() if k != "evidence"} for row in theme_rows],
         columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
-    families = [_named_family(row) for row in workspace.families(record.run_id)]
+    families = workspace.families(record.run_id)
     return LoadedRun(record, codes, directions, features, families, themes, theme_info)
-
-
-def _named_family(row: dict[str, Any]) -> NamedFamily:
-    """A stored family row (see `Workspace.families`) as the read model's family."""
-    return NamedFamily(
-        family_id=int(row["family_id"]),
-        iteration=int(row["iteration"]),
-        parent=int(row["parent"]),
-        members=row["members"],
-        edges=row["edges"],
-        label=row["label"],
-        label_source=row["label_source"],
-    )
 
 
 def family_membership(families: Sequence[NamedFamily]) -> pd.DataFrame:

@@ -13,9 +13,9 @@ import streamlit as st
 
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
-from prisma_core.families import NamedFamily
 from prisma_core.pipeline import LoadedRun
 from prisma_core.progress import ProgressCallback
+from prisma_core.store import NamedFamily
 from prisma_core.themes import MAX_THEMES, NO_THEME, ThemeConfig
 from ui.jobs import Job
 from ui.map import NO_THEME_NAME, document_map_view

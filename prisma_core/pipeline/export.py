@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 
 from prisma_core.errors import StoreError
-from prisma_core.families import NamedFamily
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
-from prisma_core.store import Workspace
+from prisma_core.store import NamedFamily, Workspace
 
 EXPORT_FILES = (
     "features.parquet",

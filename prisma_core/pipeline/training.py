@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_texts, model_key
 from prisma_core.errors import NotFoundError, StoreError, TrainingError
-from prisma_core.families import FamilyConfig, NamedFamily, find_families
+from prisma_core.families import FamilyConfig, find_families
 from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.lineage import embedding_parent, record_stage, versions
@@ -32,7 +32,7 @@ from prisma_core.sae import (
     suggest_config,
     train_sae,
 )
-from prisma_core.store import RunRecord, Workspace, now_iso
+from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
 from prisma_core.themes import ThemeConfig, Themes, build_themes
 
 
@@ -249,7 +249,7 @@ def _store_families(
         NamedFamily(**asdict(family), label=labels.loc[i, "label"], label_source=KEYWORD_SOURCE)
         for i, family in enumerate(families)
     ]
-    workspace.save_families(run_id, [asdict(family) for family in named])
+    workspace.save_families(run_id, named)
     return named
 
 

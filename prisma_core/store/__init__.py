@@ -6,13 +6,15 @@ One job per module: `schemas` (tables and records), `ids`, `retry` (commit confl
 """
 
 from prisma_core.store.ids import check_id, new_id, now_iso
-from prisma_core.store.schemas import DatasetRecord, RunRecord, StageRecord
+from prisma_core.store.schemas import DatasetRecord, Family, NamedFamily, RunRecord, StageRecord
 from prisma_core.store.vectors import vectors_table_name
 from prisma_core.store.workspace import WORKSPACE_ENV, Workspace, resolve_workspace
 
 __all__ = [
     "WORKSPACE_ENV",
     "DatasetRecord",
+    "Family",
+    "NamedFamily",
     "RunRecord",
     "StageRecord",
     "Workspace",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import pyarrow as pa
 
 from prisma_core.store.ids import check_id, now_iso
 from prisma_core.store.retry import retry
-from prisma_core.store.schemas import SCHEMAS
+from prisma_core.store.schemas import SCHEMAS, NamedFamily
 from prisma_core.store.tables import Tables
 
 
@@ -94,25 +95,34 @@ class Artefacts(Tables):
         chosen = f"{feature} AND interpretation_id = '{check_id(interpretation_id)}'"
         retry(lambda: table.update(where=chosen, values={"preferred": True}))
 
-    def save_families(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+    def save_families(self, run_id: str, families: Sequence[NamedFamily]) -> None:
         """Replace a run's families (see `_replace_generation`)."""
         self._replace_generation(
             "families",
             run_id,
             "family_id",
             [
-                row
+                asdict(family)
                 | {
-                    "members": json.dumps([int(m) for m in row["members"]]),
-                    "edges": json.dumps([[int(p), int(c), float(w)] for p, c, w in row["edges"]]),
+                    "members": json.dumps([int(m) for m in family.members]),
+                    "edges": json.dumps([[int(p), int(c), float(w)] for p, c, w in family.edges]),
                 }
-                for row in rows
+                for family in families
             ],
         )
 
-    def families(self, run_id: str) -> list[dict[str, Any]]:
+    def families(self, run_id: str) -> list[NamedFamily]:
+        """A run's families as last stored, in id order."""
         return [
-            {**row, "members": json.loads(row["members"]), "edges": [tuple(e) for e in json.loads(row["edges"])]}
+            NamedFamily(
+                family_id=int(row["family_id"]),
+                iteration=int(row["iteration"]),
+                parent=int(row["parent"]),
+                members=[int(m) for m in json.loads(row["members"])],
+                edges=[(int(p), int(c), float(w)) for p, c, w in json.loads(row["edges"])],
+                label=row["label"],
+                label_source=row["label_source"],
+            )
             for row in self._latest_generation("families", run_id, "family_id")
         ]
 

@@ -72,6 +72,31 @@ class StageRecord:
     versions: dict[str, str]
 
 
+@dataclass(frozen=True)
+class Family:
+    """A family of features found by `prisma_core.families.find_families`: a parent and its descendants."""
+
+    family_id: int
+    iteration: int
+    """0-based round that found the family."""
+    parent: int
+    """Root feature id."""
+    members: list[int]
+    """Feature ids in DFS preorder from the parent, parent first, siblings in ascending id order."""
+    edges: list[tuple[int, int, float]]
+    """(parent, child, weight) directed tree edges inside the family, in DFS order."""
+
+
+@dataclass(frozen=True)
+class NamedFamily(Family):
+    """A stored family with the name it shows (what `Workspace.families` returns)."""
+
+    label: str
+    """Its name: keywords at first, then a model's or the analyst's."""
+    label_source: str
+    """Who named it: keywords or the model (see `interpret.keywords.KEYWORD_SOURCE`)."""
+
+
 SCHEMAS: dict[str, pa.Schema] = {
     "datasets": _record_schema(DatasetRecord),
     "documents": _schema("dataset_id position:int64 doc_id title text text_hash metadata"),

@@ -125,8 +125,8 @@ def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fa
     job = wait(trained_app.run_id)
     assert job.error is None and job.result.families.n_labelled == 1
     families = trained_app.workspace.families(trained_app.run_id)
-    stored = next(f for f in families if f["family_id"] == family.family_id)
-    assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
+    stored = next(f for f in families if f.family_id == family.family_id)
+    assert has_model([stored.label_source], "llama3.2") and stored.label.endswith(" family")
     prompt = fake.user_prompts()[-1]
     assert "<parent>" in prompt and "<evidence>" in prompt and "<contrast>" in prompt
 

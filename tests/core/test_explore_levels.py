@@ -7,8 +7,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core.explore import level_units
-from prisma_core.families import NamedFamily
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
+from prisma_core.store import NamedFamily
 
 
 def test_family_level_is_the_strongest_activation_among_the_members():

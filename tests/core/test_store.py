@@ -114,7 +114,7 @@ def test_preferred_interpretation_wins(trained):
 def test_rebuilding_families_replaces_the_previous_set(trained):
     workspace, _, _, summary = trained
     loose = pipeline.rebuild_families(workspace, summary.run_id, FamilyConfig(tau=0.05, iterations=1))
-    assert [f["family_id"] for f in workspace.families(summary.run_id)] == [f.family_id for f in loose]
+    assert workspace.families(summary.run_id) == loose  # typed, as rebuilt
     strict = pipeline.rebuild_families(workspace, summary.run_id, FamilyConfig(tau=0.9, iterations=1))
     assert len(workspace.families(summary.run_id)) == len(strict) <= len(loose)
 

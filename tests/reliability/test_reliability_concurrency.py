@@ -124,10 +124,7 @@ def test_no_dataset_vector_or_run_is_lost_or_doubled(raced) -> None:
             assert loaded.codes.shape == (sizes[name], 384)
             assert (loaded.codes.getnnz(axis=1) == 8).all()
             assert len(loaded.features) == 384 and loaded.features["label"].notna().all()
-            stored = workspace.families(run.run_id)
-            assert [(f.family_id, f.members, f.label) for f in loaded.families] == [
-                (f["family_id"], list(f["members"]), f["label"]) for f in stored
-            ]
+            assert loaded.families == workspace.families(run.run_id)
     run_ids = {run.run_id for run in workspace.runs()}
     assert {path.name for path in (workspace.path / "runs").iterdir()} == run_ids
     for table in ("activations", "features", "interpretations"):

@@ -31,7 +31,7 @@ from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig, preview_sources, read_sources
 from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig, check_config, train_sae
-from prisma_core.store import WORKSPACE_ENV, Workspace
+from prisma_core.store import WORKSPACE_ENV, NamedFamily, Workspace
 from ui.themes import ALL_THEMES
 
 KEY = model_key(EmbedConfig())
@@ -70,8 +70,8 @@ def error_lines(stderr: str) -> list[str]:
 # -- 1. two family rebuilds at once ------------------------------------------------------------------------------
 
 
-def members_of(families: list[dict]) -> list[list[int]]:
-    return [family["members"] for family in sorted(families, key=lambda f: f["family_id"])]
+def members_of(families: list[NamedFamily]) -> list[list[int]]:
+    return [family.members for family in sorted(families, key=lambda f: f.family_id)]
 
 
 def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Trained) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -235,7 +236,7 @@ def hostile_workspace(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFram
         for feature in range(384)
     ]
     workspace.add_interpretations(run_id, labels)
-    workspace.save_families(run_id, [family | {"label": HOSTILE[1]} for family in workspace.families(run_id)])
+    workspace.save_families(run_id, [replace(family, label=HOSTILE[1]) for family in workspace.families(run_id)])
     return workspace.path
 
 

@@ -1,7 +1,7 @@
 """Planning a label batch: which features, families and themes it would ask about, and roughly what it costs."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
@@ -47,7 +47,7 @@ def plan_labels(
     wanted = [f for f in selected if run.features["density"].iat[f] > 0]
     done = set() if config.relabel else labelled_by(workspace.interpretations(record.run_id), ollama.model)
     todo = [f for f in wanted if f not in done]
-    families = chosen(workspace.families(record.run_id), "family_id", family_ids)
+    families = chosen([asdict(family) for family in workspace.families(record.run_id)], "family_id", family_ids)
     family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
     themes = chosen(workspace.themes(record.run_id), "theme_id", theme_ids)
     theme_todo = [t for t in themes if config.relabel or not has_model([t["label_source"]], ollama.model)]

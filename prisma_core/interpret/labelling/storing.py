@@ -7,7 +7,7 @@ from typing import Any
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
 from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig
 from prisma_core.lineage import record_stage
-from prisma_core.store import RunRecord, Workspace
+from prisma_core.store import NamedFamily, RunRecord, Workspace
 
 
 def record_batch(
@@ -31,7 +31,15 @@ class GroupTable:
     save: Callable[[Workspace, str, list[dict[str, Any]]], None]
 
 
-FAMILIES = GroupTable("family", "family labels", "family_id", "members", Workspace.families, Workspace.save_families)
+FAMILIES = GroupTable(
+    "family",
+    "family labels",
+    "family_id",
+    "members",
+    lambda workspace, run_id: [asdict(family) for family in workspace.families(run_id)],
+    lambda workspace, run_id, rows: workspace.save_families(run_id, [NamedFamily(**row) for row in rows]),
+)
+"""Families as rows, like themes, for the labelling code that names both."""
 THEMES = GroupTable("theme", "theme labels", "theme_id", "features", Workspace.themes, Workspace.save_themes)
 
 

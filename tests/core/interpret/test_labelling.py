@@ -386,7 +386,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
 ):
     families = workspace.families(base_run.run_id)
     first, second = families[0], families[1]
-    label_run(workspace, None, ollama(fake), feature_ids=[second["parent"]])
+    label_run(workspace, None, ollama(fake), feature_ids=[second.parent])
     parent_label = llm_rows(workspace, base_run.run_id)["label"].iloc[0]
     fake.requests.clear()
     fake.scripted.extend(["no JSON here"] * 3)  # every attempt for the first family
@@ -397,23 +397,23 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     )
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (4, 1, len(families) - 5)
-    assert summary.first_error.startswith(f"Family {first['family_id']}: The model 'llama3.2' gave no usable")
+    assert summary.first_error.startswith(f"Family {first.family_id}: The model 'llama3.2' gave no usable")
     stored = workspace.families(base_run.run_id)
-    assert (stored[0]["label"], stored[0]["label_source"]) == (first["label"], KEYWORD_SOURCE)
-    assert (stored[1]["label"], stored[1]["label_source"]) == (f"{parent_label} family", "llama3.2")
-    assert [f["label_source"] for f in stored[5:]] == [KEYWORD_SOURCE] * (len(families) - 5)
-    assert [(f["members"], f["edges"]) for f in stored] == [(f["members"], f["edges"]) for f in families]
+    assert (stored[0].label, stored[0].label_source) == (first.label, KEYWORD_SOURCE)
+    assert (stored[1].label, stored[1].label_source) == (f"{parent_label} family", "llama3.2")
+    assert [f.label_source for f in stored[5:]] == [KEYWORD_SOURCE] * (len(families) - 5)
+    assert [(f.members, f.edges) for f in stored] == [(f.members, f.edges) for f in families]
     prompt = fake.user_prompts()[3]
     assert f"<parent>\n<label>{parent_label}</label>\n</parent>" in prompt
 
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = json.loads((tmp_path / "export" / "families.json").read_text())
     assert [(f["label"], f["label_source"]) for f in exported[:2]] == [
-        (first["label"], KEYWORD_SOURCE),
+        (first.label, KEYWORD_SOURCE),
         (f"{parent_label} family", "llama3.2"),
     ]
     features = pd.read_parquet(tmp_path / "export" / "features.parquet").set_index("feature_id")
-    assert features.loc[second["parent"], ["label", "label_source"]].tolist() == [parent_label, "llama3.2"]
+    assert features.loc[second.parent, ["label", "label_source"]].tolist() == [parent_label, "llama3.2"]
     assert {"label_source", "score_embedding", "score_detection"} <= set(features.columns)
 
     fake.requests.clear()
@@ -594,7 +594,7 @@ def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys)
     assert labelled.returncode == 0, labelled.stderr
     assert f"features: 3 labelled by llama3.2 at {fake.url}, 0 already labelled by it, 0 failed" in labelled.stdout
     assert f"families: {n_families} labelled by llama3.2" in labelled.stdout
-    assert all(family["label_source"] == "llama3.2" for family in workspace.families(base_run.run_id))
+    assert all(family.label_source == "llama3.2" for family in workspace.families(base_run.run_id))
     assert unreachable == 2  # main() is what `python -m prisma_core` exits with; in-process saves an import
     assert "error: Ollama is not reachable at http://127.0.0.1:" in capsys.readouterr().err
     assert scored.returncode == 0, scored.stderr
@@ -678,8 +678,8 @@ def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_stro
     prompt = fake.user_prompts()[0]
     assert shown_documents(prompt, "evidence") == {prefix(base_run.corpus["text"][p]) for p in evidence}
     assert shown_documents(prompt, "contrast") == {prefix(base_run.corpus["text"][p]) for p in contrast}
-    others = [f for f in workspace.families(base_run.run_id) if f["family_id"] != family.family_id]
-    assert {f["label_source"] for f in others} == {KEYWORD_SOURCE}
+    others = [f for f in workspace.families(base_run.run_id) if f.family_id != family.family_id]
+    assert {f.label_source for f in others} == {KEYWORD_SOURCE}
 
 
 def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace, base_run, fake):
@@ -692,10 +692,10 @@ def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace
     label_groups(workspace, None, "family", ollama(fake), progress=rebuild_during_the_batch)
 
     rebuilt = workspace.families(base_run.run_id)
-    old_members = {f["family_id"]: f["members"] for f in families}
+    old_members = {f.family_id: f.members for f in families}
     for family in rebuilt:
-        if family["label_source"] != KEYWORD_SOURCE:
-            assert old_members.get(family["family_id"]) == family["members"]
+        if family.label_source != KEYWORD_SOURCE:
+            assert old_members.get(family.family_id) == family.members
 
 
 def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run, fake):
