@@ -22,7 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from prisma_core.analysis import strong_codes
-from prisma_core.embed import EmbedConfig, embed_texts
+from prisma_core.embed import EmbedConfig
+from prisma_core.embed.cache import VectorCache, embed_cached
 from prisma_core.errors import SettingsError
 from prisma_core.interpret.scoring import holdout_split
 
@@ -135,9 +136,10 @@ def label_embedding_scores(
     doc_vectors: np.ndarray,
     embed_config: EmbedConfig,
     config: ScoreConfig = ScoreConfig(),
+    cache: VectorCache | None = None,
 ) -> EmbeddingScores:
     """Embedding score of each (feature, label) pair; the distinct labels of scoreable features are embedded in one
-    batch (none at all when no feature can be scored).
+    batch (none at all when no feature can be scored), only those `cache` (the workspace) lacks when given.
 
     codes: [n_docs, n_features]; doc_vectors: [n_docs, d] in the space `embed_config` names.
     """
@@ -151,7 +153,7 @@ def label_embedding_scores(
     if not distinct:
         return EmbeddingScores(scores, basis)
     label_config = replace(embed_config, batch_size=max(embed_config.batch_size, LABEL_BATCH_SIZE))
-    vector_of = dict(zip(distinct, unit_rows(embed_texts(distinct, label_config)), strict=True))
+    vector_of = dict(zip(distinct, unit_rows(embed_cached(distinct, label_config, cache)), strict=True))
     documents_unit = unit_rows(doc_vectors)
     for i, (feature, label) in enumerate(zip(feature_ids, labels, strict=True)):
         chosen = documents[feature]
@@ -240,6 +242,7 @@ def shuffled_scores(
     embed_config: EmbedConfig,
     config: ScoreConfig = ScoreConfig(),
     seed: int = 0,
+    cache: VectorCache | None = None,
 ) -> EmbeddingScores:
     """The baseline: the same labels scored after shuffling them across the scoreable features (each label on
     another feature's documents). Its mean sits near 0.5; a labeller is only as good as its lead over it."""
@@ -247,4 +250,5 @@ def shuffled_scores(
     scoreable = [i for i, f in enumerate(feature_ids) if scoring_documents(csc, f, config).basis != "too_few"]
     order = np.random.default_rng(seed).permutation(len(scoreable))
     moved = [labels[scoreable[j]] for j in order]
-    return label_embedding_scores([feature_ids[i] for i in scoreable], moved, csc, doc_vectors, embed_config, config)
+    scored = [feature_ids[i] for i in scoreable]
+    return label_embedding_scores(scored, moved, csc, doc_vectors, embed_config, config, cache)

@@ -250,3 +250,26 @@ def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_p
         openvino_backend, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)
     )
     assert openvino_backend.cache_key(DEFAULT_MODEL, "bf16") != key
+
+
+def test_label_texts_are_embedded_once_through_the_workspace_cache(tmp_path, monkeypatch):
+    """Labels go through the documents' embedding cache (by text hash): asked again, nothing is embedded, and the
+    vectors are the ones embed_texts gives. They belong to no dataset."""
+    from prisma_core.embed import cache
+    from prisma_core.store import Workspace
+
+    embedded: list[list[str]] = []
+
+    def recording(texts, config):  # the real embedding, recorded
+        embedded.append(list(texts))
+        return embed_texts(texts, config)
+
+    monkeypatch.setattr(cache, "embed_texts", recording)
+    workspace = Workspace(tmp_path / "ws")
+    labels = ["football results", "general election", "football results"]
+    first = cache.embed_cached(labels, FP32, workspace)
+    again = cache.embed_cached([*labels, "film awards"], FP32, workspace)
+    assert embedded == [["football results", "general election"], ["film awards"]]
+    np.testing.assert_allclose(first, embed_texts(labels, FP32), atol=1e-6)
+    np.testing.assert_array_equal(again[:3], first)
+    assert workspace.datasets() == []
