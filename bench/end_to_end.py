@@ -58,7 +58,7 @@ def run(quick: bool = False, baseline: str | None = None, rounds: int = 1) -> di
         env = {"PRISMA_CACHE_DIR": str(Path(folder) / "model_cache")}  # an empty model cache: the cold run converts
         repos = {"current": common.REPO}
         if baseline:
-            repos["baseline"] = _checkout(baseline, Path(folder) / "baseline")
+            repos["baseline"] = _checkout(baseline, Path(folder) / "baseline_code")
         runs: dict[str, dict[str, Any]] = {}
         for side, repo in repos.items():
             runs[side] = {"cold": _cli_run(source, Path(folder) / side, flags, repo, env), "warm": []}
@@ -87,8 +87,10 @@ def run(quick: bool = False, baseline: str | None = None, rounds: int = 1) -> di
             "cold": runs["baseline"]["cold"],
             "warm": _median_run(before),
             "warm_seconds": [r["seconds"] for r in before],
+            "warm_stages": [r["stages"] for r in before],
         }
         result["warm_seconds"] = [r["seconds"] for r in after]
+        result["warm_stages"] = [r["stages"] for r in after]
         result["warm_ratios"] = [b["seconds"] / a["seconds"] for b, a in zip(before, after, strict=True)]
         result["conversion"] = conversion
     return result
