@@ -33,8 +33,9 @@ both on torch bf16), and a warm re-run is hundreds of times faster than the cold
 **Fast CPU path (2).** Met on this CPU by the OpenVINO backend (2.68x torch fp32, minimum cosine 0.99998, the same
 SAE held-out FVU within 0.002), which `backend="auto"` now picks where the CPU has native bf16 and `openvino` is
 installed (it is in requirements.txt); torch with bf16 weights gives 2.13x. On CPUs without native bf16 the default
-stays torch fp32, so it is never slower there. OpenVINO converts the model once per process (about 4 s). Not tried:
-int8 (OpenVINO NNCF post-training quantization), which is the next step for the embedding-bound cold run below.
+stays torch fp32, so it is never slower there. OpenVINO converts the model once per machine and keeps it on
+disk (section 6). Not tried: int8 (OpenVINO NNCF post-training quantization), which is the next step for the
+embedding-bound cold run below.
 
 **SAE training (3).** Met on the comparison the target names (real BBC embeddings, 40 epochs): 2.25x latentsae's
 samples/s at held-out FVU 0.3609 vs 0.3615 and 0.23% dead latents vs 18.2%. The scaling runs are single epochs on
@@ -54,12 +55,23 @@ store's settings: recall 0.78 at about the same latency as LanceDB's defaults, w
 Exact numpy search over vectors already in memory is 20x faster than the store's flat search; the Explore page could
 use it for datasets it holds.
 
-**End to end (6).** Missed. Cold: 114 s of the 138 s is embedding the 1.08 million tokens of BBC at about 9,000
-tokens/s, the fastest path measured on this CPU; 90 s would need about 14,000 tokens/s for the embedding alone
-(int8 above, or a smaller model). Warm: 31 s against 20 s. A profile of the warm run: about 9 s importing libraries
-(torch and sentence-transformers about 5 s, lancedb 3.5 s), 4.4 s converting the model to OpenVINO for the label
-scores, 5 s training, 3 s embedding 3,072 labels, the rest ingest and storage. Caching the converted model on disk
-(about -4 s) and importing sentence-transformers and lancedb only where they are used would bring it near 20 s.
+**End to end (6).** Cold: missed, unchanged by the warm-path work (114 s of the 138 s measured on 2026-11-22 is
+embedding the 1.08 million tokens of BBC; int8 is the next step for it). Warm (issue 13: <= 8 s): the profile of
+2026-11-22 (31 s) had about 9 s of imports, 4.4 s converting the model to OpenVINO for the label scores and 3 s
+embedding 3,072 labels. Now (a) the converted model is kept on disk per model, precision and library versions
+(`~/.cache/prisma/openvino`, written to a temporary folder and renamed, so concurrent processes never read half a
+model), which saves 4.8 s in every later process that embeds; (b) labels and keyword candidates go through the
+workspace's embedding cache, so a warm run embeds nothing and never imports sentence-transformers, transformers or
+OpenVINO; (c) `--help` imports none of torch, sentence-transformers or LanceDB and `list` only LanceDB: in fresh
+processes alternating with af2538e's, three each (2026-11-24 10:40, load about 4), `--help` took 2.1 s against 7.9 s
+(median, 3.8x) and `list` 3.0 s against 7.6 s (2.5x). Measured side by side: the warm run's labelling stage is
+about 4.5x shorter and the whole warm run 1.5x faster (median ratio; the runs were on a machine at load 3 to 6).
+What a warm run still spends, from a profile of a 60-document warm run: importing torch (about 2.9 s loaded),
+LanceDB (2.3 s), scikit-learn (2 s, for the themes' k-means), torch's first optimizer importing torch._dynamo (2.8 s,
+torch's own `_disable_dynamo` wrapper around `Optimizer.__init__`; a hand-written Adam would avoid it), then
+training, analysis and storage. The 8 s target was not shown here because no quiet minute came; on the idle machine
+of 2026-11-22 the parts removed (conversion 4.4 s, label embedding 3 s, sentence-transformers' import about 3 s) bring
+the 16 s warm run of issue 13 to about 6 to 8 s, which a run on an idle machine has still to confirm.
 
 **App memory (8).** Where the memory goes, from resident-memory deltas (tracemalloc does not see torch): the
 libraries' import footprint (the baseline above), the embedding model (84 MB), and the working memory of the running

@@ -1,4 +1,7 @@
-"""Command line: `python -m prisma_core <stage> ...`. Stage flags are generated from the stage configs."""
+"""Command line: `python -m prisma_core <stage> ...`. Stage flags are generated from the stage configs.
+
+The stages (`pipeline`, `labelling`) are imported inside the commands that run them, so `--help` or `list` never
+import torch or sentence-transformers (tests/core/test_cli.py checks which libraries each command imports)."""
 
 from __future__ import annotations
 
@@ -11,18 +14,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from prisma_core import pipeline
 from prisma_core.config_docs import field_docs, field_kind, literal_values
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import LabellingError, PrismaError, SettingsError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig, guess_id_column, preview_paths
-from prisma_core.interpret import labelling
 from prisma_core.interpret.label_scores import ScoreConfig
-from prisma_core.interpret.labelling import LabelConfig, LabelSummary
+from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
 from prisma_core.interpret.ollama_labeller import OllamaConfig
 from prisma_core.progress import Progress
-from prisma_core.sae import SAEConfig
+from prisma_core.sae.config import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
 
@@ -94,6 +95,8 @@ def check_settings(args: argparse.Namespace) -> None:
     for config in args.configs:
         config_from_args(config, args, _prefix(config, args.configs))
     if getattr(args, "out", None) and args.command == "run":
+        from prisma_core import pipeline
+
         pipeline.export_target(Workspace(args.workspace), args.out)
 
 
@@ -124,6 +127,8 @@ def _ingest_config(args: argparse.Namespace) -> IngestConfig:
 
 
 def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
+    from prisma_core import pipeline
+
     dataset_id, dataset = pipeline.ingest(workspace, args.files, args.name, _ingest_config(args))
     report = dataset.report
     print(f"dataset {dataset_id}: {report.n_documents} documents from {len(report.files)} file(s)")
@@ -137,6 +142,8 @@ def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
 
 
 def cmd_embed(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None, prefix: str = "") -> None:
+    from prisma_core import pipeline
+
     bars = ProgressBars()
     summary = pipeline.embed_dataset(
         workspace, dataset_id or _dataset_id(workspace, args), config_from_args(EmbedConfig, args, prefix), bars
@@ -151,6 +158,8 @@ def cmd_embed(workspace: Workspace, args: argparse.Namespace, dataset_id: str | 
 
 
 def cmd_train(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None) -> str:
+    from prisma_core import pipeline
+
     dataset_id = dataset_id or _dataset_id(workspace, args)
     embed_config = config_from_args(EmbedConfig, args, "embed_")
     suggested = pipeline.suggested_sae_config(workspace, dataset_id, embed_config)
@@ -189,6 +198,8 @@ def _print_themes(themes: Sequence[dict[str, Any]]) -> None:
 
 
 def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core import pipeline
+
     run_id = workspace.run_or_latest(args.run).run_id
     themes = pipeline.rebuild_themes(workspace, run_id, config_from_args(ThemeConfig, args), ProgressBars())
     print(f"run {run_id}: {themes.n_themes} themes")
@@ -196,6 +207,8 @@ def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core import pipeline
+
     run_id = workspace.run_or_latest(args.run).run_id
     families = pipeline.rebuild_families(workspace, run_id, config_from_args(FamilyConfig, args), ProgressBars())
     print(f"run {run_id}: {len(families)} families")
@@ -204,6 +217,8 @@ def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def cmd_export(workspace: Workspace, args: argparse.Namespace, run_id: str | None = None) -> None:
+    from prisma_core import pipeline
+
     paths = pipeline.export_run(workspace, run_id or args.run, args.out)
     print(f"exported {len(paths)} files to {Path(args.out).resolve()}")
 
@@ -250,6 +265,8 @@ def _print_label_summary(what: str, summary: LabelSummary, max_errors: int = 5) 
 
 
 def _print_label_quality(workspace: Workspace, run_id: str) -> None:
+    from prisma_core.interpret import labelling
+
     for row in labelling.label_quality(workspace, run_id).itertuples():
         detection = f", detection {row.mean_detection:.3f} ({row.n_detected} labels)" if row.n_detected else ""
         print(
@@ -260,6 +277,8 @@ def _print_label_quality(workspace: Workspace, run_id: str) -> None:
 
 def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     """Exit code 2 (a LabellingError) when Ollama is unreachable or the batch gave up; what was done is kept."""
+    from prisma_core.interpret import labelling
+
     run_id = workspace.run_or_latest(args.run).run_id
     ollama, config = config_from_args(OllamaConfig, args), config_from_args(LabelConfig, args)
     bars = ProgressBars()
@@ -280,6 +299,8 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core.interpret import labelling
+
     run_id = workspace.run_or_latest(args.run).run_id
     detect_with = config_from_args(OllamaConfig, args) if args.detect else None
     bars = ProgressBars()

@@ -17,7 +17,6 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
-from prisma_core.sae import load_sae
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
 
@@ -73,6 +72,8 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
 def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
     stored = workspace.run_or_latest(run_id, dataset_id)
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
+    from prisma_core.sae import load_sae  # torch, only when a run's weights are read
+
     model, _ = load_sae(Path(record.weights_dir))
     n_docs = workspace.dataset(record.dataset_id).n_documents
     rows = workspace.activations(record.run_id)

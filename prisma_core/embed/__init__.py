@@ -5,8 +5,8 @@ Every document is tokenised whole; documents longer than the model window are sp
 documents are sorted by length and batched together, pooled by the model's own pooling module, and averaged per
 document.
 
-A backend (one module each, listed in BACKENDS) runs the model: its `load_encoder(config)` returns the model (its
-tokenizer, window and dimension) and a Pooler. `config` holds the settings, `model` the shared model loading,
+A backend (one module each, listed in BACKENDS) runs the model: its `load_encoder(config)` returns an Encoder (the
+model's tokenizer, window and dimension) and a Pooler. `config` holds the settings, `model` the shared model loading,
 `chunking` the windows and the averaging.
 """
 
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from sentence_transformers import SentenceTransformer
 
 from prisma_core.embed.chunking import Chunking, average_by_document, encode_chunks, plan_chunks
 from prisma_core.embed.config import (
@@ -30,7 +29,7 @@ from prisma_core.embed.config import (
     resolve_device,
     resolve_precision,
 )
-from prisma_core.embed.model import Pooler, load_model
+from prisma_core.embed.model import Encoder, Pooler, load_model
 from prisma_core.errors import EmbeddingError
 from prisma_core.progress import ProgressCallback, ignore_progress
 
@@ -39,6 +38,7 @@ __all__ = [
     "Chunking",
     "EmbedConfig",
     "Embedded",
+    "Encoder",
     "average_by_document",
     "cpu_has_native_bf16",
     "embed_documents",
@@ -85,8 +85,11 @@ def model_key(config: EmbedConfig) -> str:
     return f"{config.model}|{runtime}{precision}{suffix}"
 
 
-def load_encoder(config: EmbedConfig) -> tuple[SentenceTransformer, Pooler]:
-    """The model (tokenizer, window, dimension) and the pooler that runs it on the backend `config` resolves to."""
+def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
+    """The model (tokenizer, window, dimension) and the pooler that runs it on the backend `config` resolves to.
+
+    Only here are the backend and its libraries (torch, sentence-transformers, openvino) imported: a process that
+    finds every vector it needs in the cache never loads them."""
     backend = importlib.import_module(BACKENDS[resolve_backend(config)])
     return backend.load_encoder(config)
 

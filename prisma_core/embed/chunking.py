@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sentence_transformers import SentenceTransformer
 
-from prisma_core.embed.model import Pooler, max_window
+from prisma_core.embed.model import Encoder, Pooler, max_window
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 
 
@@ -23,7 +22,7 @@ class Chunking:
     chunk_owner: np.ndarray  # [n_chunks] index of the document each chunk belongs to
 
 
-def plan_chunks(encoder: SentenceTransformer, texts: Sequence[str]) -> Chunking:
+def plan_chunks(encoder: Encoder, texts: Sequence[str]) -> Chunking:
     """Split each document into windows of W_eff = L_max - N_special content tokens, each wrapped in special tokens.
 
     The fast tokenizer's overflow mode does exactly this in one pass over all documents: with stride 0 the

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import torch
-
 from prisma_core.config_docs import DEVICE_CHOICES, CheckedConfig, setting
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -69,6 +67,8 @@ class EmbedConfig(CheckedConfig):
 def resolve_device(device: str = "auto") -> str:
     if device != "auto":
         return device
+    import torch  # here, not at the top: settings and the CLI's --help do not need torch
+
     if torch.cuda.is_available():
         return "cuda"
     if torch.backends.mps.is_available():

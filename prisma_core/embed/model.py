@@ -1,19 +1,24 @@
-"""The sentence-transformers model every backend starts from (loaded once per process) and the Pooler contract a
-backend fulfils."""
+"""The sentence-transformers model every backend starts from (loaded once per process), the Encoder a backend
+returns (tokenizer, window, dimension) and the Pooler contract a backend fulfils.
+
+torch and sentence-transformers are imported when a model is loaded, not when this module is: commands that embed
+nothing never pay for them.
+"""
 
 from __future__ import annotations
 
 import functools
 import threading
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
-import torch
-from sentence_transformers import SentenceTransformer
 
 from prisma_core.embed.config import DEFAULT_MODEL, Precision, resolve_device, resolve_precision
 from prisma_core.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 _BUNDLED_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
 
@@ -23,6 +28,16 @@ loading (or converting) the model themselves, which the caches alone do not prev
 
 Pooler = Callable[[list[list[int]]], np.ndarray]
 """Pools a batch of windows (token ids, special tokens included) into their sentence embeddings [batch, d] float32."""
+
+
+class Encoder(Protocol):
+    """What chunking needs from a model: its tokenizer, its window and its dimension. A SentenceTransformer is one;
+    the OpenVINO backend's cached model is another, without torch's copy of the weights."""
+
+    tokenizer: Any
+    max_seq_length: int | None
+
+    def get_embedding_dimension(self) -> int | None: ...
 
 
 def resolve_model_path(model: str) -> str:
@@ -45,6 +60,9 @@ def load_model(model: str, device: str = "auto", precision: Precision = "auto") 
 
 @functools.lru_cache(maxsize=4)
 def _load_model(model: str, device: str, precision: Literal["fp32", "bf16"]) -> SentenceTransformer:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
     try:
         encoder = SentenceTransformer(resolve_model_path(model), device=device)
     except Exception as error:  # the library raises many unrelated types for "cannot load"
@@ -58,7 +76,7 @@ def _load_model(model: str, device: str, precision: Literal["fp32", "bf16"]) -> 
     return encoder
 
 
-def max_window(encoder: SentenceTransformer) -> int:
+def max_window(encoder: Encoder) -> int:
     """L_max: the longest input the model accepts, special tokens included."""
     limits = [encoder.max_seq_length or 512, encoder.tokenizer.model_max_length or 512]
     return int(min(limit for limit in limits if limit > 0))

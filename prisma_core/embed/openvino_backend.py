@@ -1,66 +1,198 @@
-"""OpenVINO embedding backend: the sentence-transformers model converted once per process and compiled for the CPU.
+"""OpenVINO embedding backend: the sentence-transformers model converted to OpenVINO once per machine, cached on
+disk, and compiled for the CPU.
 
 At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
 fp32 vectors (bench/fast_cpu.py). It pools exactly what the torch model pools: the model's own pooling module is
 part of the converted graph.
+
+The converted model, its tokenizer and its window are kept in `cache_root()/<key>` (`$PRISMA_CACHE_DIR/openvino`,
+else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision. A process that
+finds its folder loads it without converting and without torch's copy of the weights. A folder is written under a
+temporary name and renamed into place, so a process never reads a half-written model; two processes converting at
+once both succeed, and the first rename wins.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
 import warnings
-from typing import Literal
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import openvino
-import torch
-from sentence_transformers import SentenceTransformer
 
 from prisma_core.embed.config import EmbedConfig, resolve_precision
-from prisma_core.embed.model import LOADING, Pooler, load_model
+from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, resolve_model_path
 from prisma_core.errors import EmbeddingError
 
-_DYNAMIC = openvino.PartialShape([-1, -1])
-"""Batch size and window length vary from call to call."""
+CACHE_ENV = "PRISMA_CACHE_DIR"
+CACHE_FORMAT = 1
+"""Bumped when what a cache folder holds changes, so older folders are never read."""
+KEYED_PACKAGES = ("openvino", "torch", "transformers", "sentence-transformers")
+"""Library versions in the cache key: a new version of any of them converts again."""
+_MODEL_FILE = "model.xml"
+_TOKENIZER_DIR = "tokenizer"
+_ENCODER_FILE = "encoder.json"
+
+conversions = 0
+"""Models this process converted (not loaded from the cache): the tests read it."""
 
 
-class _PooledModel(torch.nn.Module):
-    """The sentence-transformers model as a function of (input_ids, attention_mask), which conversion needs."""
-
-    def __init__(self, encoder: SentenceTransformer) -> None:
-        super().__init__()
-        self.encoder = encoder
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.encoder({"input_ids": input_ids, "attention_mask": attention_mask})["sentence_embedding"]
+def cache_root() -> Path:
+    """Where converted models are kept: `$PRISMA_CACHE_DIR/openvino`, else `$XDG_CACHE_HOME/prisma/openvino`
+    (`~/.cache/prisma/openvino`). Deleting the folder is always safe: the next process converts again."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit) / "openvino"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prisma" / "openvino"
 
 
-@functools.lru_cache(maxsize=2)
-def _compiled(model: str, precision: Literal["fp32", "bf16"]) -> openvino.CompiledModel:
+def _package_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _files_of(path: str) -> list[tuple[str, int, int]]:
+    """(name, size, mtime) of a local model folder's files, so a model changed in place is converted again."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return []
+    return sorted(
+        (str(file.relative_to(folder)), file.stat().st_size, file.stat().st_mtime_ns)
+        for file in folder.rglob("*")
+        if file.is_file()
+    )
+
+
+def cache_key(model: str, precision: str) -> str:
+    """The cache folder's name: readable model and precision, then a hash of everything the conversion depends on."""
+    path = resolve_model_path(model)
+    described = {
+        "format": CACHE_FORMAT,
+        "model": model,
+        "path": str(Path(path).resolve()) if Path(path).exists() else path,
+        "files": _files_of(path),
+        "precision": precision,
+        "versions": {name: _package_version(name) for name in KEYED_PACKAGES},
+    }
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model).strip("-")[-48:] or "model"
+    return f"{slug}-{precision}-{digest}"
+
+
+@dataclass(frozen=True)
+class CachedEncoder:
+    """The model as chunking sees it (tokenizer, window, dimension), read from a cache folder: no torch weights."""
+
+    tokenizer: Any
+    max_seq_length: int | None
+    dimension: int
+
+    def get_embedding_dimension(self) -> int:
+        return self.dimension
+
+
+def _convert(model: str) -> tuple[openvino.Model, Any]:
+    """The model's sentence embedding as an OpenVINO graph of (input_ids, attention_mask), and the torch model."""
+    global conversions
+    import torch
+
     encoder = load_model(model, "cpu", "fp32")
+
+    class PooledModel(torch.nn.Module):
+        """The sentence-transformers model as a function of (input_ids, attention_mask), which conversion needs."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return self.encoder({"input_ids": input_ids, "attention_mask": attention_mask})["sentence_embedding"]
+
     example = encoder.tokenizer(["an example"], return_tensors="pt")
     inputs = {"input_ids": example["input_ids"], "attention_mask": example["attention_mask"]}
+    dynamic = openvino.PartialShape([-1, -1])  # batch size and window length vary from call to call
     try:
         with warnings.catch_warnings():  # tracing warns about Python branches that do not depend on the input
             warnings.simplefilter("ignore")
             converted = openvino.convert_model(
-                _PooledModel(encoder).eval(),
+                PooledModel().eval(),
                 example_input=inputs,
-                input=[(name, _DYNAMIC, openvino.Type.i64) for name in inputs],
+                input=[(name, dynamic, openvino.Type.i64) for name in inputs],
             )
-        hint = "bf16" if precision == "bf16" else "f32"
-        return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint})
     except Exception as error:  # conversion fails in many ways for unusual architectures
         raise EmbeddingError(
             f"OpenVINO could not convert the model {model!r}: {error}. Choose the torch backend for this model."
         ) from error
+    conversions += 1
+    return converted, encoder
 
 
-def openvino_pooler(model: str, precision: Literal["fp32", "bf16"]) -> Pooler:
+def _write(folder: Path, converted: openvino.Model, encoder: Any) -> None:
+    """Writes the folder atomically: everything into a temporary folder beside it, then one rename. When another
+    process renamed its copy first, that copy is kept. A cache that cannot be written (read-only home, full disk)
+    only costs the next process a conversion."""
+    temporary = folder.parent / f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        temporary.mkdir(parents=True)
+        openvino.save_model(converted, temporary / _MODEL_FILE, compress_to_fp16=False)
+        encoder.tokenizer.save_pretrained(temporary / _TOKENIZER_DIR)
+        described = {"max_seq_length": encoder.max_seq_length, "dimension": encoder.get_embedding_dimension()}
+        (temporary / _ENCODER_FILE).write_text(json.dumps(described))
+        temporary.rename(folder)
+    except OSError as error:
+        if not (folder / _MODEL_FILE).is_file():
+            warnings.warn(f"Could not cache the converted model in {folder}: {error}", stacklevel=2)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _read(folder: Path) -> tuple[openvino.Model, CachedEncoder] | None:
+    """The cached model and encoder, or None when the folder is missing or unreadable (then converted again)."""
+    if not (folder / _MODEL_FILE).is_file():
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        described = json.loads((folder / _ENCODER_FILE).read_text())
+        tokenizer = AutoTokenizer.from_pretrained(str(folder / _TOKENIZER_DIR))
+        model = openvino.Core().read_model(folder / _MODEL_FILE)
+        return model, CachedEncoder(tokenizer, described["max_seq_length"], int(described["dimension"]))
+    except Exception:  # a folder damaged outside Prisma: set it aside, convert again
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+
+
+@functools.lru_cache(maxsize=2)
+def _compiled(model: str, precision: Literal["fp32", "bf16"]) -> tuple[openvino.CompiledModel, Encoder]:
+    """The compiled model and its encoder: from the disk cache, else converted (and cached for the next process)."""
+    folder = cache_root() / cache_key(model, precision)
+    cached = _read(folder)
+    if cached is None:
+        converted, encoder = _convert(model)
+        _write(folder, converted, encoder)
+    else:
+        converted, encoder = cached
+    hint = "bf16" if precision == "bf16" else "f32"
+    try:
+        return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint}), encoder
+    except Exception as error:
+        raise EmbeddingError(f"OpenVINO could not compile the model {model!r}: {error}. Choose torch.") from error
+
+
+def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
     """A pooler on the compiled model; each call has its own inference request, so concurrent jobs can share it."""
-    with LOADING:
-        compiled = _compiled(model, precision)
-    tokenizer = load_model(model, "cpu", "fp32").tokenizer
 
     def pool(batch_ids: list[list[int]]) -> np.ndarray:
         padded = tokenizer.pad({"input_ids": batch_ids}, padding=True, return_tensors="np")
@@ -70,7 +202,9 @@ def openvino_pooler(model: str, precision: Literal["fp32", "bf16"]) -> Pooler:
     return pool
 
 
-def load_encoder(config: EmbedConfig) -> tuple[SentenceTransformer, Pooler]:
-    """The fp32 torch model (for its tokenizer, window and dimension) and a pooler on the compiled model."""
+def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
+    """The model's tokenizer, window and dimension, and a pooler on the compiled model."""
     precision = resolve_precision(config.precision, "cpu")
-    return load_model(config.model, "cpu", "fp32"), openvino_pooler(config.model, precision)
+    with LOADING:
+        compiled, encoder = _compiled(config.model, precision)
+    return encoder, openvino_pooler(compiled, encoder.tokenizer)

@@ -7,7 +7,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from prisma_core.embed.config import EmbedConfig
-from prisma_core.embed.model import Pooler, load_model
+from prisma_core.embed.model import Encoder, Pooler, load_model
 
 
 def torch_pooler(encoder: SentenceTransformer) -> Pooler:
@@ -22,7 +22,7 @@ def torch_pooler(encoder: SentenceTransformer) -> Pooler:
     return pool
 
 
-def load_encoder(config: EmbedConfig) -> tuple[SentenceTransformer, Pooler]:
+def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
     """The model on the configured device and precision, and its pooler."""
     encoder = load_model(config.model, config.device, config.precision)
     return encoder, torch_pooler(encoder)

@@ -23,7 +23,8 @@ import scipy.sparse as sp
 
 from prisma_core.analysis import strong_codes
 from prisma_core.config_docs import CheckedConfig, setting
-from prisma_core.embed import EmbedConfig, embed_texts
+from prisma_core.embed import EmbedConfig
+from prisma_core.embed.cache import VectorCache, embed_cached
 from prisma_core.interpret.scoring import holdout_split
 
 Basis = Literal["held_out", "in_sample", "too_few"]
@@ -132,9 +133,10 @@ def label_embedding_scores(
     doc_vectors: np.ndarray,
     embed_config: EmbedConfig,
     config: ScoreConfig = ScoreConfig(),
+    cache: VectorCache | None = None,
 ) -> EmbeddingScores:
     """Embedding score of each (feature, label) pair; the distinct labels of scoreable features are embedded in one
-    batch (none at all when no feature can be scored).
+    batch (none at all when no feature can be scored), only those `cache` (the workspace) lacks when given.
 
     codes: [n_docs, n_features]; doc_vectors: [n_docs, d] in the space `embed_config` names.
     """
@@ -148,7 +150,7 @@ def label_embedding_scores(
     if not distinct:
         return EmbeddingScores(scores, basis)
     label_config = replace(embed_config, batch_size=max(embed_config.batch_size, LABEL_BATCH_SIZE))
-    vector_of = dict(zip(distinct, unit_rows(embed_texts(distinct, label_config)), strict=True))
+    vector_of = dict(zip(distinct, unit_rows(embed_cached(distinct, label_config, cache)), strict=True))
     documents_unit = unit_rows(doc_vectors)
     for i, (feature, label) in enumerate(zip(feature_ids, labels, strict=True)):
         chosen = documents[feature]

@@ -14,7 +14,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
-from prisma_core.embed import EmbedConfig, embed_texts, model_key
+from prisma_core.embed import EmbedConfig, model_key
+from prisma_core.embed.cache import embed_cached
 from prisma_core.errors import NotFoundError, StoreError, TrainingError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
@@ -129,7 +130,7 @@ def _store_features(
     """Store the features' statistics and keyword labels; returns the labeller, for the themes and families."""
     workspace.save_features(run_id, analysis.feature_stats(codes))
     texts = _texts_of_dataset_still_there(workspace, dataset_id)
-    labeller = _KeywordLabeller(texts, vectors, embed_config, keyword_config)
+    labeller = _KeywordLabeller(workspace, texts, vectors, embed_config, keyword_config)
     progress(Progress("label", 0, 1, "keyword labels"))
     labels = _feature_labels(labeller, codes, vectors, embed_config, keyword_config)
     workspace.add_interpretations(run_id, labels.to_dict(orient="records"))
@@ -158,10 +159,17 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
 class _KeywordLabeller:
     """Keyword labels for any group of documents, on one corpus (the vocabulary is counted once)."""
 
-    def __init__(self, texts: list[str], vectors: np.ndarray, embed_config: EmbedConfig, config: KeywordConfig) -> None:
-        self.texts, self.vectors, self.config = texts, vectors, config
+    def __init__(
+        self,
+        workspace: Workspace,
+        texts: list[str],
+        vectors: np.ndarray,
+        embed_config: EmbedConfig,
+        config: KeywordConfig,
+    ) -> None:
+        self.workspace, self.texts, self.vectors, self.config = workspace, texts, vectors, config
         label_config = replace(embed_config, batch_size=max(embed_config.batch_size, LABEL_BATCH_SIZE))
-        self.embed = lambda terms: embed_texts(terms, label_config)
+        self.embed = lambda terms: embed_cached(terms, label_config, workspace)  # candidates seen before: cached
 
     def __call__(self, members: sp.spmatrix) -> pd.DataFrame:
         """members: [n_units, n_documents] 0/1 -> unit, label, description, source."""
@@ -179,8 +187,9 @@ def _feature_labels(
         columns={"unit": "feature_id"}
     )
     score_config = covering_keywords(ScoreConfig(), keyword_config.n_top_documents)
+    feature_ids, texts = labels["feature_id"].tolist(), labels["label"].tolist()
     labels["score_embedding"] = label_embedding_scores(
-        labels["feature_id"].tolist(), labels["label"].tolist(), codes, vectors, embed_config, score_config
+        feature_ids, texts, codes, vectors, embed_config, score_config, labeller.workspace
     ).scores
     return labels
 
@@ -288,4 +297,4 @@ def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
     texts = workspace.documents(run.record.dataset_id, ["position", "text"])["text"].tolist()
     vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
     keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
-    return _KeywordLabeller(texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)
+    return _KeywordLabeller(workspace, texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)

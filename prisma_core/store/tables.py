@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lancedb
 import pandas as pd
 import pyarrow as pa
 
 from prisma_core.store.retry import retry
 from prisma_core.store.schemas import SCHEMAS
+
+if TYPE_CHECKING:
+    import lancedb
 
 
 class Tables:

@@ -62,31 +62,22 @@ class Vectors(Datasets):
         docs = self.documents(dataset_id, ["position", "doc_id", "text_hash"])
         if len(docs) != len(vectors):
             raise StoreError(f"Got {len(vectors)} vectors for {len(docs)} documents.")
-        schema = pa.schema(
-            [
-                ("dataset_id", pa.string()),
-                ("position", pa.int64()),
-                ("doc_id", pa.string()),
-                ("text_hash", pa.string()),
-                ("vector", pa.list_(pa.float32(), vectors.shape[1])),
-            ]
-        )
-        rows = pa.table(
-            {
-                "dataset_id": [dataset_id] * len(docs),
-                "position": docs["position"].to_numpy(),
-                "doc_id": docs["doc_id"].tolist(),
-                "text_hash": docs["text_hash"].tolist(),
-                "vector": pa.FixedSizeListArray.from_arrays(
-                    pa.array(vectors.astype(np.float32).ravel()), vectors.shape[1]
-                ),
-            },
-            schema=schema,
+        rows = _vector_rows(
+            dataset_id, docs["position"].to_numpy(), docs["doc_id"].tolist(), docs["text_hash"], vectors
         )
         name = vectors_table_name(embedding_key)
-        self._add(name, rows, schema)
+        self._add(name, rows, rows.schema)
         self._remove_second_copies(name, dataset_id)
         self._maybe_index(name)
+
+    def cache_text_vectors(self, embedding_key: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        """Vectors of texts outside any dataset (labels, keyword candidates), kept in the same embedding cache so
+        `cached_vectors` finds them again; they belong to no dataset (empty dataset id, position -1)."""
+        if len(hashes) != len(vectors):
+            raise StoreError(f"Got {len(vectors)} vectors for {len(hashes)} texts.")
+        if len(hashes):
+            rows = _vector_rows("", np.full(len(hashes), -1), [""] * len(hashes), hashes, vectors)
+            self._add(vectors_table_name(embedding_key), rows, rows.schema)
 
     def _remove_second_copies(self, name: str, dataset_id: str) -> None:
         """Keeps the first-written row of each document position (every process picks the same rows to drop)."""
@@ -135,3 +126,26 @@ class Vectors(Datasets):
         rows = table.count_rows()
         if rows >= INDEX_MIN_ROWS and not table.list_indices():
             table.create_index(metric="cosine", vector_column_name="vector", num_partitions=int(np.sqrt(rows)))
+
+
+def _vector_rows(
+    dataset_id: str, positions: np.ndarray, doc_ids: Sequence[str], hashes: Sequence[str], vectors: np.ndarray
+) -> pa.Table:
+    """Rows of a vectors table: one per document (or cached text), its vector a fixed-size list of float32."""
+    schema = pa.schema(
+        [
+            ("dataset_id", pa.string()),
+            ("position", pa.int64()),
+            ("doc_id", pa.string()),
+            ("text_hash", pa.string()),
+            ("vector", pa.list_(pa.float32(), vectors.shape[1])),
+        ]
+    )
+    columns = {
+        "dataset_id": [dataset_id] * len(positions),
+        "position": np.asarray(positions, dtype=np.int64),
+        "doc_id": list(doc_ids),
+        "text_hash": list(hashes),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.astype(np.float32).ravel()), vectors.shape[1]),
+    }
+    return pa.table(columns, schema=schema)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import lancedb
-
 from prisma_core.errors import StoreError
 from prisma_core.store.artefacts import Artefacts
 from prisma_core.store.stages import Stages
@@ -29,6 +27,8 @@ class Workspace(Vectors, Artefacts, Stages):
     """A workspace folder: `lancedb/` holds the tables, `runs/<run_id>/` the SAE weights."""
 
     def __init__(self, path: str | Path | None = None) -> None:
+        import lancedb  # here, not at the top: commands that open no workspace (--help) do not pay its import
+
         self.path = resolve_workspace(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)

@@ -160,3 +160,54 @@ def test_core_never_imports_streamlit():
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.stdout.strip() == "False", result.stderr
+
+
+HEAVY = ("torch", "sentence_transformers", "transformers", "openvino", "lancedb")
+IMPORTED_AFTER = (
+    "import sys\n"
+    "from prisma_core.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    f"print('IMPORTED', *[m for m in {HEAVY!r} if m in sys.modules])\n"
+)
+
+
+def imported_by(*args: str) -> set[str]:
+    """The heavy libraries a fresh process has imported after running the command `args`."""
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORTED_AFTER, *args], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    return set(result.stdout.strip().splitlines()[-1].split()[1:])
+
+
+@pytest.mark.slow  # new Python processes
+def test_commands_import_only_the_libraries_they_need(tmp_path):
+    assert imported_by("--help") == set()
+    assert imported_by("train", "--help") == set()
+    assert imported_by("list", "--workspace", str(tmp_path / "ws")) == {"lancedb"}
+
+
+@pytest.mark.slow  # two CLI runs in new processes
+def test_warm_run_embeds_nothing_and_loads_no_model(bbc, tmp_path):
+    """A second `run` of the same file finds every document and label vector in the workspace's cache: it loads
+    no embedding model (neither sentence-transformers nor OpenVINO) and scores its labels as the first run did."""
+    from prisma_core.store import Workspace
+
+    bbc.head(60).to_parquet(tmp_path / "bbc60.parquet")
+    args = ["run", str(tmp_path / "bbc60.parquet"), "--text-column", "text", "--id-column", "id"]
+    args += ["--expansion-factor", "1", "--epochs", "5", "--workspace", str(tmp_path / "ws")]
+    assert "torch" in imported_by(*args)  # cold: embeds and trains
+    warm = imported_by(*args)
+    assert warm.isdisjoint({"sentence_transformers", "transformers", "openvino"}), warm
+    workspace = Workspace(tmp_path / "ws")
+    cold_run, warm_run = (workspace.runs(dataset.dataset_id)[0] for dataset in workspace.datasets())
+    columns = ["feature_id", "label", "score_embedding"]
+    cold_labels, warm_labels = (
+        workspace.interpretations(run.run_id)[columns].sort_values(columns[:2]).reset_index(drop=True)
+        for run in (cold_run, warm_run)
+    )
+    assert cold_labels["score_embedding"].notna().any()
+    pd.testing.assert_frame_equal(cold_labels, warm_labels)

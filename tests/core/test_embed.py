@@ -1,8 +1,14 @@
+import json
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import get_args
 
 import numpy as np
 import pytest
+import sentence_transformers
 import torch
 
 from prisma_core import embed
@@ -14,6 +20,7 @@ from prisma_core.embed import (
     embed_texts,
     load_model,
     model_key,
+    openvino_backend,
     plan_chunks,
     resolve_backend,
     resolve_precision,
@@ -23,6 +30,7 @@ from prisma_core.embed import model as embed_model
 from prisma_core.errors import EmbeddingError
 
 FP32 = EmbedConfig(precision="fp32")
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -167,13 +175,13 @@ def test_unknown_model_raises_embedding_error(tmp_path):
 def test_sessions_asking_for_a_model_at_once_share_one_load(monkeypatch):
     """Five app sessions searching at the same moment must not each load (or convert) the model."""
     constructed = []
-    real = embed_model.SentenceTransformer
+    real = sentence_transformers.SentenceTransformer
 
     def counting(*args, **kwargs):
         constructed.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(embed_model, "SentenceTransformer", counting)
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", counting)
     embed_model._load_model.cache_clear()
     with ThreadPoolExecutor(5) as pool:
         models = list(pool.map(lambda _: load_model(DEFAULT_MODEL, "cpu", "fp32"), range(5)))
@@ -183,3 +191,85 @@ def test_sessions_asking_for_a_model_at_once_share_one_load(monkeypatch):
 
 def test_every_backend_a_config_can_name_is_registered():
     assert set(embed.BACKENDS) == set(get_args(embed_config.Backend)) - {"auto"}
+
+
+CONVERT_AND_EMBED = """
+import json, sys
+from prisma_core.embed import EmbedConfig, embed_documents
+from prisma_core.embed import openvino_backend
+texts = json.loads(sys.argv[1])
+embedded = embed_documents(texts, EmbedConfig(precision="fp32", backend="openvino"))
+print(json.dumps({
+    "conversions": openvino_backend.conversions,
+    "vectors": embedded.vectors.tolist(),
+    "chunk_ids": embedded.chunking.chunk_ids,
+    "torch_weights_loaded": "sentence_transformers" in sys.modules,
+}))
+"""
+
+
+def embed_in_fresh_process(texts: list[str], cache_dir, wait: bool = True):
+    env = os.environ | {"PRISMA_CACHE_DIR": str(cache_dir), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-c", CONVERT_AND_EMBED, json.dumps(texts)]
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return finish(process) if wait else process
+
+
+def finish(process: subprocess.Popen) -> dict:
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err[-2000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # three fresh processes, two of them convert
+def test_converted_model_is_cached_on_disk_for_the_next_process(bbc, tmp_path):
+    """Two processes converting at once both succeed and leave one complete folder; a third loads it without
+    converting (and without torch's copy of the model) and embeds the same windows into the same vectors."""
+    texts = [bbc["text"].iloc[0] * 3, *bbc["text"].iloc[1:4]]
+    first, second = (embed_in_fresh_process(texts, tmp_path, wait=False) for _ in range(2))
+    converted = [finish(first), finish(second)]
+    loaded = embed_in_fresh_process(texts, tmp_path)
+    assert sum(run["conversions"] for run in converted) >= 1
+    assert loaded["conversions"] == 0
+    assert not loaded["torch_weights_loaded"]
+    folders = list((tmp_path / "openvino").iterdir())
+    assert len(folders) == 1 and not folders[0].name.startswith(".")  # no half-written temporary folder is left
+    assert loaded["chunk_ids"] == converted[0]["chunk_ids"]
+    assert max(len(c) for c in loaded["chunk_ids"]) == 256  # the window survived the cache
+    assert cosines(np.array(loaded["vectors"]), np.array(converted[0]["vectors"])).min() > 0.99999
+
+
+def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_path):
+    monkeypatch.setenv("PRISMA_CACHE_DIR", str(tmp_path))
+    assert openvino_backend.cache_root() == tmp_path / "openvino"
+    key = openvino_backend.cache_key(DEFAULT_MODEL, "bf16")
+    assert key.startswith(f"{DEFAULT_MODEL}-bf16-")
+    assert openvino_backend.cache_key(DEFAULT_MODEL, "fp32") != key
+    real_version = openvino_backend._package_version
+    monkeypatch.setattr(
+        openvino_backend, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)
+    )
+    assert openvino_backend.cache_key(DEFAULT_MODEL, "bf16") != key
+
+
+def test_label_texts_are_embedded_once_through_the_workspace_cache(tmp_path, monkeypatch):
+    """Labels go through the documents' embedding cache (by text hash): asked again, nothing is embedded, and the
+    vectors are the ones embed_texts gives. They belong to no dataset."""
+    from prisma_core.embed import cache
+    from prisma_core.store import Workspace
+
+    embedded: list[list[str]] = []
+
+    def recording(texts, config):  # the real embedding, recorded
+        embedded.append(list(texts))
+        return embed_texts(texts, config)
+
+    monkeypatch.setattr(cache, "embed_texts", recording)
+    workspace = Workspace(tmp_path / "ws")
+    labels = ["football results", "general election", "football results"]
+    first = cache.embed_cached(labels, FP32, workspace)
+    again = cache.embed_cached([*labels, "film awards"], FP32, workspace)
+    assert embedded == [["football results", "general election"], ["film awards"]]
+    np.testing.assert_allclose(first, embed_texts(labels, FP32), atol=1e-6)
+    np.testing.assert_array_equal(again[:3], first)
+    assert workspace.datasets() == []

@@ -95,7 +95,7 @@ def _label_features(
             batch.failed(f"Feature {feature}: {error}")
             continue
         scores = label_embedding_scores(
-            [feature], [result.label], codes, vectors, embed_config(record), score_config
+            [feature], [result.label], codes, vectors, embed_config(record), score_config, workspace
         ).scores
         row = {
             "feature_id": feature,

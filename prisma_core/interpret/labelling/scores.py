@@ -108,7 +108,13 @@ def _store_embedding_scores(
         return {"held_out": 0, "in_sample": 0, "too_few": 0}
     vectors = workspace.vectors(record.dataset_id, record.embedding_key)
     result = label_embedding_scores(
-        missing["feature_id"].tolist(), missing["label"].tolist(), codes, vectors, embed_config(record), config
+        missing["feature_id"].tolist(),
+        missing["label"].tolist(),
+        codes,
+        vectors,
+        embed_config(record),
+        config,
+        workspace,
     )
     scored = {
         interpretation_id: {"score_embedding": float(score)}
@@ -185,7 +191,7 @@ def score_baseline(
     ids, labels = shuffled_labels(
         scoreable["feature_id"].tolist(), scoreable["label"].tolist(), run.codes, config, config.seed
     )
-    shuffled = label_embedding_scores(ids, labels, run.codes, vectors, embed_config(record), config)
+    shuffled = label_embedding_scores(ids, labels, run.codes, vectors, embed_config(record), config, cache=workspace)
     scores = scoreable["score_embedding"].astype(float)
     return ScoreBaseline(
         n_scored=int(scores.notna().sum()),

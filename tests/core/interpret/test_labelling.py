@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import scipy.sparse as sp
 from ollama_server import FakeOllama, derived_answer, running_fake_ollama
@@ -160,6 +161,12 @@ def table_contents(workspace: Workspace, name: str) -> pa.Table:
         if not pa.types.is_list(column.type) and not pa.types.is_fixed_size_list(column.type)
     ]
     return table.sort_by(keys)
+
+
+def document_vectors(workspace: Workspace, name: str) -> pa.Table:
+    """The rows of a vectors table that belong to a dataset (the others cache the vectors of labels)."""
+    rows = table_contents(workspace, name)
+    return rows.filter(pc.not_equal(rows["dataset_id"], ""))
 
 
 def store_snapshot(workspace: Workspace) -> dict[str, bytes]:
@@ -353,12 +360,17 @@ def test_a_prompt_injection_changes_only_the_label_of_the_features_it_is_evidenc
 
     fake.responder = obeying
     before = store_snapshot(workspace)
+    vector_tables = [name for name in before if name.startswith("vectors__")]
+    documents_before = {name: document_vectors(workspace, name) for name in vector_tables}
     old_rows = interpretations(workspace, base_run.run_id)
 
     label_run(workspace, None, ollama(fake), feature_ids=victims + bystanders)
 
     after = store_snapshot(workspace)
-    assert {name for name in after if after[name] != before[name]} == {"interpretations", "stages"}
+    changed = {name for name in after if after[name] != before[name]}
+    assert changed - set(vector_tables) == {"interpretations", "stages"}
+    # the embedding cache gained the new labels' vectors (rows of no dataset); the documents' vectors are untouched
+    assert all(document_vectors(workspace, name).equals(documents_before[name]) for name in vector_tables)
     newest = workspace.stages(workspace.run(base_run.run_id).dataset_id, base_run.run_id)[-1]
     assert (newest.stage, newest.parent_id) == ("labelling", base_run.run_id)  # the batch's record, nothing else
     rows = interpretations(workspace, base_run.run_id)
