@@ -71,6 +71,15 @@ def ag_news(corpora_dir: Path) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="session")
+def small_run(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
+    """60 BBC articles ingested, embedded and trained with a small SAE through the pipeline, once per session
+    (tests/helpers/small_run.py); tests that change it take a copy."""
+    from small_run import build_small_run
+
+    return build_small_run(tmp_path_factory.mktemp("small_run"), bbc)
+
+
+@pytest.fixture(scope="session")
 def bbc_workspace(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path):
     """A workspace holding the whole BBC corpus, embedded once per test session with the bundled model."""
     from prisma_core import pipeline

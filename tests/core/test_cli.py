@@ -121,15 +121,17 @@ def test_list_shows_the_run(bbc_run, bbc_workspace, bbc):
     assert f"n={suggested.n_latents(384)} k={suggested.k}" in listing.stdout  # the number of features, not "?"
 
 
-def test_ingest_without_an_id_column_guesses_it_as_the_datasets_page_does(tmp_path, bbc):
+def test_ingest_without_an_id_column_guesses_it_as_the_datasets_page_does(tmp_path, bbc, capsys):
+    """Run in this process (`main` is what `python -m prisma_core` runs): a new interpreter costs more than the test."""
+    from prisma_core.cli import main
     from prisma_core.store import Workspace
 
     articles = bbc.head(6)[["id", "text", "label"]]
     articles.to_csv(tmp_path / "news.csv", index=False)
     articles.assign(id=["a", "a", "b", "c", "d", "e"]).to_csv(tmp_path / "repeats.csv", index=False)
     for name in ("news.csv", "repeats.csv"):
-        result = prisma("ingest", str(tmp_path / name), "--text-column", "text", workspace=tmp_path / "ws")
-        assert result.returncode == 0, result.stderr
+        exit_code = main(["ingest", str(tmp_path / name), "--text-column", "text", "--workspace", str(tmp_path / "ws")])
+        assert exit_code == 0, capsys.readouterr().err
     news, repeats = Workspace(tmp_path / "ws").datasets()
     stored = Workspace(tmp_path / "ws").documents(news.dataset_id)
     assert stored["doc_id"].tolist() == articles["id"].astype(str).tolist()

@@ -88,8 +88,13 @@ def test_short_documents_equal_plain_encode(encoder):
     np.testing.assert_allclose(embed_texts(texts, FP32), encoder.encode(texts), atol=1e-5)
 
 
-def test_batching_across_documents_equals_one_at_a_time(bbc):
-    texts = bbc["text"].sample(12, random_state=1).tolist()
+def test_batching_across_documents_equals_one_at_a_time(bbc, encoder):
+    """Windows of very different lengths padded into shared batches: each document gets what it gets alone."""
+    lengths = [20, 60, 120, 240, 360, 480] * 2  # words: BBC openings from a short line to two windows
+    texts = [
+        " ".join(text.split()[:n]) for text, n in zip(bbc["text"].sample(12, random_state=1), lengths, strict=True)
+    ]
+    assert sorted(set(plan_chunks(encoder, texts).chunks_per_doc.tolist())) == [1, 2]
     together = embed_texts(texts, EmbedConfig(precision="fp32", batch_size=8))
     alone = np.stack([embed_texts([t], FP32)[0] for t in texts])
     np.testing.assert_allclose(together, alone, atol=1e-5)

@@ -7,11 +7,10 @@ from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.themes import ThemeConfig
 
-pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
-
-def test_every_stage_record_names_the_record_it_was_made_from(trained_app):
-    workspace, dataset_id, run_id = trained_app.workspace, trained_app.dataset_id, trained_app.run_id
+def test_every_stage_record_names_the_record_it_was_made_from(small_run, tmp_path):
+    workspace = small_run.copy(tmp_path / "workspace")  # the session's small run: ingested, embedded, trained
+    dataset_id, run_id = small_run.dataset_id, small_run.run.run_id
     run = pipeline.load_run(workspace, run_id)
     n_themes = run.themes.n_themes
     pipeline.rebuild_themes(workspace, run_id, ThemeConfig(n_themes=n_themes + 1))
@@ -32,4 +31,3 @@ def test_every_stage_record_names_the_record_it_was_made_from(trained_app):
     rebuilt = pipeline.load_run(workspace, run_id).record
     assert rebuilt.config["themes"]["n_themes"] == n_themes + 1 and rebuilt.metrics["n_themes"] == n_themes + 1
     assert workspace.run(run_id).config["themes"]["n_themes"] != n_themes + 1  # the training record is kept
-    pipeline.rebuild_themes(workspace, run_id, ThemeConfig(**workspace.run(run_id).config["themes"]))

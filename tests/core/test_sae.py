@@ -6,6 +6,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from prisma_core.embed import embed_texts
 from prisma_core.errors import SettingsError, TrainingError, WeightsError
 from prisma_core.progress import Progress
 from prisma_core.sae import (
@@ -33,8 +34,10 @@ def trained(bbc_embeddings: np.ndarray) -> TrainResult:
 
 
 @pytest.fixture(scope="module")
-def bbc_subset(bbc_embeddings: np.ndarray) -> np.ndarray:
-    return bbc_embeddings[:600]
+def bbc_subset(bbc) -> np.ndarray:
+    """Real embeddings [600, 384] of the first 600 BBC headlines (a few words each: cheap to embed, so the tests of
+    training mechanics run in the fast tier)."""
+    return embed_texts(bbc["title"].head(600).tolist())
 
 
 def test_defaults_meet_quality_targets_on_bbc(trained: TrainResult) -> None:

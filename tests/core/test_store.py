@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from small_run import SMALL_SAE, SmallRun
 
 from prisma_core import pipeline
 from prisma_core.cli import main as cli_main
@@ -14,26 +15,20 @@ from prisma_core.errors import NotFoundError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.progress import Progress
-from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 
-SMALL_SAE = SAEConfig(expansion_factor=1, k=8, epochs=3, batch_size=32)
+
+@pytest.fixture(scope="module")
+def small_corpus(small_run: SmallRun):
+    """60 whole BBC articles, 12 per category."""
+    return small_run.corpus
 
 
 @pytest.fixture(scope="module")
-def small_corpus(tmp_path_factory, bbc):
-    path = tmp_path_factory.mktemp("corpus") / "bbc60.parquet"
-    bbc.groupby("label").head(12).to_parquet(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, small_corpus):
-    workspace = Workspace(tmp_path_factory.mktemp("ws"))
-    dataset_id, _ = pipeline.ingest(workspace, [small_corpus], "bbc small", IngestConfig(id_column="id"))
-    first = pipeline.embed_dataset(workspace, dataset_id)
-    run = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
-    return workspace, dataset_id, first, run
+def trained(tmp_path_factory, small_run: SmallRun):
+    """The session's small run (ingested, embedded, trained through the pipeline), copied for this module's changes."""
+    workspace = small_run.copy(tmp_path_factory.mktemp("store") / "workspace")
+    return workspace, small_run.dataset_id, small_run.embedded, small_run.run
 
 
 def test_documents_round_trip_with_metadata(trained, bbc):

@@ -113,6 +113,8 @@ def _tags(models: list[str]) -> dict[str, Any]:
 def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # as Ollama's own server: headers and body are two writes, and with Nagle's
+        # algorithm on a kept-alive connection the body waits for the client's delayed ACK (~40 ms a reply)
 
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""

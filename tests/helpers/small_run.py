@@ -1,0 +1,44 @@
+"""The small real run that core tests share: 60 BBC articles (12 per category) ingested, embedded with the bundled
+model and trained with a small SAE through the pipeline, once per test session (the `small_run` fixture in
+tests/conftest.py). A test that changes the workspace works on its own copy."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from prisma_core import pipeline
+from prisma_core.ingest import IngestConfig
+from prisma_core.pipeline import EmbedSummary, RunSummary
+from prisma_core.sae import SAEConfig
+from prisma_core.store import Workspace
+
+SMALL_SAE = SAEConfig(expansion_factor=1, k=8, epochs=3, batch_size=32)
+PER_CATEGORY = 12
+
+
+@dataclass(frozen=True)
+class SmallRun:
+    path: Path  # the workspace folder: read it, or copy() it to change it
+    corpus: Path  # the parquet file that was ingested (whole articles)
+    dataset_id: str
+    embedded: EmbedSummary  # the first embedding of the dataset: every vector computed
+    run: RunSummary
+
+    def copy(self, to: Path) -> Workspace:
+        """A private copy of the workspace at `to`, to change without touching other tests' run."""
+        shutil.copytree(self.path, to)
+        return Workspace(to)
+
+
+def build_small_run(folder: Path, bbc: pd.DataFrame) -> SmallRun:
+    corpus = folder / "bbc60.parquet"
+    bbc.groupby("label").head(PER_CATEGORY).to_parquet(corpus)
+    workspace = Workspace(folder / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc small", IngestConfig(id_column="id"))
+    embedded = pipeline.embed_dataset(workspace, dataset_id)
+    run = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
+    return SmallRun(workspace.path, corpus, dataset_id, embedded, run)
