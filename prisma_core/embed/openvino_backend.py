@@ -10,6 +10,12 @@ else `~/.cache/prisma/openvino`), the key naming the model, the library versions
 finds its folder loads it without converting and without torch's copy of the weights. A folder is written under a
 temporary name and renamed into place, so a process never reads a half-written model; two processes converting at
 once both succeed, and the first rename wins.
+
+OpenVINO's `openvino_telemetry` package, which it installs with itself, sends usage reports from forked child
+processes when openvino is imported and whenever a model is converted: unasked-for network traffic from an app that
+reads private documents, and each fork copies the whole server process (dozens per conversion, each warning that
+LanceDB in a forked child may deadlock). This module is the only place that imports openvino, and it marks that
+package as absent first, so openvino falls back to its own no-op telemetry stub.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -28,11 +35,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import openvino
 
 from prisma_core.embed.config import EmbedConfig, resolve_precision
 from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, resolve_model_path
 from prisma_core.errors import EmbeddingError
+
+sys.modules.setdefault("openvino_telemetry", None)  # no usage reports, no forks (see the module docstring)
+import openvino  # noqa: E402
 
 CACHE_ENV = "PRISMA_CACHE_DIR"
 CACHE_FORMAT = 1

@@ -213,6 +213,28 @@ print(json.dumps({
 """
 
 
+CONVERT_COUNTING_FORKS = """
+import json, os, sys
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+from prisma_core.embed import EmbedConfig, embed_documents, openvino_backend
+embed_documents(["a short clinical note"], EmbedConfig(precision="fp32", backend="openvino"))
+print(json.dumps({"forks": len(forks), "conversions": openvino_backend.conversions,
+                  "telemetry_blocked": sys.modules.get("openvino_telemetry", "missing") is None}))
+"""
+
+
+def test_openvino_sends_no_usage_reports_and_never_forks_the_process(tmp_path):
+    """openvino_telemetry reports usage from forked children on import and on every conversion, unless CI is set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "TF_BUILD", "JENKINS_URL")}
+    env |= {"PRISMA_CACHE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path)}
+    command = [sys.executable, "-c", CONVERT_COUNTING_FORKS]
+    result = finish(
+        subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    )
+    assert result == {"forks": 0, "conversions": 1, "telemetry_blocked": True}
+
+
 def embed_in_fresh_process(texts: list[str], cache_dir, wait: bool = True):
     env = os.environ | {"PRISMA_CACHE_DIR": str(cache_dir), "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-c", CONVERT_AND_EMBED, json.dumps(texts)]
