@@ -16,8 +16,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
-from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
+from prisma_core.store.schemas import KEYWORD_SOURCE
 from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
 
 

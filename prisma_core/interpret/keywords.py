@@ -25,8 +25,8 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
 
 from prisma_core.config_docs import CheckedConfig, setting
+from prisma_core.store.schemas import KEYWORD_SOURCE
 
-KEYWORD_SOURCE = "keywords"
 SEPARATOR = " · "
 INACTIVE_LABEL = "(inactive feature)"
 UNNAMED_LABEL = "(no shared words)"

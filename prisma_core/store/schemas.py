@@ -7,6 +7,9 @@ from typing import Any
 
 import pyarrow as pa
 
+KEYWORD_SOURCE = "keywords"
+"""The `source` of labels made from distinctive keywords (an LLM's labels carry the model's name)."""
+
 _TYPES = {
     "str": pa.string(),
     "int64": pa.int64(),
@@ -94,7 +97,7 @@ class NamedFamily(Family):
     label: str
     """Its name: keywords at first, then a model's or the analyst's."""
     label_source: str
-    """Who named it: keywords or the model (see `interpret.keywords.KEYWORD_SOURCE`)."""
+    """Who named it: `KEYWORD_SOURCE`, a model's name, or the analyst."""
 
 
 SCHEMAS: dict[str, pa.Schema] = {
