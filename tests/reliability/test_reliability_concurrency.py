@@ -111,7 +111,9 @@ def test_no_dataset_vector_or_run_is_lost_or_doubled(raced) -> None:
     datasets = {dataset.name: dataset for dataset in workspace.datasets()}
     assert sorted(datasets) == ["alice", "bob", "shared"]
     vectors_table = workspace.db.open_table(vectors_table_name(key))
-    assert vectors_table.count_rows() == 40 + 25 + 25  # the shared dataset embedded by both: kept once
+    # the shared dataset embedded by both: kept once (rows outside any dataset are cached label vectors)
+    assert vectors_table.count_rows("dataset_id != ''") == 40 + 25 + 25
+    assert vectors_table.count_rows("dataset_id = '' AND position != -1") == 0
     expected_runs = {"shared": 2, "alice": 1, "bob": 1}
     for name, dataset in datasets.items():
         assert dataset.n_documents == sizes[name]
