@@ -103,5 +103,6 @@ class TopKSAE(nn.Module):
 
 
 def decode_rows(rows: torch.Tensor, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-    """Weighted sum of selected rows: rows [n_latents, d], values/indices [batch, j] -> [batch, d]."""
-    return F.embedding_bag(indices, rows, per_sample_weights=values, mode="sum")
+    """Weighted sum of selected rows: rows [n_latents, d], values/indices [batch, j] -> [batch, d]. In the rows' dtype:
+    under bf16 autocast the values arrive in bf16 and the (cheap) sparse sum stays in full precision."""
+    return F.embedding_bag(indices, rows, per_sample_weights=values.to(rows.dtype), mode="sum")

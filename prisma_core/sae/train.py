@@ -250,6 +250,12 @@ def _optimise(
     return history, step, batch_size
 
 
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """bf16 mixed precision on CUDA (matrix products in bf16, weights, optimiser state and loss sums in fp32);
+    full fp32 elsewhere: CPUs and Apple GPUs gain little from it for a model this small."""
+    return torch.bfloat16 if device.type == "cuda" else None
+
+
 def _train_step(
     model: TopKSAE,
     optimizer: torch.optim.Optimizer,
@@ -259,11 +265,13 @@ def _train_step(
     prefixes: tuple[int, ...],
 ) -> torch.Tensor:
     """One Adam step on batch x [batch, d]; returns detached (loss, fvu of all features, aux_loss) [3]."""
-    out = model(x)
-    recon_fvu = fvu(x, out.recon)
-    objective = matryoshka_fvu(x, model.W_dec, model.b_pre, out.top_values, out.top_indices, prefixes)
-    aux = topk_aux_loss(x - out.recon, out.pre_acts, tracker.dead_mask(), model.W_dec, config.k_aux)
-    loss = sae_loss(objective, aux, config.aux_alpha)
+    dtype = autocast_dtype(x.device)
+    with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
+        out = model(x)
+        recon_fvu = fvu(x, out.recon.float())
+        objective = matryoshka_fvu(x, model.W_dec, model.b_pre, out.top_values, out.top_indices, prefixes)
+        aux = topk_aux_loss(x - out.recon.float(), out.pre_acts, tracker.dead_mask(), model.W_dec, config.k_aux)
+        loss = sae_loss(objective.float(), aux.float(), config.aux_alpha)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     model.project_decoder_grad()

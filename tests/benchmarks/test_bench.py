@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import common, embedding, end_to_end, families, fast_cpu, quality, run_all, sae_training, search
+from bench import common, embedding, end_to_end, families, fast_cpu, gpu, quality, run_all, sae_training, search
 from bench.app_memory import TreeSampler, process_tree, status_mb, tree_rss_mb
 from prisma_core.embed import EmbedConfig, model_key, openvino_installed
 
@@ -194,3 +194,11 @@ def test_the_app_memory_sampler_sums_the_children_of_a_process() -> None:
         holder.kill()
         holder.wait()
     assert holder.pid not in process_tree(os.getpid())
+
+
+def test_gpu_benchmark_says_skipped_where_torch_sees_no_gpu() -> None:
+    assert not gpu.cuda_available()  # this machine and CI have no GPU: the other branch runs on GPU machines only
+    result = gpu.run(quick=True)
+    assert result["skipped"] == "no GPU"
+    assert result["device"]["device"] == "cpu"
+    assert gpu.markdown(result).startswith("**skipped: no GPU**")

@@ -9,6 +9,7 @@ from safetensors.torch import save_file
 from prisma_core.embed import embed_texts
 from prisma_core.errors import SettingsError, TrainingError, WeightsError
 from prisma_core.progress import Progress
+from prisma_core.sae import train as sae_train
 from prisma_core.sae import (
     SAEConfig,
     TopKSAE,
@@ -287,3 +288,21 @@ def test_nesting_makes_the_first_features_describe_documents_on_their_own(bbc_em
     first = settings.prefixes(384)[-2]
     assert prefix_fvu(nested, first) < 0.8 * prefix_fvu(plain, first)
     assert nested.metrics["fvu_holdout"] <= plain.metrics["fvu_holdout"] + 0.03
+
+
+def test_mixed_precision_is_used_on_cuda_only() -> None:
+    assert sae_train.autocast_dtype(torch.device("cuda")) == torch.bfloat16
+    assert sae_train.autocast_dtype(torch.device("cpu")) is None
+    assert sae_train.autocast_dtype(torch.device("mps")) is None
+
+
+def test_bf16_mixed_precision_training_matches_fp32(bbc_subset: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA path (bf16 autocast, fp32 weights) run on the CPU, which supports the same autocast: no GPU here."""
+    config = SAEConfig(**SMALL.to_dict() | {"epochs": 6})
+    full = train_sae(bbc_subset, config)
+    monkeypatch.setattr(sae_train, "autocast_dtype", lambda device: torch.bfloat16)
+    mixed = train_sae(bbc_subset, config)
+    assert mixed.model.W_dec.dtype == torch.float32
+    assert mixed.metrics["fvu_holdout"] == pytest.approx(full.metrics["fvu_holdout"], abs=0.03)
+    assert mixed.metrics["dead_fraction"] == pytest.approx(full.metrics["dead_fraction"], abs=0.05)
+    assert not torch.equal(mixed.model.W_dec, full.model.W_dec)
