@@ -83,16 +83,46 @@ def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(rows_all), np.float32), (rows_all, cols_all)), shape=(csc.shape[1], csc.shape[0]))
 
 
+@dataclass(frozen=True)
+class CorpusTerms:
+    """The words and two-word phrases of a corpus (English stop words left out) and which documents contain them."""
+
+    vocabulary: np.ndarray
+    presence: sp.csr_matrix
+    """[n_docs, vocab] 0/1."""
+
+
+def corpus_terms(texts: Sequence[str], config: KeywordConfig) -> CorpusTerms:
+    """Counting a corpus's terms is the costliest step of keyword labels (about 1 s per 1,000 news articles): a run
+    labels its features, themes and families from one count."""
+    vectorizer = CountVectorizer(
+        stop_words="english",
+        token_pattern=_TOKEN,
+        ngram_range=(1, 2),
+        binary=True,
+        min_df=min(config.min_document_frequency, len(texts)),
+        max_features=config.max_vocabulary,
+        dtype=np.float32,
+    )
+    try:
+        doc_terms = vectorizer.fit_transform(texts)
+    except ValueError:  # no word at all (e.g. only numbers, or a script without spaces between words)
+        return CorpusTerms(np.array([], dtype=object), sp.csr_matrix((len(texts), 0), dtype=np.float32))
+    return CorpusTerms(vectorizer.get_feature_names_out(), doc_terms.tocsr())
+
+
 def keyword_labels(
-    texts: Sequence[str],
+    corpus: Sequence[str] | CorpusTerms,
     members: sp.spmatrix,
     doc_vectors: np.ndarray,
     embed: Embedder,
     config: KeywordConfig = KeywordConfig(),
 ) -> pd.DataFrame:
-    """One unique label per concept (row of members [n_units, n_docs], 0/1): unit, label, description, source."""
+    """One unique label per concept (row of members [n_units, n_docs], 0/1): unit, label, description, source.
+    corpus: the documents' texts, or their terms counted once by `corpus_terms` with the same config."""
     members = sp.csr_matrix(members)
-    vocabulary, doc_terms = _document_terms(texts, config)
+    terms = corpus if isinstance(corpus, CorpusTerms) else corpus_terms(corpus, config)
+    vocabulary, doc_terms = terms.vocabulary, terms.presence
     candidates = _candidates(members, doc_terms, config)
     terms = sorted({int(t) for ranked in candidates for t in ranked})
     term_vectors = _unit_rows(embed([vocabulary[t] for t in terms])) if terms else np.zeros((0, doc_vectors.shape[1]))
@@ -111,24 +141,6 @@ def keyword_labels(
             "source": KEYWORD_SOURCE,
         }
     )
-
-
-def _document_terms(texts: Sequence[str], config: KeywordConfig) -> tuple[np.ndarray, sp.csr_matrix]:
-    """(vocabulary, [n_docs, vocab] 0/1 presence) of words and two-word phrases, English stop words left out."""
-    vectorizer = CountVectorizer(
-        stop_words="english",
-        token_pattern=_TOKEN,
-        ngram_range=(1, 2),
-        binary=True,
-        min_df=min(config.min_document_frequency, len(texts)),
-        max_features=config.max_vocabulary,
-        dtype=np.float32,
-    )
-    try:
-        doc_terms = vectorizer.fit_transform(texts)
-    except ValueError:  # no word at all (e.g. only numbers, or a script without spaces between words)
-        return np.array([], dtype=object), sp.csr_matrix((len(texts), 0), dtype=np.float32)
-    return vectorizer.get_feature_names_out(), doc_terms.tocsr()
 
 
 def _candidates(members: sp.csr_matrix, doc_terms: sp.csr_matrix, config: KeywordConfig) -> list[np.ndarray]:

@@ -4,6 +4,7 @@ families without retraining."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -18,7 +19,14 @@ from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.embed.cache import embed_cached
 from prisma_core.errors import NotFoundError, StoreError, TrainingError
 from prisma_core.families import FamilyConfig, find_families
-from prisma_core.interpret.keywords import KEYWORD_SOURCE, KeywordConfig, keyword_labels, top_document_members
+from prisma_core.interpret.keywords import (
+    KEYWORD_SOURCE,
+    KeywordConfig,
+    CorpusTerms,
+    corpus_terms,
+    keyword_labels,
+    top_document_members,
+)
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
@@ -173,7 +181,11 @@ class _KeywordLabeller:
 
     def __call__(self, members: sp.spmatrix) -> pd.DataFrame:
         """members: [n_units, n_documents] 0/1 -> unit, label, description, source."""
-        return keyword_labels(self.texts, members, self.vectors, self.embed, self.config)
+        return keyword_labels(self.terms, members, self.vectors, self.embed, self.config)
+
+    @functools.cached_property
+    def terms(self) -> CorpusTerms:
+        return corpus_terms(self.texts, self.config)
 
 
 def _feature_labels(

@@ -14,6 +14,8 @@ from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
+from prisma_core.interpret.keywords import corpus_terms
+from prisma_core.pipeline import training
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
 
@@ -172,3 +174,17 @@ def test_listing_leaves_an_abandoned_run_folder_alone_and_the_next_run_removes_i
     run_id, folder = Workspace(tmp_path).new_run_dir()
     assert not abandoned.exists() and sorted((tmp_path / "runs").iterdir()) == [folder]
     assert folder.name == run_id
+
+
+def test_a_run_counts_its_corpus_terms_once_for_features_themes_and_families(trained, monkeypatch):
+    workspace, dataset_id, _, _ = trained
+    counted: list[int] = []
+
+    def counting(texts, config):
+        counted.append(len(texts))
+        return corpus_terms(texts, config)
+
+    monkeypatch.setattr(training, "corpus_terms", counting)
+    summary = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
+    assert counted == [60]
+    assert workspace.families(summary.run_id) and len(workspace.themes(summary.run_id)) == summary.n_themes

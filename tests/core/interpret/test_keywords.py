@@ -9,6 +9,7 @@ from prisma_core.interpret.keywords import (
     SEPARATOR,
     UNNAMED_LABEL,
     KeywordConfig,
+    corpus_terms,
     keyword_labels,
     top_document_members,
 )
@@ -141,3 +142,12 @@ def test_top_document_members_keeps_the_strongest_active_documents():
     assert members.shape == (2, 4)
     assert members[0].indices.tolist() == [0, 2]
     assert members[1].nnz == 0
+
+
+def test_terms_counted_once_give_the_labels_of_the_texts(bbc_sample):
+    sample, vectors = bbc_sample
+    texts, members = sample["text"].tolist(), category_members(sample["label"])
+    terms = corpus_terms(texts, KeywordConfig())
+    assert terms.presence.shape == (len(texts), len(terms.vocabulary))
+    from_terms = keyword_labels(terms, members, vectors, embed)
+    pd.testing.assert_frame_equal(from_terms, keyword_labels(texts, members, vectors, embed))
