@@ -11,7 +11,7 @@ import torch
 from prisma_core.errors import TrainingError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae.config import SAEConfig, check_config
-from prisma_core.sae.loss import fvu, matryoshka_fvu, sae_loss, topk_aux_loss
+from prisma_core.sae.loss import fvu, matryoshka_fvu, prefix_reconstructions, sae_loss, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
 
 STAGE = "train_sae"
@@ -267,18 +267,21 @@ def _train_step(
     """One Adam step on batch x [batch, d]; returns detached (loss, fvu of all features, aux_loss) [3]."""
     dtype = autocast_dtype(x.device)
     with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
-        out = model(x)
-        recon_fvu = fvu(x, out.recon.float())
-        objective = matryoshka_fvu(x, model.W_dec, model.b_pre, out.top_values, out.top_indices, prefixes)
-        aux = topk_aux_loss(x - out.recon.float(), out.pre_acts, tracker.dead_mask(), model.W_dec, config.k_aux)
-        loss = sae_loss(objective.float(), aux.float(), config.aux_alpha)
+        pre_acts = model.pre_activations(x)
+        top_values, top_indices = pre_acts.topk(model.k, dim=1, sorted=False)
+        reconstructions = prefix_reconstructions(model.W_dec, model.b_pre, top_values, top_indices, prefixes).float()
+        recon = reconstructions[-1]
+        recon_fvu = fvu(x, recon)
+        objective = matryoshka_fvu(x, reconstructions)
+        aux = topk_aux_loss(x - recon, pre_acts, tracker.dead_mask(), model.W_dec, config.k_aux)
+        loss = sae_loss(objective, aux.float(), config.aux_alpha)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     model.project_decoder_grad()
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
     optimizer.step()
     model.normalize_decoder()
-    tracker.update(out.top_values, out.top_indices)
+    tracker.update(top_values, top_indices)
     return torch.stack([loss, recon_fvu, aux]).detach()
 
 
