@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from prisma_core.embed import EmbedConfig, embed_documents, model_key
 from prisma_core.ingest import IngestConfig, IngestedDataset, Source, read_paths, read_sources
@@ -48,35 +49,42 @@ def ingest(
     return dataset_id, dataset
 
 
+SLICE_DOCUMENTS = 2048
+"""Documents embedded between two writes: an interrupted embedding loses at most this much work, and memory holds one
+slice's chunks at a time (windows are sorted by length within a slice, which costs almost no speed)."""
+
+
 def embed_dataset(
     workspace: Workspace,
     dataset_id: str,
     config: EmbedConfig = EmbedConfig(),
     progress: ProgressCallback = ignore_progress,
+    slice_documents: int = SLICE_DOCUMENTS,
 ) -> EmbedSummary:
-    """Embed every document, computing only texts this embedding space has never seen (cache by text hash)."""
+    """Embed every document, computing only texts this embedding space has never seen (cache by text hash). Vectors
+    are stored slice by slice, so after a crash or a cancel embedding again resumes where it stopped."""
     started = time.perf_counter()
     key = model_key(config)
     docs = workspace.documents(dataset_id, ["position", "text", "text_hash"])
-    if workspace.has_vectors(dataset_id, key):
+    todo = docs[~docs["position"].isin(workspace.stored_positions(dataset_id, key))]
+    if todo.empty:
         progress(Progress("embed", len(docs), len(docs), "all documents already embedded"))
         return EmbedSummary(key, len(docs), len(docs), 0, 0, 0, time.perf_counter() - started)
-    cached = workspace.cached_vectors(key, docs["text_hash"].unique().tolist())
-    missing = docs[~docs["text_hash"].isin(cached)].drop_duplicates("text_hash")
-    n_cached = int(docs["text_hash"].isin(cached).sum())
+    cached = workspace.cached_vectors(key, todo["text_hash"].unique().tolist())
+    _save_known(workspace, dataset_id, key, todo, cached)
+    missing = todo[~todo["text_hash"].isin(cached)].drop_duplicates("text_hash")
     n_chunks = n_tokens = 0
-    if len(missing):
-        embedded = embed_documents(missing["text"].tolist(), config, progress)
-        cached.update(zip(missing["text_hash"], embedded.vectors, strict=True))
-        n_chunks, n_tokens = (
-            int(embedded.chunking.chunks_per_doc.sum()),
-            int(embedded.chunking.tokens_per_doc.sum()),
-        )
-    workspace.save_vectors(dataset_id, key, np.stack([cached[h] for h in docs["text_hash"]]))
+    for start in range(0, len(missing), slice_documents):
+        part = missing.iloc[start : start + slice_documents]
+        embedded = embed_documents(part["text"].tolist(), config, _slice_progress(progress, start, len(part), missing))
+        computed = dict(zip(part["text_hash"], embedded.vectors, strict=True))
+        _save_known(workspace, dataset_id, key, todo, computed)
+        n_chunks += int(embedded.chunking.chunks_per_doc.sum())
+        n_tokens += int(embedded.chunking.tokens_per_doc.sum())
     summary = EmbedSummary(
         embedding_key=key,
         n_documents=len(docs),
-        n_cached=n_cached,
+        n_cached=len(docs) - int(todo["text_hash"].isin(missing["text_hash"]).sum()),
         n_computed=len(missing),
         n_chunks=n_chunks,
         n_tokens=n_tokens,
@@ -84,3 +92,24 @@ def embed_dataset(
     )
     record_stage(workspace, "embedding", dataset_id, dataset_id, asdict(config), asdict(summary))
     return summary
+
+
+def _save_known(
+    workspace: Workspace, dataset_id: str, key: str, todo: pd.DataFrame, known: dict[str, np.ndarray]
+) -> None:
+    """Stores the vectors of every document still to do whose text has a vector in `known`."""
+    rows = todo[todo["text_hash"].isin(known)]
+    if len(rows):
+        vectors = np.stack([known[text_hash] for text_hash in rows["text_hash"]])
+        workspace.save_vectors(dataset_id, key, vectors, rows["position"].to_numpy())
+
+
+def _slice_progress(progress: ProgressCallback, start: int, size: int, missing: pd.DataFrame) -> ProgressCallback:
+    """A slice's progress (tokens of the slice) reported as documents of the whole embedding."""
+    total = len(missing)
+
+    def report(event: Progress) -> None:
+        done = start + round(size * event.done / max(event.total, 1))
+        progress(Progress("embed", done, total, f"{done:,} of {total:,} documents"))
+
+    return report

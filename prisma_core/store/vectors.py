@@ -45,30 +45,38 @@ class Vectors(Datasets):
         return found
 
     def has_vectors(self, dataset_id: str, embedding_key: str) -> bool:
-        name = vectors_table_name(embedding_key)
-        if not self._has_table(name):
-            return False
-        positions = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position"])["position"]
-        return positions.nunique() == self.dataset(dataset_id).n_documents
+        return len(self.stored_positions(dataset_id, embedding_key)) == self.dataset(dataset_id).n_documents
 
-    def save_vectors(self, dataset_id: str, embedding_key: str, vectors: np.ndarray) -> None:
-        """Vectors in document order, written once: a dataset's documents and a space's model never change.
+    def save_vectors(
+        self, dataset_id: str, embedding_key: str, vectors: np.ndarray, positions: np.ndarray | None = None
+    ) -> None:
+        """Vectors of the documents at `positions` (every document, in order, when None). A dataset's vectors may be
+        written in slices as they are computed, so an interrupted embedding resumes from `stored_positions`;
+        positions already stored are skipped, and nothing is ever deleted first, so a reader never loses vectors.
 
-        Nothing is deleted first, so a reader never finds the dataset without vectors. Two processes embedding the
-        same dataset at once may both write; the copy written second is then removed (readers skip it meanwhile).
+        Two processes embedding the same dataset at once may both write a position; the copy written second is then
+        removed (readers skip it meanwhile).
         """
-        if self.has_vectors(dataset_id, embedding_key):
+        docs = self.documents(dataset_id, ["position", "doc_id", "text_hash"]).set_index("position", drop=False)
+        positions = docs["position"].to_numpy() if positions is None else np.asarray(positions, dtype=np.int64)
+        if len(positions) != len(vectors):
+            raise StoreError(f"Got {len(vectors)} vectors for {len(positions)} documents.")
+        new = ~np.isin(positions, list(self.stored_positions(dataset_id, embedding_key)))
+        if not new.any():
             return
-        docs = self.documents(dataset_id, ["position", "doc_id", "text_hash"])
-        if len(docs) != len(vectors):
-            raise StoreError(f"Got {len(vectors)} vectors for {len(docs)} documents.")
-        rows = _vector_rows(
-            dataset_id, docs["position"].to_numpy(), docs["doc_id"].tolist(), docs["text_hash"], vectors
-        )
+        docs = docs.loc[positions[new]]
+        rows = _vector_rows(dataset_id, positions[new], docs["doc_id"].tolist(), docs["text_hash"], vectors[new])
         name = vectors_table_name(embedding_key)
         self._add(name, rows, rows.schema)
         self._remove_second_copies(name, dataset_id)
         self._maybe_index(name)
+
+    def stored_positions(self, dataset_id: str, embedding_key: str) -> set[int]:
+        """Positions of the dataset's documents whose vectors in this space are stored."""
+        name = vectors_table_name(embedding_key)
+        if not self._has_table(name):
+            return set()
+        return set(self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position"])["position"].tolist())
 
     def cache_text_vectors(self, embedding_key: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
         """Vectors of texts outside any dataset (labels, keyword candidates), kept in the same embedding cache so

@@ -188,3 +188,31 @@ def test_a_run_counts_its_corpus_terms_once_for_features_themes_and_families(tra
     summary = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
     assert counted == [60]
     assert workspace.families(summary.run_id) and len(workspace.themes(summary.run_id)) == summary.n_themes
+
+
+def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_path, small_corpus, trained):
+    workspace = Workspace(tmp_path)
+    dataset_id, _ = pipeline.ingest(workspace, [small_corpus], "resumed", IngestConfig(id_column="id"))
+    reports: list[Progress] = []
+
+    def interrupt_in_second_slice(event: Progress) -> None:
+        reports.append(event)
+        if event.done > 25:
+            raise KeyboardInterrupt  # the process stopped half-way through the second slice
+
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.embed_dataset(workspace, dataset_id, progress=interrupt_in_second_slice, slice_documents=25)
+    key = model_key(EmbedConfig())
+    assert workspace.stored_positions(dataset_id, key) == set(range(25))
+    assert not workspace.has_vectors(dataset_id, key)
+    with pytest.raises(NotFoundError, match="not been embedded"):
+        workspace.vectors(dataset_id, key)
+    assert all(event.total == 60 and event.stage == "embed" for event in reports)
+
+    resumed = pipeline.embed_dataset(workspace, dataset_id, slice_documents=25)
+    assert (resumed.n_computed, resumed.n_cached) == (35, 25)
+    trained_workspace, trained_dataset, _, _ = trained
+    whole = trained_workspace.vectors(trained_dataset, key)  # the same 60 articles embedded in one go
+    resumed_vectors = workspace.vectors(dataset_id, key)
+    cosine = np.einsum("ij,ij->i", resumed_vectors, whole) / np.linalg.norm(resumed_vectors, axis=1)
+    assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
