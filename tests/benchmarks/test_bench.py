@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from bench import common, embedding, end_to_end, families, fast_cpu, gpu, quality, run_all, sae_training, search
+from bench import common, embedding, end_to_end, families, fast_cpu, gpu, quality, run_all, sae_training, scale, search
 from bench.app_memory import TreeSampler, process_tree, status_mb, tree_rss_mb
 from prisma_core.embed import EmbedConfig, model_key, openvino_installed
 
@@ -202,3 +203,26 @@ def test_gpu_benchmark_says_skipped_where_torch_sees_no_gpu() -> None:
     assert result["skipped"] == "no GPU"
     assert result["device"]["device"] == "cpu"
     assert gpu.markdown(result).startswith("**skipped: no GPU**")
+
+
+def test_scale_corpus_documents_draw_real_sentences_of_one_label(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.parquet"
+    scale.write_corpus(path, 300)
+    corpus = pd.read_parquet(path)
+    assert len(corpus) == 300 and corpus["id"].is_unique
+    bbc = " ".join(pd.read_parquet(common.bbc_path(), columns=["text"])["text"])
+    first_bbc = next(text for text, label in zip(corpus["text"], corpus["label"], strict=True) if label == "topic 0")
+    assert first_bbc.split(". ")[0] in bbc  # topic 0 is the first BBC label: its sentences are BBC's own
+    assert corpus["label"].nunique() > 20  # BBC's 5, AG News' 4 and MTSamples' 40 labels are all drawn from
+
+
+def test_scale_quick_times_and_measures_every_stage_in_its_own_process() -> None:
+    result = scale.run(quick=True, n_docs=600, embed_sample=40)
+    stages = result["stages"]
+    assert result["documents"] == 600 and result["embed_sample"] == 40
+    assert all(positive(stage["peak_mb"]) for stage in stages.values())
+    assert positive(stages["embed"]["tokens_per_s"]) and stages["embed"]["extrapolated_seconds"] > 0
+    assert {"train", "analyse", "themes", "families"} <= set(stages["run"]["peak_mb_by_part"])
+    assert set(stages["run"]["seconds"]) == {"train", "analyse", "themes", "families"}
+    assert stages["run"]["sae"]["epochs"] == 2 and fraction(stages["run"]["fvu_holdout"])
+    assert "Peak resident memory of any stage" in scale.markdown(result)

@@ -1,0 +1,252 @@
+"""10. Scale: a large corpus of real sentences through every stage, time and peak memory per stage.
+
+    .venv/bin/python -m bench.scale [--quick] [--docs N] [--embed-sample N]
+
+The corpus: each document draws 4 to 16 sentences of one label of the shared corpora (BBC News, AG News and
+MTSamples, so topics stay coherent and lengths realistic), in `--docs` documents. Stages, each in a fresh process
+whose peak resident memory (VmHWM) is reported:
+1. ingest: the generated parquet file into a new workspace (`pipeline.ingest`);
+2. embed: the first `--embed-sample` documents embedded for real (content tokens/s, extrapolated to the whole corpus);
+   every other document gets a vector resampled from the embedded ones (`common.resample`: mixtures of two real
+   vectors plus noise), stored like real vectors, so that the later stages see the real size and shape;
+3. run: the SAE with the settings suggested for the corpus size, then features, keyword labels, themes and
+   families (`pipeline.train_run`), with the peak memory of each part (a sampler thread, attributed by progress).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench import common
+
+NAME = "scale"
+TITLE = "10. Scale: a large corpus through every stage, time and peak memory per stage"
+COMMAND = common.command(NAME)
+DOCS = 200_000
+EMBED_SAMPLE = 4_000
+QUICK_DOCS = 3_000
+QUICK_EMBED_SAMPLE = 200
+CORPORA = ("bbc_news.parquet", "ag_news_test.parquet", "mtsamples.parquet")
+SENTENCES_PER_DOCUMENT = (4, 16)
+TARGET_PEAK_MB = 4096.0
+"""Issue 14: 200,000 real-length documents end to end with peak memory <= 4 GB."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def run(quick: bool = False, n_docs: int | None = None, embed_sample: int | None = None) -> dict[str, Any]:
+    n_docs = n_docs or (QUICK_DOCS if quick else DOCS)
+    embed_sample = min(n_docs, embed_sample or (QUICK_EMBED_SAMPLE if quick else EMBED_SAMPLE))
+    with tempfile.TemporaryDirectory(prefix="prisma-bench-scale-") as folder:
+        source, workspace = Path(folder) / "corpus.parquet", Path(folder) / "workspace"
+        generated_seconds, words = common.timed(lambda: write_corpus(source, n_docs))
+        stages = {
+            "ingest": _worker("ingest", workspace, source),
+            "embed": _worker("embed", workspace, source, str(embed_sample)),
+            "run": _worker("run", workspace, source, *(["--quick"] if quick else [])),
+        }
+    return {
+        "device": common.device_report(),
+        "quick": quick,
+        "documents": n_docs,
+        "median_words": words,
+        "generate_seconds": generated_seconds,
+        "embed_sample": embed_sample,
+        "stages": stages,
+    }
+
+
+def write_corpus(path: Path, n_docs: int, seed: int = 0) -> int:
+    """Writes n_docs documents of real sentences (one label each) to a parquet file; returns their median words."""
+    rng = np.random.default_rng(seed)
+    pools = [pool for name in CORPORA for pool in _sentences_by_label(common.CORPORA_DIR / name).values()]
+    which = rng.integers(0, len(pools), n_docs)
+    lengths = rng.integers(*SENTENCES_PER_DOCUMENT, n_docs, endpoint=True)
+    texts = [" ".join(rng.choice(pools[pool], length)) for pool, length in zip(which, lengths, strict=True)]
+    labels = [f"topic {pool}" for pool in which]
+    pd.DataFrame({"id": [f"doc{i}" for i in range(n_docs)], "text": texts, "label": labels}).to_parquet(path)
+    return int(np.median([len(text.split()) for text in texts[:10_000]]))
+
+
+def _sentences_by_label(path: Path) -> dict[str, np.ndarray]:
+    frame = pd.read_parquet(path, columns=["text", "label"])
+    return {
+        str(label): np.array([s for text in group["text"] for s in _SENTENCE_END.split(text) if len(s.split()) >= 4])
+        for label, group in frame.groupby("label")
+    }
+
+
+def _worker(stage: str, workspace: Path, source: Path, *extra: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "bench.scale", "--worker", stage, str(workspace), str(source), *extra]
+    done = subprocess.run(command, cwd=common.REPO, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"scale worker {stage} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"{stage}: {json.dumps(result, default=float)}", file=sys.stderr, flush=True)  # a long run's partial record
+    return result
+
+
+# -- workers: one stage each, in a fresh process -----------------------------------------------------------------
+
+
+def ingest_stage(workspace: Path, source: Path) -> dict[str, Any]:
+    from prisma_core import pipeline
+    from prisma_core.ingest import IngestConfig
+    from prisma_core.store import Workspace
+
+    seconds, (dataset_id, _) = common.timed(
+        lambda: pipeline.ingest(Workspace(workspace), [source], "scale", IngestConfig(id_column="id"))
+    )
+    return {"seconds": seconds, "dataset_id": dataset_id}
+
+
+def embed_stage(workspace_path: Path, embed_sample: int) -> dict[str, Any]:
+    from prisma_core.embed import EmbedConfig, embed_documents, model_key
+    from prisma_core.store import Workspace
+
+    workspace = Workspace(workspace_path)
+    dataset_id = workspace.datasets()[0].dataset_id
+    docs = workspace.documents(dataset_id, ["position", "text"]).sort_values("position")
+    config = EmbedConfig()
+    embed_documents(docs["text"].head(8).tolist(), config)  # loads the model: not part of the throughput
+    seconds, embedded = common.timed(lambda: embed_documents(docs["text"].head(embed_sample).tolist(), config))
+    tokens = int(embedded.chunking.tokens_per_doc.sum())
+    rest = common.resample(embedded.vectors, len(docs) - embed_sample, seed=1)
+    store_seconds, _ = common.timed(
+        lambda: workspace.save_vectors(dataset_id, model_key(config), np.concatenate([embedded.vectors, rest]))
+    )
+    return {
+        "sample_seconds": seconds,
+        "sample_tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "extrapolated_seconds": seconds * len(docs) / embed_sample,
+        "store_seconds": store_seconds,
+    }
+
+
+def run_stage(workspace_path: Path, quick: bool) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from prisma_core import pipeline
+    from prisma_core.sae import suggest_config
+    from prisma_core.store import Workspace
+
+    workspace = Workspace(workspace_path)
+    dataset = workspace.datasets()[0]
+    config = suggest_config(dataset.n_documents, 384)
+    config = replace(config, epochs=2) if quick else config
+    sampler = _StageMemory()
+    with sampler:
+        summary = pipeline.train_run(workspace, dataset.dataset_id, config, progress=sampler.progress)
+    return {
+        "seconds": summary.seconds,
+        "peak_mb_by_part": sampler.peaks,
+        "sae": {"n_latents": config.n_latents(384), "k": config.k, "epochs": config.epochs},
+        "fvu_holdout": summary.metrics["fvu_holdout"],
+        "dead_fraction": summary.metrics["dead_fraction"],
+        "n_themes": summary.n_themes,
+        "n_families": summary.n_families,
+    }
+
+
+PARTS = {"train_sae": "train", "label": "analyse", "embedding scores": "analyse", "themes": "themes"}
+"""Progress stage -> the part of the run it belongs to (the parts `pipeline.train_run` times)."""
+
+
+class _StageMemory:
+    """Samples this process's resident memory every 50 ms and keeps the peak of each part of the run, the part being
+    the one of the latest progress report."""
+
+    def __init__(self) -> None:
+        self.part = "read vectors"
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def progress(self, event: Any) -> None:
+        self.part = PARTS.get(event.stage, event.stage)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            rss = _rss_mb()
+            self.peaks[self.part] = max(self.peaks.get(self.part, 0.0), rss)
+
+    def __enter__(self) -> _StageMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _worker_main(stage: str, workspace: Path, source: Path, extra: list[str]) -> None:
+    started = time.perf_counter()
+    if stage == "ingest":
+        result = ingest_stage(workspace, source)
+    elif stage == "embed":
+        result = embed_stage(workspace, int(extra[0]))
+    else:
+        result = run_stage(workspace, quick="--quick" in extra)
+    result |= {"wall_seconds": time.perf_counter() - started, "peak_mb": common.peak_rss_mb()}
+    print(json.dumps(result, default=float))
+
+
+# -- report ------------------------------------------------------------------------------------------------------
+
+
+def markdown(result: dict[str, Any]) -> str:
+    stages = result["stages"]
+    embed, run_part = stages["embed"], stages["run"]
+    rows = [
+        ["ingest (read, hash, store)", stages["ingest"]["seconds"], stages["ingest"]["peak_mb"]],
+        [
+            f"embed: {result['embed_sample']:,} documents for real, the rest extrapolated",
+            f"{embed['extrapolated_seconds']:,.0f} (extrapolated; {embed['tokens_per_s']:,.0f} tokens/s)",
+            embed["peak_mb"],
+        ],
+    ]
+    rows += [[f"run: {part}", run_part["seconds"].get(part, "-"), mb] for part, mb in run_part["peak_mb_by_part"].items()]
+    peak = max(stages["ingest"]["peak_mb"], embed["peak_mb"], run_part["peak_mb"])
+    table = common.markdown_table(["stage", "seconds", "peak MB"], rows)
+    return f"""{result["documents"]:,} documents of real sentences (median {result["median_words"]} words), generated in
+{result["generate_seconds"]:.0f} s. SAE: {run_part["sae"]["n_latents"]:,} features, k = {run_part["sae"]["k"]},
+{run_part["sae"]["epochs"]} epochs: held-out FVU {run_part["fvu_holdout"]:.3f}, dead {run_part["dead_fraction"]:.1%},
+{run_part["n_themes"]} themes, {run_part["n_families"]:,} families. Each stage ran in its own process.
+
+{table}
+
+- Peak resident memory of any stage: **{peak:,.0f} MB**; target <= {TARGET_PEAK_MB:,.0f} MB at 200,000 documents:
+  **{common.verdict(peak, TARGET_PEAK_MB, higher_is_better=False)}**{"" if result["documents"] >= DOCS else " (a smaller run)"}."""
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        _worker_main(sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5:])
+        return
+    arguments = common.parser(__doc__.splitlines()[0])
+    arguments.add_argument("--docs", type=int, help=f"documents to generate (default {DOCS:,}; quick {QUICK_DOCS:,})")
+    arguments.add_argument("--embed-sample", type=int, help=f"documents embedded for real (default {EMBED_SAMPLE:,})")
+    args = arguments.parse_args()
+    common.publish(NAME, run(args.quick, args.docs, args.embed_sample), args, markdown)
+
+
+if __name__ == "__main__":
+    main()
