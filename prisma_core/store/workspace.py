@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 
 from prisma_core.errors import StoreError
 from prisma_core.store.artefacts import Artefacts
-from prisma_core.store.location import Location, S3Settings, is_object_store
+from prisma_core.store.location import OBJECT_STORE_SCHEME, Location, S3Settings, is_object_store
 from prisma_core.store.stages import Stages
 from prisma_core.store.vectors import Vectors
 
@@ -30,7 +30,9 @@ CACHE_ENV = "PRISMA_CACHE_DIR"
 def resolve_workspace(where: str | Path | None = None) -> str:
     """The workspace's address: an s3:// URI as given, or the resolved local folder."""
     where = str(where or os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE)
-    return where.rstrip("/") if is_object_store(where) else str(Path(where).expanduser().resolve())
+    if is_object_store(where):
+        return OBJECT_STORE_SCHEME + where.removeprefix(OBJECT_STORE_SCHEME).strip("/")
+    return str(Path(where).expanduser().resolve())
 
 
 def local_folder_for(uri: str) -> Path:
@@ -73,9 +75,9 @@ class Workspace(Vectors, Artefacts, Stages):
             found = self.root.fs.get_file_info(bucket).type
         except OSError as error:
             raise StoreError(
-                f"Cannot open the workspace {self.uri}: the object store did not let us in ({_first_line(error)}). "
-                "Check its address (AWS_ENDPOINT_URL), the keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) and the "
-                "region (AWS_REGION)."
+                f"Cannot open the workspace {self.uri}: the object store could not be reached or refused the keys "
+                f"({_first_line(error)}). Check its address (AWS_ENDPOINT_URL), the keys (AWS_ACCESS_KEY_ID, "
+                "AWS_SECRET_ACCESS_KEY) and the region (AWS_REGION)."
             ) from error
         if found == pafs.FileType.NotFound:
             raise StoreError(f"Cannot open the workspace {self.uri}: there is no bucket {bucket!r}; create it first.")
