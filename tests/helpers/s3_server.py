@@ -94,6 +94,7 @@ def _wait_for_bucket(server: S3Server, process: subprocess.Popen) -> None:
 @contextmanager
 def seaweed_s3(data_dir: Path) -> Iterator[S3Server]:
     """Starts `weed mini` on loopback with the bucket created, yields it, and stops it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
     taken: set[int] = set()
     ports = {name: _free_port(taken) for name in ("master", "volume", "filer", "s3", "admin")}
     server = S3Server(f"http://127.0.0.1:{ports['s3']}", BUCKET, data_dir / "weed.log")
