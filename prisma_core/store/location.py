@@ -27,8 +27,8 @@ _SETTINGS = {
     "region": ("aws_region", "aws_default_region", "region"),
     "allow_http": ("aws_allow_http", "allow_http"),
 }
-"""Each setting and the names it may be given under (in storage options, any case; in the environment, upper case),
-first name first."""
+"""Each setting and the names it may be given under, first name first: in storage options any of them, in any case;
+in the environment the AWS_ ones, in upper case."""
 _LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 TIMEOUT_S = 10.0
 """Seconds to wait for the object store to connect or answer before reporting it unreachable."""
@@ -56,16 +56,21 @@ class S3Settings:
         values: dict[str, Any] = {}
         for setting, names in _SETTINGS.items():
             found = [given[name] for name in names if name in given]
-            found += [os.environ[name.upper()] for name in names if os.environ.get(name.upper())]
+            found += [
+                os.environ[name.upper()] for name in names if name.startswith("aws_") and os.environ.get(name.upper())
+            ]
             values[setting] = found[0] if found else None
         allow_http = str(values.pop("allow_http") or "").lower() in ("1", "true", "yes")
         settings = cls(**values, allow_http=allow_http)
-        settings.check_endpoint()
+        settings.check()
         return settings
 
-    def check_endpoint(self) -> None:
-        """Plain http would send the keys unencrypted: it is only used for this machine's own server, or when asked
-        for (AWS_ALLOW_HTTP=true)."""
+    def check(self) -> None:
+        """Keys come in pairs; plain http would send them unencrypted, so it is only used for this machine's own
+        server, or when asked for (AWS_ALLOW_HTTP=true)."""
+        if bool(self.access_key_id) != bool(self.secret_access_key):
+            missing = "AWS_SECRET_ACCESS_KEY" if self.access_key_id else "AWS_ACCESS_KEY_ID"
+            raise StoreError(f"The object store's keys are incomplete: {missing} is not set.")
         if not self.endpoint:
             return
         url = urlparse(self.endpoint)

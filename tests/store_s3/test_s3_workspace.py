@@ -145,6 +145,12 @@ def test_settings_come_from_storage_options_over_the_environment(monkeypatch: py
     with pytest.raises(StoreError, match="plain http"):
         S3Settings.resolve({"endpoint": "http://storage.example.org:9000"})
     assert S3Settings.resolve({"endpoint": "http://storage.example.org:9000", "allow_http": "true"}).plain_http
+    monkeypatch.setenv("ENDPOINT", "http://unrelated.example.org")  # only AWS_* variables are read
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    assert S3Settings.resolve().endpoint is None
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(StoreError, match="keys are incomplete: AWS_SECRET_ACCESS_KEY is not set"):
+        S3Settings.resolve()
     with pytest.raises(StoreError, match="neither a local folder nor an s3:// address"):
         Location.of("gs://bucket/prisma")
 
