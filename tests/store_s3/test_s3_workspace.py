@@ -24,6 +24,7 @@ from s3_server import S3Server, seaweed_s3
 from prisma_core import cli, pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import StoreError
+from prisma_core.explore import refract_text
 from prisma_core.pipeline import EXPORT_FILES
 from prisma_core.store import WORKSPACE_ENV, Workspace
 from prisma_core.store.location import Location, S3Settings
@@ -125,6 +126,34 @@ def test_storage_options_alone_open_the_workspace(built: Built, s3: S3Server, mo
     loaded = pipeline.load_run(workspace, built.run_id)
     np.testing.assert_array_equal(loaded.codes.toarray(), built.codes)
     assert str(loaded.weights) == f"{built.uri}/runs/{built.run_id}" and (loaded.weights / "config.json").is_file()
+
+
+def test_the_app_opens_the_workspace_with_the_keys_of_its_secrets(
+    built: Built, s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PRISMA_WORKSPACE names the bucket workspace, the [s3] secrets hold the keys (the environment's are wrong):
+    the Explore page refracts typed text with the run's weights read from the bucket."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui.state import PENDING_SELECTION_KEY
+
+    monkeypatch.setenv(WORKSPACE_ENV, built.uri)
+    for name in s3.env:
+        monkeypatch.setenv(name, "not-these")
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.secrets["s3"] = s3.storage_options
+    at.session_state[PENDING_SELECTION_KEY] = (built.dataset_id, built.run_id)
+    at.session_state["explore_tab"] = "Refract"
+    at.run()
+    at.switch_page("pages/explore.py").run()
+    text = "The striker scored twice as the club won the league title."
+    at.radio(key="refract_mode").set_value("Your own text").run()
+    at.text_area(key="refract_text").input(text)
+    at.button(key="refract_button").click().run()
+    assert not at.exception and not at.error
+    shown = pd.concat([frame.value for frame in at.dataframe if {"feature_id", "value"} <= set(frame.value.columns)])
+    run = pipeline.load_run(Workspace(built.uri, storage_options=s3.storage_options), built.run_id)
+    assert shown["feature_id"].tolist() == refract_text(run, text)["feature_id"].tolist()
 
 
 def test_settings_come_from_storage_options_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
