@@ -86,6 +86,11 @@ class S3Settings:
     def plain_http(self) -> bool:
         return bool(self.endpoint) and urlparse(self.endpoint).scheme == "http"
 
+    @property
+    def region_or_default(self) -> str | None:
+        """An S3-compatible store needs some region (most ignore which); AWS's default is us-east-1."""
+        return self.region or ("us-east-1" if self.endpoint else None)
+
     def lance_options(self) -> dict[str, str]:
         """LanceDB's storage options for these settings."""
         options = {
@@ -93,7 +98,7 @@ class S3Settings:
             "aws_secret_access_key": self.secret_access_key,
             "aws_session_token": self.session_token,
             "aws_endpoint": self.endpoint,
-            "aws_region": self.region or ("us-east-1" if self.endpoint else None),
+            "aws_region": self.region_or_default,
             "allow_http": "true" if self.plain_http else None,
             "connect_timeout": f"{TIMEOUT_S:g}s",
         }
@@ -105,7 +110,7 @@ class S3Settings:
             access_key=self.access_key_id,
             secret_key=self.secret_access_key,
             session_token=self.session_token,
-            region=self.region or ("us-east-1" if endpoint else None),
+            region=self.region_or_default,
             endpoint_override=endpoint.netloc if endpoint else None,
             scheme=endpoint.scheme if endpoint else "https",
             connect_timeout=TIMEOUT_S,
@@ -166,9 +171,6 @@ class Location:
 
     def _info(self) -> pafs.FileInfo:
         return self.fs.get_file_info(self.path)
-
-    def exists(self) -> bool:
-        return self._info().type != pafs.FileType.NotFound
 
     def is_file(self) -> bool:
         return self._info().type == pafs.FileType.File
