@@ -106,6 +106,7 @@ def seaweed_s3(data_dir: Path) -> Iterator[S3Server]:
         *(f"-{name}.port={port}" for name, port in ports.items()),
         *("-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false"),
         "-master.telemetry=false",
+        *(f"-{name}.localSocket={data_dir / f'{name}.sock'}" for name in ("filer", "s3")),  # not left in /tmp
         f"-bucket={BUCKET}",
     ]
     env = os.environ | {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
