@@ -257,7 +257,7 @@ def grouping(name: str, column: pd.Series) -> pd.Series:
 
 def compare_tab() -> None:
     st.markdown("How often each concept appears in each group, and which concepts set a group apart.")
-    frame = metadata(str(ws.path), dataset.dataset_id)
+    frame = metadata(ws.uri, dataset.dataset_id)
     if frame.empty or not len(frame.columns):
         st.info("This dataset has no metadata columns (such as a category, date or source) to compare groups by.")
         return
@@ -276,7 +276,7 @@ def compare_tab() -> None:
         if (by_level := levels.level_comparison(run, level, groups)) is not None:
             levels.show_comparison(by_level, DISTINCTIVE_PER_GROUP, group_order, "concept", "distinctive_level_table")
         return
-    result = comparison(str(ws.path), run.record.run_id, revision(run.record.run_id), groups)
+    result = comparison(ws.uri, run.record.run_id, revision(run.record.run_id), groups)
     labels = run.features.set_index("feature_id")["label"]
     named = result.assign(feature=[feature_name(f, labels.get(f)) for f in result["feature_id"]])
     levels.show_comparison(named, DISTINCTIVE_PER_GROUP, group_order, "feature", "distinctive_table", by_id=True)
@@ -287,11 +287,11 @@ def downloads_tab() -> None:
     run_id = run.record.run_id
 
     def exported(name: str) -> bytes:
-        return (export_folder(str(ws.path), run_id, revision(run_id)) / name).read_bytes()
+        return (export_folder(ws.uri, run_id, revision(run_id)) / name).read_bytes()
 
     st.download_button(
         "Labels (CSV)",
-        lambda: features_csv(export_folder(str(ws.path), run_id, revision(run_id))),
+        lambda: features_csv(export_folder(ws.uri, run_id, revision(run_id))),
         "labels.csv",
         "text/csv",
         key="download_labels",

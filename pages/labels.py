@@ -215,7 +215,7 @@ def quality_section() -> None:
     if st.button("Compare with chance (shuffled labels)", key="label_baseline"):
         st.session_state["label_baseline_shown"] = True
     if st.session_state.get("label_baseline_shown"):
-        result = label_score_baseline(str(ws.path), run_id, revision(run_id))
+        result = label_score_baseline(ws.uri, run_id, revision(run_id))
         if result.n_scored:
             st.markdown(
                 f"The labels shown score **{result.mean_score:.3f}** on average over {result.n_scored:,} features; "

@@ -147,7 +147,7 @@ def selected_run_section(run_id: str) -> None:
     if run.history:
         st.altair_chart(charts.training_curves(run.history), width="stretch")
     try:
-        names, similarity, cooccurrence = diagnostics(str(ws.path), run_id, revision(run_id), HEATMAP_FEATURES)
+        names, similarity, cooccurrence = diagnostics(ws.uri, run_id, revision(run_id), HEATMAP_FEATURES)
     except PrismaError as error:  # e.g. its weights file was damaged: the run can still be deleted below
         st.error(f"This run cannot be opened: {md(error)} Delete it below and train again.")
         names = []
@@ -169,7 +169,7 @@ def selected_run_section(run_id: str) -> None:
             st.rerun()
 
 
-dim = embedding_dim(str(ws.path), dataset.dataset_id, vector_space)
+dim = embedding_dim(ws.uri, dataset.dataset_id, vector_space)
 st.caption(f"{dataset.n_documents:,} documents, {dim} dimensions each ({md(embedding.model)})")
 job_key = f"train:{dataset.dataset_id}"
 job = job_panel(job_key, on_success=on_trained, live_chart=True)

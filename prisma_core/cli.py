@@ -343,7 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, help_text: str, handler: Any, *configs: type) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--workspace", help="workspace folder (default: $PRISMA_WORKSPACE or ./prisma_data)")
+        sub.add_argument(
+            "--workspace",
+            help="workspace folder or object store prefix s3://bucket/folder (default: $PRISMA_WORKSPACE or "
+            "./prisma_data)",
+        )
         for config in configs:
             add_config_flags(sub, config, _prefix(config, configs))
         sub.set_defaults(handler=handler, configs=configs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,7 @@ def run_embed_config(run: LoadedRun) -> EmbedConfig:
 def refract_text(run: LoadedRun, text: str) -> pd.DataFrame:
     """The active concepts of any text: feature_id, value, label; strongest first."""
     vector = embed_texts([text], run_embed_config(run))
-    model, _ = load_sae(Path(run.record.weights_dir))
+    model, _ = load_sae(run.weights)
     codes = feature_codes(model, vector)
     return with_labels(analysis.document_features(codes, 0), run)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +16,7 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
+from prisma_core.store.location import Location
 from prisma_core.store.schemas import KEYWORD_SOURCE
 from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
 
@@ -26,6 +26,7 @@ class LoadedRun:
     """Everything the exploration views need about one run, loaded once."""
 
     record: RunRecord
+    weights: Location  # the run's folder (sae.safetensors, config.json), reached with the workspace's settings
     codes: sp.csr_matrix  # [n_documents, n_features]
     directions: np.ndarray  # [n_features, d] unit-norm decoder directions
     features: pd.DataFrame  # stats, n_strong (documents where it is strong), resolved label, theme_id per feature
@@ -74,7 +75,8 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
     from prisma_core.sae import load_sae  # torch, only when a run's weights are read
 
-    model, _ = load_sae(Path(record.weights_dir))
+    weights = workspace.location(record.weights_dir)
+    model, _ = load_sae(weights)
     n_docs = workspace.dataset(record.dataset_id).n_documents
     rows = workspace.activations(record.run_id)
     directions = model.decoder_directions().detach().cpu().numpy()  # [n_features, d]
@@ -104,7 +106,7 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
     families = workspace.families(record.run_id)
-    return LoadedRun(record, codes, directions, features, families, themes, theme_info)
+    return LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
 
 
 def family_membership(families: Sequence[NamedFamily]) -> pd.DataFrame:

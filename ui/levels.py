@@ -45,7 +45,7 @@ def _units(workspace_path: str, run_id: str, revision: int, level: str) -> tuple
 def units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame]:
     """(documents x units matrix, units: unit, label) of the level, cached per run revision."""
     run_id = run.record.run_id
-    return _units(str(workspace().path), run_id, revision(run_id), level)
+    return _units(workspace().uri, run_id, revision(run_id), level)
 
 
 def unit_names(level: str, frame: pd.DataFrame) -> dict[int, str]:

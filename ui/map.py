@@ -31,7 +31,7 @@ def map_positions(workspace_path: str, run_id: str, dataset_id: str, embedding_k
 def map_points(run: LoadedRun) -> pd.DataFrame:
     """position, x, y, theme (name), doc_id, title, text (start) for every drawn document."""
     record = run.record
-    points = map_positions(str(workspace().path), record.run_id, record.dataset_id, record.embedding_key)
+    points = map_positions(workspace().uri, record.run_id, record.dataset_id, record.embedding_key)
     strongest = run.themes.strongest()
     labels = run.theme_info.set_index("theme_id")["label"]
     names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else NO_THEME_NAME for t in set(strongest.tolist())}

@@ -1,8 +1,8 @@
 """What every page shares: the workspace, the job registry, cached loaders, and the dataset/run selection.
 
-Cached objects are keyed by the workspace path, so tests (and users) pointing PRISMA_WORKSPACE elsewhere get their
-own. Large read-only data (documents, a run's codes) uses st.cache_resource, which hands out the object itself
-instead of unpickling a copy on every rerun; pages treat it as read-only.
+Cached objects are keyed by the workspace's address (its folder or s3:// URI), so tests (and users) pointing
+PRISMA_WORKSPACE elsewhere get their own. Large read-only data (documents, a run's codes) uses st.cache_resource,
+which hands out the object itself instead of unpickling a copy on every rerun; pages treat it as read-only.
 """
 
 from __future__ import annotations
@@ -44,13 +44,18 @@ PENDING_SELECTION_KEY = "pending_selection"
 # -- shared resources -----------------------------------------------------------------------------------------
 
 
+STORAGE_SECRETS = "s3"
+"""The secrets table ([s3] in .streamlit/secrets.toml) with the object store's settings for an s3:// workspace."""
+
+
 @st.cache_resource(show_spinner=False)
-def workspace_at(path: str) -> Workspace:
-    return Workspace(path)
+def workspace_at(uri: str) -> Workspace:
+    """The workspace at this folder or s3:// URI (its `uri`, the key of every cached view of it)."""
+    return Workspace(uri, storage_options=dict(secret(STORAGE_SECRETS) or {}))
 
 
 def workspace() -> Workspace:
-    return workspace_at(str(resolve_workspace()))
+    return workspace_at(resolve_workspace())
 
 
 @st.cache_resource(show_spinner=False)
@@ -102,11 +107,11 @@ def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
 
 
 def loaded_run(run_id: str) -> LoadedRun:
-    return run_at(str(workspace().path), run_id, revision(run_id))
+    return run_at(workspace().uri, run_id, revision(run_id))
 
 
 def dataset_documents(dataset_id: str) -> pd.DataFrame:
-    return documents(str(workspace().path), dataset_id)
+    return documents(workspace().uri, dataset_id)
 
 
 def embed_config() -> EmbedConfig:

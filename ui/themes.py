@@ -131,7 +131,7 @@ def themes_overview(run: LoadedRun, key: str) -> int | None:
     if run.themes is None:
         st.info("This run was made before Prisma grouped features into themes: group them below.")
         return None
-    table = _themes_table(str(workspace().path), run.record.run_id, revision(run.record.run_id))
+    table = _themes_table(workspace().uri, run.record.run_id, revision(run.record.run_id))
     number = st.column_config.NumberColumn
     picked = clickable_table(
         table,

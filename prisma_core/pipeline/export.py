@@ -106,8 +106,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     documents.to_parquet(out / "documents.parquet", index=False)
     (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
     (out / "themes.json").write_text(run.theme_info.to_json(orient="records", indent=2))
-    weights = Path(run.record.weights_dir)
-    shutil.copyfile(weights / "sae.safetensors", out / "sae.safetensors")
+    (out / "sae.safetensors").write_bytes((run.weights / "sae.safetensors").read_bytes())
     run_config = {
         "run_id": run.record.run_id,
         "dataset_id": run.record.dataset_id,

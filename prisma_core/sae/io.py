@@ -1,27 +1,33 @@
-"""SAE weights on disk: `sae.safetensors` next to the `config.json` that made them. Never pickle."""
+"""SAE weights in a folder (local or in the workspace's object store): `sae.safetensors` next to the
+`config.json` that made them. Never pickle."""
 
 import json
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load, save
 
 from prisma_core.errors import PrismaError, WeightsError
 from prisma_core.sae.config import SAEConfig
 from prisma_core.sae.model import TopKSAE
 from prisma_core.sae.train import TrainResult
+from prisma_core.store.location import Location
 
 WEIGHTS_FILE = "sae.safetensors"
 CONFIG_FILE = "config.json"
 FORMAT = "prisma-topk-sae"
 FORMAT_VERSION = 1
 
+Folder = TypeVar("Folder", str, Path, Location)
 
-def save_sae(result_or_model: TrainResult | TopKSAE, config: SAEConfig, directory: Path) -> Path:
+
+def save_sae(result_or_model: TrainResult | TopKSAE, config: SAEConfig, directory: Folder) -> Folder:
     """Write directory/sae.safetensors, then directory/config.json (config plus d and n_latents); returns directory.
 
-    The config is written last, so a directory without one holds an interrupted save.
+    `directory`: a local folder, or a `Location` (e.g. a run folder in the workspace's object store). The config is
+    written last, so a directory without one holds an interrupted save.
     """
     model = result_or_model.model if isinstance(result_or_model, TrainResult) else result_or_model
     if config.k != model.k or config.n_latents(model.d) != model.n_latents:
@@ -31,21 +37,21 @@ def save_sae(result_or_model: TrainResult | TopKSAE, config: SAEConfig, director
         )
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()}
     record = {"format": FORMAT, "format_version": FORMAT_VERSION, "d": model.d, "n_latents": model.n_latents}
-    directory = Path(directory)
+    folder = Location.of(directory)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        save_file(tensors, directory / WEIGHTS_FILE, metadata={"format": FORMAT})
-        (directory / CONFIG_FILE).write_text(json.dumps(record | config.to_dict(), indent=2))
-    except (OSError, SafetensorError) as error:  # safetensors reports a failed write as SafetensorError
+        folder.make_folder()
+        (folder / WEIGHTS_FILE).write_bytes(save(tensors, metadata={"format": FORMAT}))
+        (folder / CONFIG_FILE).write_text(json.dumps(record | config.to_dict(), indent=2))
+    except (OSError, SafetensorError) as error:  # safetensors reports a failed serialization as SafetensorError
         reason = getattr(error, "strerror", None) or str(error).removeprefix("Error while serializing: ")
-        raise WeightsError(f"Could not write the SAE to {directory}: {reason}.") from error
+        raise WeightsError(f"Could not write the SAE to {folder}: {reason}.") from error
     return directory
 
 
-def load_sae(directory: Path) -> tuple[TopKSAE, SAEConfig]:
-    """Read an SAE written by `save_sae` (on CPU). Raises WeightsError for missing, corrupted, foreign or
-    wrongly shaped files."""
-    directory = Path(directory)
+def load_sae(directory: str | Path | Location) -> tuple[TopKSAE, SAEConfig]:
+    """Read an SAE written by `save_sae` (on CPU) from a local folder, an s3:// URI (reached with the environment's
+    settings) or a `Location`. Raises WeightsError for missing, corrupted, foreign or wrongly shaped files."""
+    directory = Location.of(directory)
     d, n_latents, config = _read_config(directory / CONFIG_FILE)
     tensors = _read_weights(directory / WEIGHTS_FILE)
     model = TopKSAE(d, n_latents, config.k)
@@ -65,7 +71,7 @@ def load_sae(directory: Path) -> tuple[TopKSAE, SAEConfig]:
     return model, config
 
 
-def _read_config(path: Path) -> tuple[int, int, SAEConfig]:
+def _read_config(path: Location) -> tuple[int, int, SAEConfig]:
     """config.json -> (d, n_latents, SAEConfig)."""
     if not path.is_file():
         raise WeightsError(f"No SAE settings found at {path}; the SAE was never saved there or its save was cut short.")
@@ -88,10 +94,10 @@ def _read_config(path: Path) -> tuple[int, int, SAEConfig]:
     return d, n_latents, config
 
 
-def _read_weights(path: Path) -> dict[str, torch.Tensor]:
+def _read_weights(path: Location) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise WeightsError(f"No SAE weights found at {path}.")
     try:
-        return load_file(path)
+        return load(path.read_bytes())
     except (SafetensorError, OSError, ValueError) as error:
         raise WeightsError(f"{path} is corrupted or not a safetensors file ({error}).") from error

@@ -1,6 +1,7 @@
-"""The workspace store: one LanceDB database per workspace folder (see `workspace`).
+"""The workspace store: one LanceDB database per workspace, a local folder or an s3:// prefix (see `workspace`).
 
-One job per module: `schemas` (tables and records), `ids`, `retry` (commit conflicts), `tables` (reads and writes),
+One job per module: `location` (where a workspace lives, its files through pyarrow.fs, the object store's settings),
+`schemas` (tables and records), `ids`, `retry` (commit conflicts), `tables` (reads and writes),
 `maintenance` (disk space), `ownership` (who writes a run folder), `datasets`, `vectors` (embedding cache and search),
 `runs`, `artefacts` (what a run derives), `stages` (what each stage made from what); `workspace` puts them together.
 """

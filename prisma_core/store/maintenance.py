@@ -30,7 +30,7 @@ class Maintenance(Tables):
         for name in self.db.list_tables().tables:
             table = self.db.open_table(name)
             retry(lambda table=table: table.optimize(cleanup_older_than=keep_versions_for))
-        (self.path / _MAINTENANCE_FILE).write_text(json.dumps({"reclaimed_at": now_iso()}))
+        (self.root / _MAINTENANCE_FILE).write_text(json.dumps({"reclaimed_at": now_iso()}))
 
     def _reclaim_space_if_due(self) -> None:
         """Called by the writers, after their write: the clean-up, when due, at most once a day."""
@@ -40,7 +40,7 @@ class Maintenance(Tables):
 
     def _maintenance_due(self) -> bool:
         try:
-            last = datetime.fromisoformat(json.loads((self.path / _MAINTENANCE_FILE).read_text())["reclaimed_at"])
+            last = datetime.fromisoformat(json.loads((self.root / _MAINTENANCE_FILE).read_text())["reclaimed_at"])
         except (OSError, ValueError, KeyError, TypeError):
             return self._has_table("datasets")  # never cleaned up: due once there is something to clean
         return datetime.now(UTC) - last > MAINTENANCE_EVERY

@@ -4,23 +4,25 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
+
+from prisma_core.store.location import Location
 
 _OWNER_FILE = "owner.json"  # in a run folder: the process that is writing the run (host, pid)
 _UNOWNED_GRACE_S = 60.0  # a run folder with no owner file is only considered abandoned after this long
 
 
-def mark_owner(folder: Path) -> None:
+def mark_owner(folder: Location) -> None:
     """Marks a new run folder with the process writing it (host, pid)."""
     (folder / _OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
 
 
-def owner_is_gone(folder: Path) -> bool:
+def owner_is_gone(folder: Location) -> bool:
     """True when the process that created this run folder has ended (it can only be checked on this machine)."""
     try:
         owner = json.loads((folder / _OWNER_FILE).read_text())
     except (OSError, ValueError):
-        return time.time() - folder.stat().st_mtime > _UNOWNED_GRACE_S
+        modified = folder.modified()
+        return modified is not None and time.time() - modified > _UNOWNED_GRACE_S
     if owner.get("host") != socket.gethostname() or os.name == "nt":  # on Windows, os.kill would end the process
         return False
     try:

@@ -1,14 +1,15 @@
-"""SAE runs: a folder for the weights while a run is written, the run record last; abandoned runs removed."""
+"""SAE runs: a folder for the weights (local or in the object store) while a run is written, the run record last;
+abandoned runs removed."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from pathlib import Path
 
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.store.ids import ID_PATTERN, check_id, new_id
+from prisma_core.store.location import Location, is_object_store
 from prisma_core.store.maintenance import Maintenance
 from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.schemas import RunRecord
@@ -23,13 +24,10 @@ class Runs(Maintenance):
         A run still being written by a live process has a folder and no record too: only runs whose process is
         gone are removed. Best effort: a failure here never stops the new run.
         """
-        runs_dir = self.path / "runs"
-        folders = (
-            [p for p in runs_dir.iterdir() if p.is_dir() and ID_PATTERN.match(p.name)] if runs_dir.is_dir() else []
-        )
-        if not folders:
-            return
         with contextlib.suppress(OSError, StoreError):
+            folders = [folder for folder in (self.root / "runs").folders() if ID_PATTERN.match(folder.name)]
+            if not folders:
+                return
             listed = set(self._read("sae_runs", "true", ["run_id"])["run_id"])
             for folder in folders:
                 # The record is looked up again once the owner is known to be gone: it may have been written since.
@@ -39,21 +37,22 @@ class Runs(Maintenance):
     def _has_run_record(self, run_id: str) -> bool:
         return not self._read("sae_runs", f"run_id = '{check_id(run_id)}'", ["run_id"]).empty
 
-    def new_run_dir(self) -> tuple[str, Path]:
+    def new_run_dir(self) -> tuple[str, Location]:
         """A folder for a new run's weights, marked with the process writing it.
 
         Starting a run is when what killed runs left behind is removed (see _remove_abandoned_runs): opening a
         workspace, listing or reading it never removes a run."""
         self._remove_abandoned_runs()
         run_id = new_id("run")
-        directory = self.path / "runs" / run_id
+        folder = self.root / "runs" / run_id
         try:
-            directory.mkdir(parents=True)
-            mark_owner(directory)
+            folder.make_folder()
+            mark_owner(folder)
         except OSError as error:
-            shutil.rmtree(directory, ignore_errors=True)
-            raise StoreError(f"Could not create the run folder {directory}: {error.strerror or error}.") from error
-        return run_id, directory
+            with contextlib.suppress(OSError):
+                folder.remove()
+            raise StoreError(f"Could not create the run folder {folder}: {error.strerror or error}.") from error
+        return run_id, folder
 
     def add_run(self, record: RunRecord) -> None:
         """The record is written last: only a run whose artefacts are all stored is listed."""
@@ -77,14 +76,19 @@ class Runs(Maintenance):
 
     def _relative_to_workspace(self, path: str) -> str:
         """Paths inside the workspace are stored relative to it, so a moved or copied workspace keeps its runs."""
+        if is_object_store(path):
+            inside = path.startswith(f"{self.uri}/")
+            return path.removeprefix(f"{self.uri}/") if inside else path
         return Path(path).relative_to(self.path).as_posix() if Path(path).is_relative_to(self.path) else path
 
-    def _in_workspace(self, stored: str) -> Path:
+    def _in_workspace(self, stored: str) -> str:
         """A stored path, resolved; an absolute one from a workspace since moved is looked up under runs/ here."""
+        if is_object_store(stored):
+            return stored
         path = Path(stored)
         if not path.is_absolute():
-            return self.path / path
-        return path if path.exists() else self.path / "runs" / path.name
+            return str(self.root / path.as_posix())
+        return stored if path.exists() else str(self.root / "runs" / path.name)
 
     def runs(self, dataset_id: str | None = None) -> list[RunRecord]:
         where = f"dataset_id = '{check_id(dataset_id)}'" if dataset_id else "true"
@@ -98,7 +102,7 @@ class Runs(Maintenance):
                 config=json.loads(r.config),
                 metrics=json.loads(r.metrics),
                 history=json.loads(r.history),
-                weights_dir=str(self._in_workspace(r.weights_dir)),
+                weights_dir=self._in_workspace(r.weights_dir),
                 versions=json.loads(r.versions),
             )
             for r in frame.itertuples()
@@ -125,9 +129,9 @@ class Runs(Maintenance):
         failed while being written, perhaps because the disk filled up) loses its folder first, which frees the
         space the table deletes need."""
         where = f"run_id = '{check_id(run_id)}'"
-        folder = self.path / "runs" / run_id
         if self._has_run_record(run_id):
             self._delete("sae_runs", where)
-        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (self.root / "runs" / run_id).remove()
         for name in _RUN_TABLES:
             self._delete(name, where)

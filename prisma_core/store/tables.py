@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyarrow as pa
 
+from prisma_core.store.location import Location
 from prisma_core.store.retry import retry
 from prisma_core.store.schemas import SCHEMAS
 
@@ -17,9 +18,11 @@ if TYPE_CHECKING:
 
 
 class Tables:
-    """The tables of one workspace folder: `lancedb/` under `path`."""
+    """The tables of one workspace: `lancedb/` under `root` (see `Workspace`)."""
 
+    uri: str
     path: Path
+    root: Location
     db: lancedb.DBConnection
 
     def _table(self, name: str, schema: pa.Schema | None = None) -> lancedb.table.Table:

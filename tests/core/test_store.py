@@ -2,6 +2,7 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -172,7 +173,7 @@ def test_listing_leaves_an_abandoned_run_folder_alone_and_the_next_run_removes_i
     assert cli_main(["list", "--workspace", str(tmp_path)]) == 0
     assert abandoned.is_dir()  # a read never deletes
     run_id, folder = Workspace(tmp_path).new_run_dir()
-    assert not abandoned.exists() and sorted((tmp_path / "runs").iterdir()) == [folder]
+    assert not abandoned.exists() and sorted((tmp_path / "runs").iterdir()) == [Path(folder)]
     assert folder.name == run_id
 
 
