@@ -19,7 +19,18 @@ from types import ModuleType
 
 from bench import common
 
-BENCHMARKS = ["embedding", "fast_cpu", "sae_training", "families", "search", "end_to_end", "quality", "app_memory", "gpu", "scale"]
+BENCHMARKS = [
+    "embedding",
+    "fast_cpu",
+    "sae_training",
+    "families",
+    "search",
+    "end_to_end",
+    "quality",
+    "app_memory",
+    "gpu",
+    "scale",
+]
 NOTES = """## Notes: conditions, gaps and what would close them
 
 **Conditions.** These full runs (2026-11-22, 11:53 to 12:25 UTC) had the machine to themselves: an AMD EPYC with

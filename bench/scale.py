@@ -223,9 +223,13 @@ def markdown(result: dict[str, Any]) -> str:
             embed["peak_mb"],
         ],
     ]
-    rows += [[f"run: {part}", run_part["seconds"].get(part, "-"), mb] for part, mb in run_part["peak_mb_by_part"].items()]
+    rows += [
+        [f"run: {part}", run_part["seconds"].get(part, "-"), mb] for part, mb in run_part["peak_mb_by_part"].items()
+    ]
     peak = max(stages["ingest"]["peak_mb"], embed["peak_mb"], run_part["peak_mb"])
     table = common.markdown_table(["stage", "seconds", "peak MB"], rows)
+    verdict = common.verdict(peak, TARGET_PEAK_MB, higher_is_better=False)
+    smaller = "" if result["documents"] >= DOCS else " (a smaller run)"
     return f"""{result["documents"]:,} documents of real sentences (median {result["median_words"]} words), generated in
 {result["generate_seconds"]:.0f} s. SAE: {run_part["sae"]["n_latents"]:,} features, k = {run_part["sae"]["k"]},
 {run_part["sae"]["epochs"]} epochs: held-out FVU {run_part["fvu_holdout"]:.3f}, dead {run_part["dead_fraction"]:.1%},
@@ -234,7 +238,7 @@ def markdown(result: dict[str, Any]) -> str:
 {table}
 
 - Peak resident memory of any stage: **{peak:,.0f} MB**; target <= {TARGET_PEAK_MB:,.0f} MB at 200,000 documents:
-  **{common.verdict(peak, TARGET_PEAK_MB, higher_is_better=False)}**{"" if result["documents"] >= DOCS else " (a smaller run)"}."""
+  **{verdict}**{smaller}."""
 
 
 def main() -> None:

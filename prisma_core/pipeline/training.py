@@ -21,8 +21,8 @@ from prisma_core.errors import NotFoundError, StoreError, TrainingError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.interpret.keywords import (
     KEYWORD_SOURCE,
-    KeywordConfig,
     CorpusTerms,
+    KeywordConfig,
     corpus_terms,
     keyword_labels,
     top_document_members,

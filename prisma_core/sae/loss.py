@@ -27,7 +27,8 @@ def prefix_reconstructions(
 
     One gather of each document's k active decoder rows serves every prefix (a prefix only zeroes some weights), and
     its backward pass fills one dense decoder gradient instead of one per prefix: BBC training takes 0.9x the CPU time
-    of a sparse decode per prefix, with the same result. decoder_rows: [n_latents, d]; top_values, top_indices: [batch, k].
+    of a sparse decode per prefix, with the same result.
+    decoder_rows: [n_latents, d]; top_values, top_indices: [batch, k].
     """
     rows = F.embedding(top_indices, decoder_rows)
     weights = torch.stack([top_values * (top_indices < m) for m in prefixes])

@@ -65,20 +65,7 @@ class Datasets(Runs):
         return dataset_id
 
     def datasets(self) -> list[DatasetRecord]:
-        frame = self._read("datasets", "true")
-        records = [
-            DatasetRecord(
-                dataset_id=r.dataset_id,
-                name=r.name,
-                created_at=r.created_at,
-                n_documents=int(r.n_documents),
-                sources=json.loads(r.sources),
-                report=json.loads(r.report),
-                metadata_columns=json.loads(r.metadata_columns),
-            )
-            for r in frame.itertuples()
-        ]
-        return sorted(records, key=lambda d: d.created_at)
+        return self._records("datasets", "true", DatasetRecord)
 
     def dataset(self, dataset_id: str) -> DatasetRecord:
         for record in self.datasets():

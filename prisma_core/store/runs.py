@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from prisma_core.errors import NotFoundError, StoreError
@@ -92,22 +93,8 @@ class Runs(Maintenance):
 
     def runs(self, dataset_id: str | None = None) -> list[RunRecord]:
         where = f"dataset_id = '{check_id(dataset_id)}'" if dataset_id else "true"
-        frame = self._read("sae_runs", where)
-        records = [
-            RunRecord(
-                run_id=r.run_id,
-                dataset_id=r.dataset_id,
-                created_at=r.created_at,
-                embedding_key=r.embedding_key,
-                config=json.loads(r.config),
-                metrics=json.loads(r.metrics),
-                history=json.loads(r.history),
-                weights_dir=self._in_workspace(r.weights_dir),
-                versions=json.loads(r.versions),
-            )
-            for r in frame.itertuples()
-        ]
-        return sorted(records, key=lambda run: run.created_at)
+        records = self._records("sae_runs", where, RunRecord)
+        return [replace(record, weights_dir=self._in_workspace(record.weights_dir)) for record in records]
 
     def run(self, run_id: str) -> RunRecord:
         runs = self._read("sae_runs", f"run_id = '{check_id(run_id)}'")

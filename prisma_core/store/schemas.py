@@ -30,10 +30,15 @@ def _schema(columns: str) -> pa.Schema:
 
 def _record_schema(record_type: type) -> pa.Schema:
     """The schema of a record dataclass's table: a column per field, in order; an int is an int64, a str a string
-    and anything else JSON in a string."""
+    and anything else JSON in a string (`json_fields`)."""
     return pa.schema(
         [(field.name, pa.int64() if field.type == "int" else pa.string()) for field in fields(record_type)]
     )
+
+
+def json_fields(record_type: type) -> tuple[str, ...]:
+    """The fields of a record stored as JSON text: all but its ints and strings."""
+    return tuple(field.name for field in fields(record_type) if field.type not in ("int", "str"))
 
 
 @dataclass(frozen=True)

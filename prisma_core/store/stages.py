@@ -6,10 +6,10 @@ import json
 from dataclasses import asdict
 
 from prisma_core.store.ids import check_id
-from prisma_core.store.schemas import StageRecord
+from prisma_core.store.schemas import StageRecord, json_fields
 from prisma_core.store.tables import Tables
 
-_STAGE_JSON = ("config", "summary", "versions")
+_STAGE_JSON = json_fields(StageRecord)
 
 
 class Stages(Tables):
@@ -23,6 +23,4 @@ class Stages(Tables):
         where = f"dataset_id = '{check_id(dataset_id)}'"
         if run_id is not None:
             where += f" AND (run_id = '{check_id(run_id)}' OR run_id = '')"
-        rows = self._read("stages", where).to_dict(orient="records")
-        records = [StageRecord(**row | {key: json.loads(row[key]) for key in _STAGE_JSON}) for row in rows]
-        return sorted(records, key=lambda record: record.created_at)
+        return self._records("stages", where, StageRecord)

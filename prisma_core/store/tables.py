@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
 
 from prisma_core.store.location import Location
 from prisma_core.store.retry import retry
-from prisma_core.store.schemas import SCHEMAS
+from prisma_core.store.schemas import SCHEMAS, json_fields
 
 if TYPE_CHECKING:
     import lancedb
+
+Record = TypeVar("Record")
 
 
 class Tables:
@@ -39,6 +42,13 @@ class Tables:
         if columns:
             query = query.select(list(columns))
         return query.limit(None).to_pandas()
+
+    def _records(self, name: str, where: str, record_type: type[Record]) -> list[Record]:
+        """The matching rows of a record table as records, oldest first."""
+        rows = self._read(name, where).to_dict(orient="records")
+        decoded = json_fields(record_type)
+        records = [record_type(**row | {key: json.loads(row[key]) for key in decoded}) for row in rows]
+        return sorted(records, key=lambda record: record.created_at)
 
     def _add(self, name: str, rows: pa.Table | Iterable[dict[str, Any]], schema: pa.Schema | None = None) -> None:
         table = self._table(name, schema)

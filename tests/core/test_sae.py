@@ -9,7 +9,6 @@ from safetensors.torch import save_file
 from prisma_core.embed import embed_texts
 from prisma_core.errors import SettingsError, TrainingError, WeightsError
 from prisma_core.progress import Progress
-from prisma_core.sae import train as sae_train
 from prisma_core.sae import (
     SAEConfig,
     TopKSAE,
@@ -23,6 +22,7 @@ from prisma_core.sae import (
     topk_aux_loss,
     train_sae,
 )
+from prisma_core.sae import train as sae_train
 
 SMALL = SAEConfig(expansion_factor=2, k=16, epochs=2, batch_size=64)
 """Cheap settings for properties that do not need a good SAE."""
