@@ -27,6 +27,7 @@ from prisma_core.embed import (
 )
 from prisma_core.embed import config as embed_config
 from prisma_core.embed import model as embed_model
+from prisma_core.embed.torch_backend import torch_pooler
 from prisma_core.errors import EmbeddingError
 
 FP32 = EmbedConfig(precision="fp32")
@@ -192,6 +193,24 @@ def test_sessions_asking_for_a_model_at_once_share_one_load(monkeypatch):
         models = list(pool.map(lambda _: load_model(DEFAULT_MODEL, "cpu", "fp32"), range(5)))
     assert len(constructed) == 1
     assert all(model is models[0] for model in models)
+
+
+def test_large_batches_are_pooled_in_parts_of_bounded_tokens(encoder):
+    """A model's working memory grows with the tokens of a batch: 1,024 label candidates at once are pooled in parts
+    of at most the token budget, into the vectors the whole batch gives."""
+    pool = torch_pooler(encoder)
+    pooled_tokens: list[int] = []
+
+    def recording(batch: list[list[int]]) -> np.ndarray:
+        pooled_tokens.append(len(batch) * max(len(ids) for ids in batch))
+        return pool(batch)
+
+    windows = encoder.tokenizer([f"note {i} on chest pain and shortness of breath" for i in range(1024)])["input_ids"]
+    vectors = embed_model.bounded(recording, max_tokens=2048)(windows)
+    assert len(pooled_tokens) > 1 and max(pooled_tokens) <= 2048
+    assert vectors.shape == (1024, 384)
+    np.testing.assert_allclose(vectors, pool(windows), atol=1e-5)
+    assert embed_model.bounded(recording, max_tokens=4)(windows[:2]).shape == (2, 384)  # one window over the budget
 
 
 def test_every_backend_a_config_can_name_is_registered():
