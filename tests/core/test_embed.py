@@ -228,6 +228,7 @@ print(json.dumps({
     "vectors": embedded.vectors.tolist(),
     "chunk_ids": embedded.chunking.chunk_ids,
     "torch_weights_loaded": "sentence_transformers" in sys.modules,
+    "torch_imported": "torch" in sys.modules,
 }))
 """
 
@@ -270,19 +271,30 @@ def finish(process: subprocess.Popen) -> dict:
 @pytest.mark.slow  # three fresh processes, two of them convert
 def test_converted_model_is_cached_on_disk_for_the_next_process(bbc, tmp_path):
     """Two processes converting at once both succeed and leave one complete folder; a third loads it without
-    converting (and without torch's copy of the model) and embeds the same windows into the same vectors."""
+    converting and embeds the same windows into the same vectors. Conversion runs in a child process, so no process
+    that embeds imports torch or holds its copy of the model: their vectors are torch fp32's."""
     texts = [bbc["text"].iloc[0] * 3, *bbc["text"].iloc[1:4]]
     first, second = (embed_in_fresh_process(texts, tmp_path, wait=False) for _ in range(2))
     converted = [finish(first), finish(second)]
     loaded = embed_in_fresh_process(texts, tmp_path)
     assert sum(run["conversions"] for run in converted) >= 1
     assert loaded["conversions"] == 0
-    assert not loaded["torch_weights_loaded"]
+    for run in [*converted, loaded]:
+        assert not run["torch_weights_loaded"] and not run["torch_imported"]
+    reference = embed_texts(texts, EmbedConfig(precision="fp32", backend="torch"))
+    assert cosines(np.array(converted[0]["vectors"]), reference).min() > 0.999
     folders = list((tmp_path / "openvino").iterdir())
     assert len(folders) == 1 and not folders[0].name.startswith(".")  # no half-written temporary folder is left
     assert loaded["chunk_ids"] == converted[0]["chunk_ids"]
     assert max(len(c) for c in loaded["chunk_ids"]) == 256  # the window survived the cache
     assert cosines(np.array(loaded["vectors"]), np.array(converted[0]["vectors"])).min() > 0.99999
+
+
+def test_a_conversion_that_fails_in_its_child_process_says_why(tmp_path):
+    with pytest.raises(EmbeddingError, match="Could not load the embedding model") as raised:
+        openvino_backend._convert_in_child(str(tmp_path / "no-such-model"), tmp_path / "folder")
+    assert "Traceback" not in str(raised.value)
+    assert not (tmp_path / "folder").exists()
 
 
 def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_path):
