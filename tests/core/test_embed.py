@@ -119,6 +119,18 @@ def test_bf16_fast_paths_match_fp32_direction(bbc, backend):
     assert cosines(fp32, bf16).min() >= 0.999
 
 
+@pytest.mark.slow  # converts the model twice, in child processes
+def test_bf16_cache_keeps_fp16_weights_and_fp32_keeps_fp32(monkeypatch, tmp_path):
+    """The compiled model keeps the weights it read: at bf16 they are stored at fp16, half the size."""
+    monkeypatch.setenv("PRISMA_CACHE_DIR", str(tmp_path))
+    sizes = {}
+    for precision in ("fp32", "bf16"):
+        folder = tmp_path / precision
+        openvino_backend._convert_in_child(DEFAULT_MODEL, folder, precision)
+        sizes[precision] = (folder / "model.bin").stat().st_size
+    assert 0.45 < sizes["bf16"] / sizes["fp32"] < 0.55
+
+
 @pytest.mark.slow  # converts the model to OpenVINO
 def test_openvino_backend_pools_exactly_what_torch_pools(bbc, encoder):
     """Same windows, same pooling, same averaging: at fp32 the converted model gives the torch vectors."""
@@ -292,7 +304,7 @@ def test_converted_model_is_cached_on_disk_for_the_next_process(bbc, tmp_path):
 
 def test_a_conversion_that_fails_in_its_child_process_says_why(tmp_path):
     with pytest.raises(EmbeddingError, match="Could not load the embedding model") as raised:
-        openvino_backend._convert_in_child(str(tmp_path / "no-such-model"), tmp_path / "folder")
+        openvino_backend._convert_in_child(str(tmp_path / "no-such-model"), tmp_path / "folder", "fp32")
     assert "Traceback" not in str(raised.value)
     assert not (tmp_path / "folder").exists()
 
