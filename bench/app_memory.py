@@ -14,6 +14,7 @@ the import footprint of the libraries (together and one by one), so the app's ow
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -147,8 +148,34 @@ def bare_streamlit_mb(browser: Browser, scratch: Path) -> float:
     return sampler.report()["peak_mb"]
 
 
-def baseline(browser: Browser, scratch: Path) -> dict[str, Any]:
+HEADLESS_DEMO = """
+import json, os, sys, tempfile
+from bench.app_memory import status_mb
+from prisma_core import demo
+from prisma_core.store import Workspace
+marks, last = [["imports", status_mb(os.getpid(), "VmRSS")]], [None]
+def progress(update):
+    if update.stage != last[0]:
+        marks.append([f"{update.stage} begins", status_mb(os.getpid(), "VmRSS")])
+        last[0] = update.stage
+config = demo.DemoConfig(n_documents=int(sys.argv[1]), local_file=sys.argv[2])
+demo.run_demo(Workspace(tempfile.mkdtemp(prefix="prisma_headless_")), config, progress)
+marks.append(["done", status_mb(os.getpid(), "VmRSS")])
+print(json.dumps({"stages": marks, "peak_mb": status_mb(os.getpid(), "VmHWM")}))
+"""
+
+
+def headless_demo(n_docs: int) -> dict[str, Any]:
+    """The demo in one fresh Python process without a server: resident MB as each stage begins, and the peak."""
+    local = str(common.CORPORA_DIR / "mtsamples.parquet")
+    command = [sys.executable, "-c", HEADLESS_DEMO, str(n_docs), local]
+    out = subprocess.run(command, cwd=common.REPO, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def baseline(browser: Browser, scratch: Path, demo_docs: int) -> dict[str, Any]:
     return {
+        "headless_demo": headless_demo(demo_docs),
         "bare_streamlit_mb": bare_streamlit_mb(browser, scratch),
         "imports_together_mb": import_footprint_mb(TOGETHER),
         "python_mb": import_footprint_mb("sys"),
@@ -243,7 +270,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         csv = upload_csv(scratch / f"documents_{upload_docs}.csv", upload_docs)
         result = {
             "device": common.device_report(),
-            "baseline": baseline(browser, scratch),
+            "baseline": baseline(browser, scratch, demo_docs),
             "demo": scenario(browser, scratch, "demo", demo_session, **demo_env) | {"documents": demo_docs},
             "upload": scenario(
                 browser, scratch, "upload", lambda page, sampler: upload_session(page, sampler, csv, upload_docs)
@@ -275,11 +302,14 @@ def markdown(result: dict[str, Any]) -> str:
             for key in TARGETS_MB
         ],
     )
+    stages = ", ".join(f"{stage} {mb:.0f}" for stage, mb in base["headless_demo"]["stages"])
     alone = ", ".join(f"{name} {mb - base['python_mb']:.0f}" for name, mb in base["imports_alone_mb"].items())
     return (
         f"{summary}\n\n{table}\n\nBaseline from the same run: a bare `streamlit run` of an empty script peaks at "
         f"{base['bare_streamlit_mb']:.0f} MB; a Python that imports {TOGETHER} at {base['imports_together_mb']:.0f} "
-        f"MB (Python alone {base['python_mb']:.0f} MB). Each library imported alone adds (MB): {alone}."
+        f"MB (Python alone {base['python_mb']:.0f} MB). Each library imported alone adds (MB): {alone}. The same demo "
+        f"in one Python process without a server (MB resident as each stage begins): {stages}; peak "
+        f"{base['headless_demo']['peak_mb']:.0f} MB."
     )
 
 

@@ -29,7 +29,7 @@ from prisma_core.embed.config import (
     resolve_device,
     resolve_precision,
 )
-from prisma_core.embed.model import Encoder, Pooler, load_model
+from prisma_core.embed.model import Encoder, Pooler, bounded, load_model
 from prisma_core.errors import EmbeddingError
 from prisma_core.progress import ProgressCallback, ignore_progress
 
@@ -107,7 +107,7 @@ def embed_documents(
     encoder, pool = load_encoder(config)
     chunking = plan_chunks(encoder, texts)
     chunk_vectors = encode_chunks(
-        pool, chunking.chunk_ids, encoder.get_embedding_dimension(), config.batch_size, progress
+        bounded(pool), chunking.chunk_ids, encoder.get_embedding_dimension(), config.batch_size, progress
     )
     vectors = average_by_document(chunk_vectors, chunking.chunk_owner, len(texts))
     if config.normalize:

@@ -67,6 +67,8 @@ class EmbedConfig(CheckedConfig):
 def resolve_device(device: str = "auto") -> str:
     if device != "auto":
         return device
+    if _linux_without_gpu():
+        return "cpu"  # without importing torch (+210 MB) only to hear that there is no GPU
     import torch  # here, not at the top: settings and the CLI's --help do not need torch
 
     if torch.cuda.is_available():
@@ -74,6 +76,11 @@ def resolve_device(device: str = "auto") -> str:
     if torch.backends.mps.is_available():
         return "mps"
     return "cpu"
+
+
+def _linux_without_gpu() -> bool:
+    """True on Linux when no GPU driver's device exists (no /dev/nvidia*, no ROCm's /dev/kfd)."""
+    return platform.system() == "Linux" and not any(Path("/dev").glob("nvidia*")) and not Path("/dev/kfd").exists()
 
 
 def cpu_has_native_bf16() -> bool:

@@ -29,6 +29,11 @@ loading (or converting) the model themselves, which the caches alone do not prev
 Pooler = Callable[[list[list[int]]], np.ndarray]
 """Pools a batch of windows (token ids, special tokens included) into their sentence embeddings [batch, d] float32."""
 
+MAX_BATCH_TOKENS = 4096
+"""The most tokens (windows x the longest window) a backend pools at once: the default batch of 16 full windows of
+256. A model's working memory grows with the tokens of a batch, not with its windows: label candidates embedded 1,024
+at a time took 580 MB more than 128 at a time, and ran no faster (BENCHMARKS.md, section 8)."""
+
 
 class Encoder(Protocol):
     """What chunking needs from a model: its tokenizer, its window and its dimension. A SentenceTransformer is one;
@@ -74,6 +79,18 @@ def _load_model(model: str, device: str, precision: Literal["fp32", "bf16"]) -> 
         encoder = encoder.to(torch.bfloat16)
     encoder.eval()
     return encoder
+
+
+def bounded(pool: Pooler, max_tokens: int = MAX_BATCH_TOKENS) -> Pooler:
+    """`pool` on batches of at most `max_tokens` padded tokens: a larger batch is pooled in consecutive parts."""
+
+    def pool_bounded(batch_ids: list[list[int]]) -> np.ndarray:
+        step = max(1, max_tokens // max(len(ids) for ids in batch_ids))
+        if step >= len(batch_ids):
+            return pool(batch_ids)
+        return np.concatenate([pool(batch_ids[start : start + step]) for start in range(0, len(batch_ids), step)])
+
+    return pool_bounded
 
 
 def max_window(encoder: Encoder) -> int:

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import uuid
 import warnings
@@ -44,7 +45,7 @@ sys.modules.setdefault("openvino_telemetry", None)  # no usage reports, no forks
 import openvino  # noqa: E402
 
 CACHE_ENV = "PRISMA_CACHE_DIR"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Bumped when what a cache folder holds changes, so older folders are never read."""
 KEYED_PACKAGES = ("openvino", "torch", "transformers", "sentence-transformers")
 """Library versions in the cache key: a new version of any of them converts again."""
@@ -114,7 +115,6 @@ class CachedEncoder:
 
 def _convert(model: str) -> tuple[openvino.Model, Any]:
     """The model's sentence embedding as an OpenVINO graph of (input_ids, attention_mask), and the torch model."""
-    global conversions
     import torch
 
     encoder = load_model(model, "cpu", "fp32")
@@ -144,18 +144,40 @@ def _convert(model: str) -> tuple[openvino.Model, Any]:
         raise EmbeddingError(
             f"OpenVINO could not convert the model {model!r}: {error}. Choose the torch backend for this model."
         ) from error
-    conversions += 1
     return converted, encoder
 
 
-def _write(folder: Path, converted: openvino.Model, encoder: Any) -> None:
+def _convert_to_cache(model: str, folder: str, precision: str) -> None:
+    """Converts the model and writes its cache folder (what a conversion child process does)."""
+    converted, encoder = _convert(model)
+    _write(Path(folder), converted, encoder, precision)
+
+
+def _convert_in_child(model: str, folder: Path, precision: str) -> None:
+    """Converts in a child process that writes the cache folder and exits: torch's copy of the weights and the
+    conversion's buffers (about 480 MB) leave with it instead of staying resident in this process. The child is a
+    fresh interpreter, never a fork: a fork would copy this whole process (a server with its sessions and LanceDB
+    tables), and it imports nothing of the caller's main script."""
+    code = f"from {__name__} import _convert_to_cache; _convert_to_cache({model!r}, {str(folder)!r}, {precision!r})"
+    environment = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["the conversion process ended without a message"])[-1]
+        raise EmbeddingError(reason.removeprefix(f"{EmbeddingError.__module__}.{EmbeddingError.__name__}: "))
+
+
+def _write(folder: Path, converted: openvino.Model, encoder: Any, precision: str) -> None:
     """Writes the folder atomically: everything into a temporary folder beside it, then one rename. When another
     process renamed its copy first, that copy is kept. A cache that cannot be written (read-only home, full disk)
-    only costs the next process a conversion."""
+    only costs the next process a conversion.
+
+    For bf16 the weights are stored at fp16: the compiled model keeps the weights it read besides its own bf16 copy,
+    and fp16 halves them (the compiled model took 42 to 53 MB instead of 136, at cosine >= 0.99997 to the vectors of
+    fp32 weights). fp32 keeps fp32 weights."""
     temporary = folder.parent / f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         temporary.mkdir(parents=True)
-        openvino.save_model(converted, temporary / _MODEL_FILE, compress_to_fp16=False)
+        openvino.save_model(converted, temporary / _MODEL_FILE, compress_to_fp16=precision == "bf16")
         encoder.tokenizer.save_pretrained(temporary / _TOKENIZER_DIR)
         described = {"max_seq_length": encoder.max_seq_length, "dimension": encoder.get_embedding_dimension()}
         (temporary / _ENCODER_FILE).write_text(json.dumps(described))
@@ -172,10 +194,10 @@ def _read(folder: Path) -> tuple[openvino.Model, CachedEncoder] | None:
     if not (folder / _MODEL_FILE).is_file():
         return None
     try:
-        from transformers import AutoTokenizer
+        from transformers import PreTrainedTokenizerFast  # not AutoTokenizer, which imports torch (+210 MB)
 
         described = json.loads((folder / _ENCODER_FILE).read_text())
-        tokenizer = AutoTokenizer.from_pretrained(str(folder / _TOKENIZER_DIR))
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder / _TOKENIZER_DIR))
         model = openvino.Core().read_model(folder / _MODEL_FILE)
         return model, CachedEncoder(tokenizer, described["max_seq_length"], int(described["dimension"]))
     except Exception:  # a folder damaged outside Prisma: set it aside, convert again
@@ -186,13 +208,14 @@ def _read(folder: Path) -> tuple[openvino.Model, CachedEncoder] | None:
 @functools.lru_cache(maxsize=2)
 def _compiled(model: str, precision: Literal["fp32", "bf16"]) -> tuple[openvino.CompiledModel, Encoder]:
     """The compiled model and its encoder: from the disk cache, else converted (and cached for the next process)."""
+    global conversions
     folder = cache_root() / cache_key(model, precision)
     cached = _read(folder)
     if cached is None:
-        converted, encoder = _convert(model)
-        _write(folder, converted, encoder)
-    else:
-        converted, encoder = cached
+        _convert_in_child(model, folder, precision)
+        conversions += 1
+        cached = _read(folder) or _convert(model)  # a cache that cannot be written: convert here, once more
+    converted, encoder = cached
     hint = "bf16" if precision == "bf16" else "f32"
     try:
         return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint}), encoder

@@ -27,6 +27,7 @@ from prisma_core.embed import (
 )
 from prisma_core.embed import config as embed_config
 from prisma_core.embed import model as embed_model
+from prisma_core.embed.torch_backend import torch_pooler
 from prisma_core.errors import EmbeddingError
 
 FP32 = EmbedConfig(precision="fp32")
@@ -118,6 +119,18 @@ def test_bf16_fast_paths_match_fp32_direction(bbc, backend):
     assert cosines(fp32, bf16).min() >= 0.999
 
 
+@pytest.mark.slow  # converts the model twice, in child processes
+def test_bf16_cache_keeps_fp16_weights_and_fp32_keeps_fp32(monkeypatch, tmp_path):
+    """The compiled model keeps the weights it read: at bf16 they are stored at fp16, half the size."""
+    monkeypatch.setenv("PRISMA_CACHE_DIR", str(tmp_path))
+    sizes = {}
+    for precision in ("fp32", "bf16"):
+        folder = tmp_path / precision
+        openvino_backend._convert_in_child(DEFAULT_MODEL, folder, precision)
+        sizes[precision] = (folder / "model.bin").stat().st_size
+    assert 0.45 < sizes["bf16"] / sizes["fp32"] < 0.55
+
+
 @pytest.mark.slow  # converts the model to OpenVINO
 def test_openvino_backend_pools_exactly_what_torch_pools(bbc, encoder):
     """Same windows, same pooling, same averaging: at fp32 the converted model gives the torch vectors."""
@@ -194,6 +207,24 @@ def test_sessions_asking_for_a_model_at_once_share_one_load(monkeypatch):
     assert all(model is models[0] for model in models)
 
 
+def test_large_batches_are_pooled_in_parts_of_bounded_tokens(encoder):
+    """A model's working memory grows with the tokens of a batch: 1,024 label candidates at once are pooled in parts
+    of at most the token budget, into the vectors the whole batch gives."""
+    pool = torch_pooler(encoder)
+    pooled_tokens: list[int] = []
+
+    def recording(batch: list[list[int]]) -> np.ndarray:
+        pooled_tokens.append(len(batch) * max(len(ids) for ids in batch))
+        return pool(batch)
+
+    windows = encoder.tokenizer([f"note {i} on chest pain and shortness of breath" for i in range(1024)])["input_ids"]
+    vectors = embed_model.bounded(recording, max_tokens=2048)(windows)
+    assert len(pooled_tokens) > 1 and max(pooled_tokens) <= 2048
+    assert vectors.shape == (1024, 384)
+    np.testing.assert_allclose(vectors, pool(windows), atol=1e-5)
+    assert embed_model.bounded(recording, max_tokens=4)(windows[:2]).shape == (2, 384)  # one window over the budget
+
+
 def test_every_backend_a_config_can_name_is_registered():
     assert set(embed.BACKENDS) == set(get_args(embed_config.Backend)) - {"auto"}
 
@@ -209,6 +240,7 @@ print(json.dumps({
     "vectors": embedded.vectors.tolist(),
     "chunk_ids": embedded.chunking.chunk_ids,
     "torch_weights_loaded": "sentence_transformers" in sys.modules,
+    "torch_imported": "torch" in sys.modules,
 }))
 """
 
@@ -251,19 +283,30 @@ def finish(process: subprocess.Popen) -> dict:
 @pytest.mark.slow  # three fresh processes, two of them convert
 def test_converted_model_is_cached_on_disk_for_the_next_process(bbc, tmp_path):
     """Two processes converting at once both succeed and leave one complete folder; a third loads it without
-    converting (and without torch's copy of the model) and embeds the same windows into the same vectors."""
+    converting and embeds the same windows into the same vectors. Conversion runs in a child process, so no process
+    that embeds imports torch or holds its copy of the model: their vectors are torch fp32's."""
     texts = [bbc["text"].iloc[0] * 3, *bbc["text"].iloc[1:4]]
     first, second = (embed_in_fresh_process(texts, tmp_path, wait=False) for _ in range(2))
     converted = [finish(first), finish(second)]
     loaded = embed_in_fresh_process(texts, tmp_path)
     assert sum(run["conversions"] for run in converted) >= 1
     assert loaded["conversions"] == 0
-    assert not loaded["torch_weights_loaded"]
+    for run in [*converted, loaded]:
+        assert not run["torch_weights_loaded"] and not run["torch_imported"]
+    reference = embed_texts(texts, EmbedConfig(precision="fp32", backend="torch"))
+    assert cosines(np.array(converted[0]["vectors"]), reference).min() > 0.999
     folders = list((tmp_path / "openvino").iterdir())
     assert len(folders) == 1 and not folders[0].name.startswith(".")  # no half-written temporary folder is left
     assert loaded["chunk_ids"] == converted[0]["chunk_ids"]
     assert max(len(c) for c in loaded["chunk_ids"]) == 256  # the window survived the cache
     assert cosines(np.array(loaded["vectors"]), np.array(converted[0]["vectors"])).min() > 0.99999
+
+
+def test_a_conversion_that_fails_in_its_child_process_says_why(tmp_path):
+    with pytest.raises(EmbeddingError, match="Could not load the embedding model") as raised:
+        openvino_backend._convert_in_child(str(tmp_path / "no-such-model"), tmp_path / "folder", "fp32")
+    assert "Traceback" not in str(raised.value)
+    assert not (tmp_path / "folder").exists()
 
 
 def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_path):

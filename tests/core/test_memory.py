@@ -21,3 +21,16 @@ def test_freed_heap_memory_is_returned_to_the_system() -> None:
     assert release_unused_memory()
     assert resident_mb() < held - 150
     assert len(last) == 4096
+
+
+def test_the_store_puts_arrow_on_the_c_heap_where_trimming_returns_its_freed_buffers() -> None:
+    import pyarrow
+
+    import prisma_core.store  # noqa: F401  (importing the store is what switches the pool)
+
+    assert pyarrow.default_memory_pool().backend_name == "system"
+    table = pyarrow.array(range(25_000_000), type=pyarrow.int64())  # 200 MB through Arrow's allocator
+    held = resident_mb()
+    del table
+    release_unused_memory()
+    assert resident_mb() < held - 150
