@@ -2,7 +2,7 @@
 disk, and compiled for the CPU.
 
 At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
-fp32 vectors (bench/fast_cpu.py). It pools exactly what the torch model pools: the model's own pooling module is
+fp32 vectors (bench/fast_cpu.py). At int8 the converted model is quantized with NNCF first (embed/quantize.py). It pools exactly what the torch model pools: the model's own pooling module is
 part of the converted graph.
 
 The converted model, its tokenizer and its window are kept in `cache_root()/<key>` (`$PRISMA_CACHE_DIR/openvino`,
@@ -32,11 +32,13 @@ import warnings
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
 
-from prisma_core.embed.config import EmbedConfig, resolve_precision
+from prisma_core.embed import resolve_config_precision
+from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
 from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, resolve_model_path
 from prisma_core.errors import EmbeddingError
 
@@ -48,6 +50,8 @@ CACHE_FORMAT = 1
 """Bumped when what a cache folder holds changes, so older folders are never read."""
 KEYED_PACKAGES = ("openvino", "torch", "transformers", "sentence-transformers")
 """Library versions in the cache key: a new version of any of them converts again."""
+QUANTIZER_PACKAGES = ("nncf",)
+"""Also in the key of int8 models: a new version quantizes again."""
 _MODEL_FILE = "model.xml"
 _TOKENIZER_DIR = "tokenizer"
 _ENCODER_FILE = "encoder.json"
@@ -93,7 +97,9 @@ def cache_key(model: str, precision: str) -> str:
         "path": str(Path(path).resolve()) if Path(path).exists() else path,
         "files": _files_of(path),
         "precision": precision,
-        "versions": {name: _package_version(name) for name in KEYED_PACKAGES},
+        "versions": {
+            name: _package_version(name) for name in KEYED_PACKAGES + (QUANTIZER_PACKAGES if precision == "int8" else ())
+        },
     }
     digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model).strip("-")[-48:] or "model"
@@ -148,10 +154,10 @@ def _convert(model: str) -> tuple[openvino.Model, Any]:
     return converted, encoder
 
 
-def _write(folder: Path, converted: openvino.Model, encoder: Any) -> None:
-    """Writes the folder atomically: everything into a temporary folder beside it, then one rename. When another
-    process renamed its copy first, that copy is kept. A cache that cannot be written (read-only home, full disk)
-    only costs the next process a conversion."""
+def _write(folder: Path, converted: openvino.Model, encoder: Any, notes: Mapping[str, str]) -> None:
+    """Writes the folder atomically: everything (and each of `notes`, file name -> text) into a temporary folder
+    beside it, then one rename. When another process renamed its copy first, that copy is kept. A cache that cannot
+    be written (read-only home, full disk) only costs the next process a conversion."""
     temporary = folder.parent / f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         temporary.mkdir(parents=True)
@@ -159,6 +165,8 @@ def _write(folder: Path, converted: openvino.Model, encoder: Any) -> None:
         encoder.tokenizer.save_pretrained(temporary / _TOKENIZER_DIR)
         described = {"max_seq_length": encoder.max_seq_length, "dimension": encoder.get_embedding_dimension()}
         (temporary / _ENCODER_FILE).write_text(json.dumps(described))
+        for name, text in notes.items():
+            (temporary / name).write_text(text)
         temporary.rename(folder)
     except OSError as error:
         if not (folder / _MODEL_FILE).is_file():
@@ -184,20 +192,30 @@ def _read(folder: Path) -> tuple[openvino.Model, CachedEncoder] | None:
 
 
 @functools.lru_cache(maxsize=2)
-def _compiled(model: str, precision: Literal["fp32", "bf16"]) -> tuple[openvino.CompiledModel, Encoder]:
+def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[openvino.CompiledModel, Encoder]:
     """The compiled model and its encoder: from the disk cache, else converted (and cached for the next process)."""
     folder = cache_root() / cache_key(model, precision)
     cached = _read(folder)
     if cached is None:
         converted, encoder = _convert(model)
-        _write(folder, converted, encoder)
+        notes: Mapping[str, str] = {}
+        if precision == "int8":
+            from prisma_core.embed.quantize import quantize_checked
+
+            converted, notes = quantize_checked(converted, encoder)
+        _write(folder, converted, encoder, notes)
     else:
         converted, encoder = cached
-    hint = "bf16" if precision == "bf16" else "f32"
     try:
-        return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint}), encoder
+        return compile_for(converted, precision), encoder
     except Exception as error:
         raise EmbeddingError(f"OpenVINO could not compile the model {model!r}: {error}. Choose torch.") from error
+
+
+def compile_for(converted: openvino.Model, precision: Literal["fp32", "bf16", "int8"]) -> openvino.CompiledModel:
+    """The model compiled for the CPU. What int8 leaves in floating point runs at bf16 where the CPU has it."""
+    bf16 = precision == "bf16" or (precision == "int8" and cpu_has_native_bf16())
+    return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"})
 
 
 def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
@@ -213,7 +231,7 @@ def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
 
 def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
     """The model's tokenizer, window and dimension, and a pooler on the compiled model."""
-    precision = resolve_precision(config.precision, "cpu")
+    precision = resolve_config_precision(config)
     with LOADING:
         compiled, encoder = _compiled(config.model, precision)
     return encoder, openvino_pooler(compiled, encoder.tokenizer)
