@@ -2,8 +2,8 @@
 disk, and compiled for the CPU.
 
 At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
-fp32 vectors (bench/fast_cpu.py). At int8 the converted model is quantized with NNCF first (embed/quantize.py). It pools exactly what the torch model pools: the model's own pooling module is
-part of the converted graph.
+fp32 vectors (bench/fast_cpu.py); at int8 the converted model is quantized with NNCF first (embed/quantize.py). It
+pools exactly what the torch model pools: the model's own pooling module is part of the converted graph.
 
 The converted model, its tokenizer and its window are kept in `cache_root()/<key>` (`$PRISMA_CACHE_DIR/openvino`,
 else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision. A process that
@@ -29,10 +29,10 @@ import shutil
 import sys
 import uuid
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -88,6 +88,10 @@ def _files_of(path: str) -> list[tuple[str, int, int]]:
     )
 
 
+def _keyed_packages(precision: str) -> tuple[str, ...]:
+    return KEYED_PACKAGES + (QUANTIZER_PACKAGES if precision == "int8" else ())
+
+
 def cache_key(model: str, precision: str) -> str:
     """The cache folder's name: readable model and precision, then a hash of everything the conversion depends on."""
     path = resolve_model_path(model)
@@ -97,9 +101,7 @@ def cache_key(model: str, precision: str) -> str:
         "path": str(Path(path).resolve()) if Path(path).exists() else path,
         "files": _files_of(path),
         "precision": precision,
-        "versions": {
-            name: _package_version(name) for name in KEYED_PACKAGES + (QUANTIZER_PACKAGES if precision == "int8" else ())
-        },
+        "versions": {name: _package_version(name) for name in _keyed_packages(precision)},
     }
     digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model).strip("-")[-48:] or "model"

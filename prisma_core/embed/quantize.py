@@ -113,9 +113,7 @@ def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any)
     vectors = []
     for model, precision in ((converted, "fp32"), (quantized, "int8")):
         pool = openvino_backend.openvino_pooler(openvino_backend.compile_for(model, precision), encoder.tokenizer)
-        chunks = encode_chunks(
-            pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size
-        )
+        chunks = encode_chunks(pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size)
         vectors.append(average_by_document(chunks, chunking.chunk_owner, len(chunking.chunks_per_doc)))
     reference, measured = vectors
     cosines = np.einsum("ij,ij->i", reference, measured) / (
