@@ -138,14 +138,20 @@ def int8_check(model: str) -> Int8Check | None:
         return None
 
 
-def auto_int8(model: str, min_mean_cosine: float = MIN_MEAN_COSINE, min_cosine: float = MIN_COSINE) -> bool:
-    """Whether `auto` embeds at int8: only when the int8 model's check passes these thresholds (logged once if not)."""
+def auto_int8(model: str, min_mean_cosine: float | None = None, min_cosine: float | None = None) -> bool:
+    """Whether `auto` embeds at int8: only when the int8 model's check passes the thresholds (MIN_MEAN_COSINE and
+    MIN_COSINE unless given). When it does not, says why in the log, once per process."""
+    thresholds = (
+        MIN_MEAN_COSINE if min_mean_cosine is None else min_mean_cosine,
+        MIN_COSINE if min_cosine is None else min_cosine,
+    )
     check = int8_check(model)
-    if check is None:
-        failure = f"its accuracy check could not be kept in {check_folder(model)}"
-    else:
-        failure = check.failure(min_mean_cosine, min_cosine)
-    if failure is not None and (model, min_mean_cosine, min_cosine) not in _reported:
-        _reported.add((model, min_mean_cosine, min_cosine))
+    failure = (
+        f"its accuracy check could not be kept in {check_folder(model)}"
+        if check is None
+        else check.failure(*thresholds)
+    )
+    if failure is not None and (model, *thresholds) not in _reported:
+        _reported.add((model, *thresholds))
         logger.warning("int8 embedding not used for %s (%s): staying at bf16 or fp32", model, failure)
     return failure is None
