@@ -31,7 +31,7 @@ TITLE = "9. int8 embedding: int8 vs bf16 vs fp32"
 COMMAND = common.command(NAME)
 DOCS = 300
 QUICK_DOCS = 24
-ROUNDS = 3
+ROUNDS = 4
 """Timed passes of each path, in rotating order; the median counts (1 in quick mode)."""
 PRECISIONS = ("int8", "bf16", "fp32")
 TARGET_RATIO = 1.6
