@@ -145,6 +145,7 @@ def test_auto_backend_is_openvino_only_for_bf16_on_a_cpu_that_has_it(
 ):
     monkeypatch.setattr(embed_config, "cpu_has_native_bf16", lambda: native_bf16)
     monkeypatch.setattr(embed, "openvino_installed", lambda: installed)
+    monkeypatch.setattr(embed, "cpu_has_int8_dot_product", lambda: False)  # int8: tests/core/test_int8.py
     assert resolve_backend(config) == backend
     assert model_key(config) == f"{DEFAULT_MODEL}|{space}"
 
