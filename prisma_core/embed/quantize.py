@@ -26,6 +26,7 @@ from prisma_core.embed import openvino_backend
 from prisma_core.embed.calibration_texts import SENTENCES
 from prisma_core.embed.chunking import average_by_document, encode_chunks, plan_chunks
 from prisma_core.embed.config import EmbedConfig
+from prisma_core.embed.model import Encoder, Pooler
 from prisma_core.errors import EmbeddingError
 
 logger = logging.getLogger(__name__)
@@ -109,17 +110,26 @@ def _quantize(converted: openvino.Model, encoder: Any) -> openvino.Model:
 
 def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any) -> Int8Check:
     """Cosine of int8 to fp32 chunk-and-average document vectors of the check documents."""
-    chunking = plan_chunks(encoder, check_documents())
-    vectors = []
-    for model, precision in ((converted, "fp32"), (quantized, "int8")):
-        pool = openvino_backend.openvino_pooler(openvino_backend.compile_for(model, precision), encoder.tokenizer)
-        chunks = encode_chunks(pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size)
-        vectors.append(average_by_document(chunks, chunking.chunk_owner, len(chunking.chunks_per_doc)))
-    reference, measured = vectors
+    texts = check_documents()
+    reference, measured = (
+        document_vectors(
+            encoder,
+            openvino_backend.openvino_pooler(openvino_backend.compile_for(model, precision), encoder.tokenizer),
+            texts,
+        )
+        for model, precision in ((converted, "fp32"), (quantized, "int8"))
+    )
     cosines = np.einsum("ij,ij->i", reference, measured) / (
         np.linalg.norm(reference, axis=1) * np.linalg.norm(measured, axis=1)
     ).clip(min=1e-12)
     return Int8Check(float(cosines.mean()), float(cosines.min()), len(cosines))
+
+
+def document_vectors(encoder: Encoder, pool: Pooler, texts: list[str]) -> np.ndarray:
+    """Chunk-and-average vectors of `texts` through an already compiled model, at the default batch size."""
+    chunking = plan_chunks(encoder, texts)
+    chunks = encode_chunks(pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size)
+    return average_by_document(chunks, chunking.chunk_owner, len(texts))
 
 
 def check_folder(model: str) -> Path:
