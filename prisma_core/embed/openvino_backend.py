@@ -6,7 +6,8 @@ fp32 vectors (bench/fast_cpu.py); at int8 the converted model is quantized with 
 pools exactly what the torch model pools: the model's own pooling module is part of the converted graph.
 
 The converted model, its tokenizer and its window are kept in `cache_root()/<key>` (`$PRISMA_CACHE_DIR/openvino`,
-else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision. A process that
+else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision
+(embed/openvino_cache.py, which does not import openvino). A process that
 finds its folder loads it without converting and without torch's copy of the weights. A folder is written under a
 temporary name and renamed into place, so a process never reads a half-written model; two processes converting at
 once both succeed, and the first rename wins.
@@ -21,17 +22,14 @@ package as absent first, so openvino falls back to its own no-op telemetry stub.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import uuid
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,73 +37,19 @@ import numpy as np
 
 from prisma_core.embed import resolve_config_precision
 from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
-from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, resolve_model_path
+from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model
+from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.errors import EmbeddingError
 
 sys.modules.setdefault("openvino_telemetry", None)  # no usage reports, no forks (see the module docstring)
 import openvino  # noqa: E402
 
-CACHE_ENV = "PRISMA_CACHE_DIR"
-CACHE_FORMAT = 1
-"""Bumped when what a cache folder holds changes, so older folders are never read."""
-KEYED_PACKAGES = ("openvino", "torch", "transformers", "sentence-transformers")
-"""Library versions in the cache key: a new version of any of them converts again."""
-QUANTIZER_PACKAGES = ("nncf",)
-"""Also in the key of int8 models: a new version quantizes again."""
 _MODEL_FILE = "model.xml"
 _TOKENIZER_DIR = "tokenizer"
 _ENCODER_FILE = "encoder.json"
 
 conversions = 0
 """Models this process converted (not loaded from the cache): the tests read it."""
-
-
-def cache_root() -> Path:
-    """Where converted models are kept: `$PRISMA_CACHE_DIR/openvino`, else `$XDG_CACHE_HOME/prisma/openvino`
-    (`~/.cache/prisma/openvino`). Deleting the folder is always safe: the next process converts again."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit) / "openvino"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prisma" / "openvino"
-
-
-def _package_version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
-def _files_of(path: str) -> list[tuple[str, int, int]]:
-    """(name, size, mtime) of a local model folder's files, so a model changed in place is converted again."""
-    folder = Path(path)
-    if not folder.is_dir():
-        return []
-    return sorted(
-        (str(file.relative_to(folder)), file.stat().st_size, file.stat().st_mtime_ns)
-        for file in folder.rglob("*")
-        if file.is_file()
-    )
-
-
-def _keyed_packages(precision: str) -> tuple[str, ...]:
-    return KEYED_PACKAGES + (QUANTIZER_PACKAGES if precision == "int8" else ())
-
-
-def cache_key(model: str, precision: str) -> str:
-    """The cache folder's name: readable model and precision, then a hash of everything the conversion depends on."""
-    path = resolve_model_path(model)
-    described = {
-        "format": CACHE_FORMAT,
-        "model": model,
-        "path": str(Path(path).resolve()) if Path(path).exists() else path,
-        "files": _files_of(path),
-        "precision": precision,
-        "versions": {name: _package_version(name) for name in _keyed_packages(precision)},
-    }
-    digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model).strip("-")[-48:] or "model"
-    return f"{slug}-{precision}-{digest}"
 
 
 @dataclass(frozen=True)

@@ -17,17 +17,19 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import openvino
 
-from prisma_core.embed import openvino_backend
 from prisma_core.embed.calibration_texts import SENTENCES
 from prisma_core.embed.chunking import average_by_document, encode_chunks, plan_chunks
 from prisma_core.embed.config import EmbedConfig
 from prisma_core.embed.model import Encoder, Pooler
+from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.errors import EmbeddingError
+
+if TYPE_CHECKING:  # openvino is imported only to quantize or to load a model: `auto` reads the check without it
+    import openvino
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +112,8 @@ def _quantize(converted: openvino.Model, encoder: Any) -> openvino.Model:
 
 def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any) -> Int8Check:
     """Cosine of int8 to fp32 chunk-and-average document vectors of the check documents."""
+    from prisma_core.embed import openvino_backend
+
     texts = check_documents()
     reference, measured = (
         document_vectors(
@@ -133,7 +137,7 @@ def document_vectors(encoder: Encoder, pool: Pooler, texts: list[str]) -> np.nda
 
 
 def check_folder(model: str) -> Path:
-    return openvino_backend.cache_root() / openvino_backend.cache_key(model, "int8")
+    return cache_root() / cache_key(model, "int8")
 
 
 def int8_check(model: str) -> Int8Check | None:
@@ -141,6 +145,8 @@ def int8_check(model: str) -> Int8Check | None:
     (once per machine; the model is then compiled and ready for this process). None when no cache could keep it."""
     path = check_folder(model) / CHECK_FILE
     if not path.is_file():
+        from prisma_core.embed import openvino_backend
+
         openvino_backend.load_encoder(EmbedConfig(model=model, precision="int8", backend="openvino"))
     try:
         return Int8Check(**json.loads(path.read_text()))

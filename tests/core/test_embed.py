@@ -21,6 +21,7 @@ from prisma_core.embed import (
     load_model,
     model_key,
     openvino_backend,
+    openvino_cache,
     plan_chunks,
     resolve_backend,
     resolve_precision,
@@ -273,9 +274,9 @@ def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_p
     key = openvino_backend.cache_key(DEFAULT_MODEL, "bf16")
     assert key.startswith(f"{DEFAULT_MODEL}-bf16-")
     assert openvino_backend.cache_key(DEFAULT_MODEL, "fp32") != key
-    real_version = openvino_backend._package_version
+    real_version = openvino_cache._package_version
     monkeypatch.setattr(
-        openvino_backend, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)
+        openvino_cache, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)
     )
     assert openvino_backend.cache_key(DEFAULT_MODEL, "bf16") != key
 

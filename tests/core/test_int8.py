@@ -18,6 +18,7 @@ from prisma_core.embed import (
     embed_texts,
     model_key,
     openvino_backend,
+    openvino_cache,
     plan_chunks,
     quantize,
     resolve_backend,
@@ -40,7 +41,7 @@ def int8_cache(tmp_path_factory: pytest.TempPathFactory):
     """A fresh converted-model cache in which the int8 model is quantized (and checked) once for the module."""
     folder = tmp_path_factory.mktemp("openvino_cache")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(openvino_backend.CACHE_ENV, str(folder))
+        patch.setenv(openvino_cache.CACHE_ENV, str(folder))
         openvino_backend._compiled.cache_clear()
         before = quantize.quantizations
         embed_texts(["a first sentence to embed at int8"], INT8)
@@ -106,9 +107,7 @@ def test_auto_uses_int8_only_when_the_check_passes(int8_cache, monkeypatch, capl
 
 
 def test_keys_differ_per_precision_and_int8_needs_openvino(int8_cache):
-    folders = {
-        precision: openvino_backend.cache_key(DEFAULT_MODEL, precision) for precision in ("fp32", "bf16", "int8")
-    }
+    folders = {precision: openvino_cache.cache_key(DEFAULT_MODEL, precision) for precision in ("fp32", "bf16", "int8")}
     assert len(set(folders.values())) == 3
     assert folders["int8"].startswith("all-MiniLM-L6-v2-int8-")
     assert resolve_backend(INT8) == "openvino"
