@@ -62,8 +62,9 @@ class EmbedConfig(CheckedConfig):
         help="The software that runs the model. Auto picks the fastest available; choose torch if the fast path "
         "causes trouble.",
     )
-    """What runs the model. auto: OpenVINO on a CPU at bf16 when the openvino package is installed (about 2.7x torch
-    fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py), else torch."""
+    """What runs the model. auto: OpenVINO on a CPU at int8 or bf16 when the openvino package is installed (bf16:
+    about 2.7x torch fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py; int8: bench/int8.py), else
+    torch."""
 
 
 def resolve_device(device: str = "auto") -> str:
