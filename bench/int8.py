@@ -49,16 +49,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     configs = {name: EmbedConfig(precision=name, backend="openvino") for name in PRECISIONS}
     loaded = {name: openvino_backend.load_encoder(config) for name, config in configs.items()}  # each compiled once
     paths = {name: functools.partial(quantize.document_vectors, *pair, texts) for name, pair in loaded.items()}
-    for function in paths.values():  # warm-up: first-call costs
-        function()
     tokens = int(plan_chunks(loaded["fp32"][0], texts).tokens_per_doc.sum())
-    seconds: dict[str, list[float]] = {name: [] for name in paths}
-    vectors: dict[str, np.ndarray] = {}
-    names = list(paths)
-    for round_number in range(1 if quick else ROUNDS):
-        for name in names[round_number % len(names) :] + names[: round_number % len(names)]:
-            elapsed, vectors[name] = common.timed(paths[name])
-            seconds[name].append(elapsed)
+    seconds, vectors = common.interleaved(paths, 1 if quick else ROUNDS)
     check = quantize.int8_check(configs["int8"].model)
     return {
         "device": common.device_report(),
