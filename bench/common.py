@@ -122,6 +122,21 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, value
 
 
+def interleaved(paths: dict[str, Callable[[], Any]], rounds: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Each path called once to warm up (kernel selection and first-call costs), then once a round with the order
+    rotating: (wall seconds of every timed call, per path; each path's last return value)."""
+    for function in paths.values():
+        function()
+    seconds: dict[str, list[float]] = {name: [] for name in paths}
+    values: dict[str, Any] = {}
+    names = list(paths)
+    for number in range(rounds):
+        for name in names[number % len(names) :] + names[: number % len(names)]:
+            elapsed, values[name] = timed(paths[name])
+            seconds[name].append(elapsed)
+    return seconds, values
+
+
 def median(values: list[float]) -> float:
     return float(statistics.median(values))
 

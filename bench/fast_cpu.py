@@ -55,15 +55,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     encoder = load_model(DEFAULT_MODEL, "auto", "fp32")
     tokens = int(plan_chunks(encoder, texts).tokens_per_doc.sum())
     paths = {name: functools.partial(_vectors, texts, config) for name, config in configs.items()}
-    for function in paths.values():  # warm-up: kernel selection and first-call costs
-        function()
-    seconds: dict[str, list[float]] = {name: [] for name in paths}
-    vectors: dict[str, np.ndarray] = {}
-    names = list(paths)
-    for repeat in range(1 if quick else REPEATS):
-        for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
-            elapsed, vectors[name] = common.timed(paths[name])
-            seconds[name].append(elapsed)
+    seconds, vectors = common.interleaved(paths, 1 if quick else REPEATS)
     return {
         "device": common.device_report(),
         "quick": quick,

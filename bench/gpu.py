@@ -13,7 +13,7 @@ from prisma_core.embed import EmbedConfig, embed_documents
 from prisma_core.sae import suggest_config, train_sae
 
 NAME = "gpu"
-TITLE = "9. GPU: CUDA bf16 vs CPU for embedding and SAE training"
+TITLE = "10. GPU: CUDA bf16 vs CPU for embedding and SAE training"
 COMMAND = common.command(NAME)
 DOCS = 600
 QUICK_DOCS = 24

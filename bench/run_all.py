@@ -28,7 +28,9 @@ BENCHMARKS = [
     "end_to_end",
     "quality",
     "app_memory",
+    "int8",
     "gpu",
+    "app_latency",
     "scale",
 ]
 NOTES = """## Notes: conditions, gaps and what would close them

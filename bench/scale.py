@@ -31,7 +31,7 @@ import pandas as pd
 from bench import common
 
 NAME = "scale"
-TITLE = "10. Scale: a large corpus through every stage, time and peak memory per stage"
+TITLE = "12. Scale: a large corpus through every stage, time and peak memory per stage"
 COMMAND = common.command(NAME)
 DOCS = 200_000
 EMBED_SAMPLE = 4_000

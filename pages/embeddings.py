@@ -12,8 +12,8 @@ from prisma_core.embed import (
     EmbedConfig,
     model_key,
     resolve_backend,
+    resolve_config_precision,
     resolve_device,
-    resolve_precision,
 )
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
@@ -85,8 +85,8 @@ except PrismaError as error:
     st.error(f"{md(error)} Or set the backend back to auto.", icon=":material/error:")
     st.stop()
 device = resolve_device(config.device)
-precision = resolve_precision(config.precision, device)
-speed = f"{runtime} {precision}" + (", the fast path" if precision == "bf16" else "")
+precision = resolve_config_precision(config)
+speed = f"{runtime} {precision}" + (", the fast path" if precision in ("bf16", "int8") else "")
 st.caption(f"Runs on **{device}** with **{speed}**. Vector space: {md(model_key(config))}")
 
 with st.expander("Token statistics: how documents split into windows"):

@@ -25,6 +25,7 @@ from prisma_core.embed.chunking import Chunking, average_by_document, encode_chu
 from prisma_core.embed.config import (
     DEFAULT_MODEL,
     EmbedConfig,
+    cpu_has_int8_dot_product,
     cpu_has_native_bf16,
     resolve_device,
     resolve_precision,
@@ -40,6 +41,7 @@ __all__ = [
     "Embedded",
     "Encoder",
     "average_by_document",
+    "cpu_has_int8_dot_product",
     "cpu_has_native_bf16",
     "embed_documents",
     "embed_texts",
@@ -48,6 +50,7 @@ __all__ = [
     "openvino_installed",
     "plan_chunks",
     "resolve_backend",
+    "resolve_config_precision",
     "resolve_device",
     "resolve_precision",
 ]
@@ -64,22 +67,44 @@ def openvino_installed() -> bool:
     return importlib.util.find_spec("openvino") is not None
 
 
-def resolve_backend(config: EmbedConfig) -> Literal["torch", "openvino"]:
-    """auto: OpenVINO for bf16 on a CPU when it is installed; explicit fp32 and GPUs stay on torch."""
+@functools.cache
+def nncf_installed() -> bool:
+    return importlib.util.find_spec("nncf") is not None
+
+
+def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "int8"]:
+    """The precision `config` embeds at. auto: int8 on a CPU with int8 dot products when OpenVINO and NNCF are
+    installed, the backend is not torch and the int8 model passed its accuracy check (measured once per machine,
+    embed/quantize.py); else what `resolve_precision` says (bf16 where it is native, else fp32)."""
     device = resolve_device(config.device)
-    if config.backend == "openvino":
+    precision = resolve_precision(config.precision, device)
+    int8_possible = device == "cpu" and config.backend != "torch" and cpu_has_int8_dot_product()
+    if config.precision == "auto" and int8_possible and openvino_installed() and nncf_installed():
+        from prisma_core.embed import quantize  # imports openvino: only where int8 can be chosen
+
+        return "int8" if quantize.auto_int8(config.model) else precision
+    return precision
+
+
+def resolve_backend(config: EmbedConfig) -> Literal["torch", "openvino"]:
+    """auto: OpenVINO for int8, and for bf16 on a CPU, when it is installed; explicit fp32 and GPUs stay on torch."""
+    device = resolve_device(config.device)
+    precision = resolve_config_precision(config)
+    if config.backend == "openvino" or precision == "int8":
+        if config.backend == "torch":
+            raise EmbeddingError("int8 runs on the OpenVINO backend only: choose the auto or openvino backend.")
         if device != "cpu":
             raise EmbeddingError(f"The OpenVINO backend runs on the CPU only, not on {device!r}: choose torch.")
         if not openvino_installed():
             raise EmbeddingError("The OpenVINO backend needs the openvino package: pip install openvino")
         return "openvino"
-    fast_cpu = device == "cpu" and resolve_precision(config.precision, device) == "bf16" and openvino_installed()
+    fast_cpu = device == "cpu" and precision == "bf16" and openvino_installed()
     return "openvino" if config.backend == "auto" and fast_cpu else "torch"
 
 
 def model_key(config: EmbedConfig) -> str:
     """Names the vector space: same key, same vectors (model, backend and precision actually used, normalisation)."""
-    precision = resolve_precision(config.precision, resolve_device(config.device))
+    precision = resolve_config_precision(config)
     runtime = "openvino-" if resolve_backend(config) == "openvino" else ""
     suffix = "-norm" if config.normalize else ""
     return f"{config.model}|{runtime}{precision}{suffix}"

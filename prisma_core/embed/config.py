@@ -11,7 +11,7 @@ from prisma_core.config_docs import DEVICE_CHOICES, CheckedConfig, setting
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
-Precision = Literal["auto", "fp32", "bf16"]
+Precision = Literal["auto", "fp32", "bf16", "int8"]
 Backend = Literal["auto", "torch", "openvino"]
 
 
@@ -43,10 +43,12 @@ class EmbedConfig(CheckedConfig):
     precision: Precision = setting(
         "auto",
         label="Precision",
-        help="Number precision. Auto uses the faster bf16 where the processor supports it, with practically the "
-        "same results.",
+        help="Number precision. Auto uses the faster int8 or bf16 where the processor supports them, only when the "
+        "results stay practically the same.",
     )
-    """auto: bf16 where the CPU has native bf16 (AMX / AVX-512 BF16) or on a GPU, else fp32."""
+    """auto: int8 on the OpenVINO backend where the CPU has int8 dot products (AVX-512 VNNI / AMX) and the int8 model
+    passed its accuracy check on this machine (embed/quantize.py); else bf16 where the CPU has native bf16 (AMX /
+    AVX-512 BF16) or on a GPU; else fp32. int8 runs on the OpenVINO backend only."""
     device: str = setting(
         "auto",
         label="Device",
@@ -60,8 +62,9 @@ class EmbedConfig(CheckedConfig):
         help="The software that runs the model. Auto picks the fastest available; choose torch if the fast path "
         "causes trouble.",
     )
-    """What runs the model. auto: OpenVINO on a CPU at bf16 when the openvino package is installed (about 2.7x torch
-    fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py), else torch."""
+    """What runs the model. auto: OpenVINO on a CPU at int8 or bf16 when the openvino package is installed (bf16:
+    about 2.7x torch fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py; int8: bench/int8.py), else
+    torch."""
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -83,21 +86,34 @@ def _linux_without_gpu() -> bool:
     return platform.system() == "Linux" and not any(Path("/dev").glob("nvidia*")) and not Path("/dev/kfd").exists()
 
 
+def _cpu_has_any(flags: tuple[str, ...]) -> bool:
+    """True when the (Linux) CPU lists one of these feature flags."""
+    if platform.system() != "Linux":
+        return False
+    try:
+        listed = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(f" {flag}" in listed for flag in flags)
+
+
 def cpu_has_native_bf16() -> bool:
     """True on x86 CPUs with AMX or AVX-512 BF16, where bf16 inference measured ~2.8x faster than fp32.
 
     Elsewhere bf16 is emulated and far slower than fp32, so it is never chosen automatically.
     """
-    if platform.system() != "Linux":
-        return False
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " amx_bf16" in flags or " avx512_bf16" in flags
+    return _cpu_has_any(("amx_bf16", "avx512_bf16"))
 
 
-def resolve_precision(precision: Precision, device: str) -> Literal["fp32", "bf16"]:
+def cpu_has_int8_dot_product() -> bool:
+    """True on x86 CPUs with AVX-512 VNNI, AVX-VNNI or AMX int8, where int8 inference beats bf16 (BENCHMARKS.md,
+    section 9); elsewhere int8 is never chosen automatically."""
+    return _cpu_has_any(("avx512_vnni", "avx_vnni", "amx_int8"))
+
+
+def resolve_precision(precision: Precision, device: str) -> Literal["fp32", "bf16", "int8"]:
+    """An explicit precision as it is; auto as floating point: bf16 where it is native, else fp32 (whether auto
+    goes further, to int8, depends on the model and the backend: `prisma_core.embed.resolve_config_precision`)."""
     if precision != "auto":
         return precision
     if device == "cuda":

@@ -2,11 +2,12 @@
 disk, and compiled for the CPU.
 
 At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
-fp32 vectors (bench/fast_cpu.py). It pools exactly what the torch model pools: the model's own pooling module is
-part of the converted graph.
+fp32 vectors (bench/fast_cpu.py); at int8 the converted model is quantized with NNCF first (embed/quantize.py). It
+pools exactly what the torch model pools: the model's own pooling module is part of the converted graph.
 
 The converted model, its tokenizer and its window are kept in `cache_root()/<key>` (`$PRISMA_CACHE_DIR/openvino`,
-else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision. A process that
+else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision
+(embed/openvino_cache.py, which does not import openvino). A process that
 finds its folder loads it without converting and without torch's copy of the weights. A folder is written under a
 temporary name and renamed into place, so a process never reads a half-written model; two processes converting at
 once both succeed, and the first rename wins.
@@ -21,84 +22,35 @@ package as absent first, so openvino falls back to its own no-op telemetry stub.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import uuid
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from prisma_core.embed.config import EmbedConfig, resolve_precision
-from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, resolve_model_path
+from prisma_core.embed import resolve_config_precision
+from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
+from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model
+from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.errors import EmbeddingError
 
 sys.modules.setdefault("openvino_telemetry", None)  # no usage reports, no forks (see the module docstring)
 import openvino  # noqa: E402
 
-CACHE_ENV = "PRISMA_CACHE_DIR"
-CACHE_FORMAT = 2
-"""Bumped when what a cache folder holds changes, so older folders are never read."""
-KEYED_PACKAGES = ("openvino", "torch", "transformers", "sentence-transformers")
-"""Library versions in the cache key: a new version of any of them converts again."""
 _MODEL_FILE = "model.xml"
 _TOKENIZER_DIR = "tokenizer"
 _ENCODER_FILE = "encoder.json"
 
 conversions = 0
 """Models this process converted (not loaded from the cache): the tests read it."""
-
-
-def cache_root() -> Path:
-    """Where converted models are kept: `$PRISMA_CACHE_DIR/openvino`, else `$XDG_CACHE_HOME/prisma/openvino`
-    (`~/.cache/prisma/openvino`). Deleting the folder is always safe: the next process converts again."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit) / "openvino"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prisma" / "openvino"
-
-
-def _package_version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
-def _files_of(path: str) -> list[tuple[str, int, int]]:
-    """(name, size, mtime) of a local model folder's files, so a model changed in place is converted again."""
-    folder = Path(path)
-    if not folder.is_dir():
-        return []
-    return sorted(
-        (str(file.relative_to(folder)), file.stat().st_size, file.stat().st_mtime_ns)
-        for file in folder.rglob("*")
-        if file.is_file()
-    )
-
-
-def cache_key(model: str, precision: str) -> str:
-    """The cache folder's name: readable model and precision, then a hash of everything the conversion depends on."""
-    path = resolve_model_path(model)
-    described = {
-        "format": CACHE_FORMAT,
-        "model": model,
-        "path": str(Path(path).resolve()) if Path(path).exists() else path,
-        "files": _files_of(path),
-        "precision": precision,
-        "versions": {name: _package_version(name) for name in KEYED_PACKAGES},
-    }
-    digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model).strip("-")[-48:] or "model"
-    return f"{slug}-{precision}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -147,17 +99,27 @@ def _convert(model: str) -> tuple[openvino.Model, Any]:
     return converted, encoder
 
 
+def _converted(model: str, precision: str) -> tuple[openvino.Model, Any, Mapping[str, str]]:
+    """The converted model (quantized to int8 and checked when asked), its encoder and the notes kept with it."""
+    converted, encoder = _convert(model)
+    if precision != "int8":
+        return converted, encoder, {}
+    from prisma_core.embed.quantize import quantize_checked
+
+    quantized, notes = quantize_checked(converted, encoder)
+    return quantized, encoder, notes
+
+
 def _convert_to_cache(model: str, folder: str, precision: str) -> None:
     """Converts the model and writes its cache folder (what a conversion child process does)."""
-    converted, encoder = _convert(model)
-    _write(Path(folder), converted, encoder, precision)
+    _write(Path(folder), *_converted(model, precision), precision)
 
 
 def _convert_in_child(model: str, folder: Path, precision: str) -> None:
     """Converts in a child process that writes the cache folder and exits: torch's copy of the weights and the
-    conversion's buffers (about 480 MB) leave with it instead of staying resident in this process. The child is a
-    fresh interpreter, never a fork: a fork would copy this whole process (a server with its sessions and LanceDB
-    tables), and it imports nothing of the caller's main script."""
+    conversion's (and quantization's) buffers, about 480 MB, leave with it instead of staying resident in this
+    process. The child is a fresh interpreter, never a fork: a fork would copy this whole process (a server with its
+    sessions and LanceDB tables), and it imports nothing of the caller's main script."""
     code = f"from {__name__} import _convert_to_cache; _convert_to_cache({model!r}, {str(folder)!r}, {precision!r})"
     environment = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
@@ -166,10 +128,10 @@ def _convert_in_child(model: str, folder: Path, precision: str) -> None:
         raise EmbeddingError(reason.removeprefix(f"{EmbeddingError.__module__}.{EmbeddingError.__name__}: "))
 
 
-def _write(folder: Path, converted: openvino.Model, encoder: Any, precision: str) -> None:
-    """Writes the folder atomically: everything into a temporary folder beside it, then one rename. When another
-    process renamed its copy first, that copy is kept. A cache that cannot be written (read-only home, full disk)
-    only costs the next process a conversion.
+def _write(folder: Path, converted: openvino.Model, encoder: Any, notes: Mapping[str, str], precision: str) -> None:
+    """Writes the folder atomically: everything (and each of `notes`, file name -> text) into a temporary folder
+    beside it, then one rename. When another process renamed its copy first, that copy is kept. A cache that cannot
+    be written (read-only home, full disk) only costs the next process a conversion.
 
     For bf16 the weights are stored at fp16: the compiled model keeps the weights it read besides its own bf16 copy,
     and fp16 halves them (the compiled model took 42 to 53 MB instead of 136, at cosine >= 0.99997 to the vectors of
@@ -181,6 +143,8 @@ def _write(folder: Path, converted: openvino.Model, encoder: Any, precision: str
         encoder.tokenizer.save_pretrained(temporary / _TOKENIZER_DIR)
         described = {"max_seq_length": encoder.max_seq_length, "dimension": encoder.get_embedding_dimension()}
         (temporary / _ENCODER_FILE).write_text(json.dumps(described))
+        for name, text in notes.items():
+            (temporary / name).write_text(text)
         temporary.rename(folder)
     except OSError as error:
         if not (folder / _MODEL_FILE).is_file():
@@ -206,7 +170,7 @@ def _read(folder: Path) -> tuple[openvino.Model, CachedEncoder] | None:
 
 
 @functools.lru_cache(maxsize=2)
-def _compiled(model: str, precision: Literal["fp32", "bf16"]) -> tuple[openvino.CompiledModel, Encoder]:
+def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[openvino.CompiledModel, Encoder]:
     """The compiled model and its encoder: from the disk cache, else converted (and cached for the next process)."""
     global conversions
     folder = cache_root() / cache_key(model, precision)
@@ -214,13 +178,18 @@ def _compiled(model: str, precision: Literal["fp32", "bf16"]) -> tuple[openvino.
     if cached is None:
         _convert_in_child(model, folder, precision)
         conversions += 1
-        cached = _read(folder) or _convert(model)  # a cache that cannot be written: convert here, once more
+        cached = _read(folder) or _converted(model, precision)[:2]  # a cache that cannot be written: convert here
     converted, encoder = cached
-    hint = "bf16" if precision == "bf16" else "f32"
     try:
-        return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint}), encoder
+        return compile_for(converted, precision), encoder
     except Exception as error:
         raise EmbeddingError(f"OpenVINO could not compile the model {model!r}: {error}. Choose torch.") from error
+
+
+def compile_for(converted: openvino.Model, precision: Literal["fp32", "bf16", "int8"]) -> openvino.CompiledModel:
+    """The model compiled for the CPU. What int8 leaves in floating point runs at bf16 where the CPU has it."""
+    bf16 = precision == "bf16" or (precision == "int8" and cpu_has_native_bf16())
+    return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"})
 
 
 def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
@@ -236,7 +205,7 @@ def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
 
 def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
     """The model's tokenizer, window and dimension, and a pooler on the compiled model."""
-    precision = resolve_precision(config.precision, "cpu")
+    precision = resolve_config_precision(config)
     with LOADING:
         compiled, encoder = _compiled(config.model, precision)
     return encoder, openvino_pooler(compiled, encoder.tokenizer)

@@ -4,7 +4,14 @@ import numpy as np
 from app_helpers import new_app, open_page, texts, wait_for_job
 
 from prisma_core import pipeline
-from prisma_core.embed import EmbedConfig, load_model, model_key, plan_chunks, resolve_backend
+from prisma_core.embed import (
+    EmbedConfig,
+    load_model,
+    model_key,
+    plan_chunks,
+    resolve_backend,
+    resolve_config_precision,
+)
 from prisma_core.ingest import IngestConfig
 from ui.state import job_registry
 
@@ -18,8 +25,12 @@ def test_embedded_dataset_offers_training_and_names_the_precision(trained_app):
     assert at.sidebar.selectbox(key="dataset_id").value == trained_app.dataset_id
     space = model_key(EmbedConfig())
     if resolve_backend(EmbedConfig()) == "openvino":
-        assert space == "all-MiniLM-L6-v2|openvino-bf16"
-        assert texts(at.caption)[0] == f"Runs on **cpu** with **OpenVINO bf16, the fast path**. Vector space: {space}"
+        precision = resolve_config_precision(EmbedConfig())
+        assert space == f"all-MiniLM-L6-v2|openvino-{precision}"
+        assert (
+            texts(at.caption)[0]
+            == f"Runs on **cpu** with **OpenVINO {precision}, the fast path**. Vector space: {space}"
+        )
     else:
         assert texts(at.caption)[0] == f"Runs on **cpu** with **torch fp32**. Vector space: {space}"
     assert texts(at.success) == ["“BBC sample” is embedded with this model: you can train an SAE."]

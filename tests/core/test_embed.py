@@ -21,6 +21,7 @@ from prisma_core.embed import (
     load_model,
     model_key,
     openvino_backend,
+    openvino_cache,
     plan_chunks,
     resolve_backend,
     resolve_precision,
@@ -158,6 +159,7 @@ def test_auto_backend_is_openvino_only_for_bf16_on_a_cpu_that_has_it(
 ):
     monkeypatch.setattr(embed_config, "cpu_has_native_bf16", lambda: native_bf16)
     monkeypatch.setattr(embed, "openvino_installed", lambda: installed)
+    monkeypatch.setattr(embed, "cpu_has_int8_dot_product", lambda: False)  # int8: tests/core/test_int8.py
     assert resolve_backend(config) == backend
     assert model_key(config) == f"{DEFAULT_MODEL}|{space}"
 
@@ -315,9 +317,9 @@ def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_p
     key = openvino_backend.cache_key(DEFAULT_MODEL, "bf16")
     assert key.startswith(f"{DEFAULT_MODEL}-bf16-")
     assert openvino_backend.cache_key(DEFAULT_MODEL, "fp32") != key
-    real_version = openvino_backend._package_version
+    real_version = openvino_cache._package_version
     monkeypatch.setattr(
-        openvino_backend, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)
+        openvino_cache, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)
     )
     assert openvino_backend.cache_key(DEFAULT_MODEL, "bf16") != key
 

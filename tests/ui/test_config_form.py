@@ -71,7 +71,7 @@ def test_number_widgets_carry_the_configs_bounds(form):
 
 
 def test_choice_widgets_offer_the_literal_values_and_the_devices(form):
-    assert widget(form, "embed_precision").options == ["auto", "fp32", "bf16"]
+    assert widget(form, "embed_precision").options == ["auto", "fp32", "bf16", "int8"]
     assert widget(form, "embed_backend").options == ["auto", "torch", "openvino"]
     assert widget(form, "embed_device").options == widget(form, "sae_device").options == ["auto", "cpu", "cuda", "mps"]
     assert tuple(widget(form, "embed_precision").options) == form_choices(EmbedConfig, "precision")
@@ -104,7 +104,7 @@ def test_every_invalid_setting_raises_the_one_error_type_naming_each_problem():
         "2.0; holdout_fraction must be between 0.0 and 0.89, got 1.0; "
         'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "gpu".'
     )
-    with pytest.raises(SettingsError, match="precision must be auto, fp32 or bf16, got 'fp8'"):
+    with pytest.raises(SettingsError, match="precision must be auto, fp32, bf16 or int8, got 'fp8'"):
         EmbedConfig(precision="fp8")
     with pytest.raises(SettingsError, match=r"iterations must be a whole number, got 1\.5"):
         FamilyConfig(iterations=1.5)

@@ -1,0 +1,169 @@
+"""int8 embedding: the OpenVINO model quantized after training with NNCF, and checked against fp32 before `auto`
+uses it.
+
+Quantization is calibrated on Prisma's own sentences (embed/calibration_texts.py: every other sentence, alone and
+joined into paragraphs of several windows' length), and the quantized model is checked on the other half: their
+chunk-and-average document vectors, computed through the same chunking and averaging as any dataset's, must keep a
+cosine to the fp32 vectors of at least MIN_MEAN_COSINE on average and MIN_COSINE for every document. The measured
+cosines are stored in the model's cache folder with the model (openvino_backend), so each machine quantizes and
+checks once; `auto` reads them and uses int8 only when they pass, else says why and keeps bf16 (or fp32).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from prisma_core.embed.calibration_texts import SENTENCES
+from prisma_core.embed.chunking import average_by_document, encode_chunks, plan_chunks
+from prisma_core.embed.config import EmbedConfig
+from prisma_core.embed.model import Encoder, Pooler
+from prisma_core.embed.openvino_cache import cache_key, cache_root
+from prisma_core.errors import EmbeddingError
+
+if TYPE_CHECKING:  # openvino is imported only to quantize or to load a model: `auto` reads the check without it
+    import openvino
+
+logger = logging.getLogger(__name__)
+
+MIN_MEAN_COSINE = 0.99
+"""int8 document vectors must keep at least this mean cosine to the fp32 ones ..."""
+MIN_COSINE = 0.97
+"""... and at least this cosine for every checked document."""
+CHECK_FILE = "int8_check.json"
+"""The check's measurements, kept in the int8 model's cache folder."""
+PARAGRAPH_SIZES = (4, 24)
+"""Sentences per paragraph: besides each sentence alone, paragraphs of a few sentences and of two windows or more."""
+
+_reported: set[tuple[str, float, float]] = set()
+
+
+@dataclass(frozen=True)
+class Int8Check:
+    """How close the int8 model's document vectors are to the fp32 model's on the check documents."""
+
+    mean_cosine: float
+    min_cosine: float
+    documents: int
+
+    def failure(self, min_mean_cosine: float, min_cosine: float) -> str | None:
+        """Why int8 is not accurate enough under these thresholds, or None when it is."""
+        if self.mean_cosine < min_mean_cosine:
+            return f"mean cosine to fp32 {self.mean_cosine:.4f} < {min_mean_cosine}"
+        if self.min_cosine < min_cosine:
+            return f"lowest cosine to fp32 {self.min_cosine:.4f} < {min_cosine}"
+        return None
+
+
+def documents(sentences: tuple[str, ...]) -> list[str]:
+    """Each sentence alone, then consecutive sentences joined into paragraphs of each of PARAGRAPH_SIZES."""
+    paragraphs = [
+        " ".join(sentences[start : start + size])
+        for size in PARAGRAPH_SIZES
+        for start in range(0, len(sentences), size)
+    ]
+    return list(sentences) + paragraphs
+
+
+def calibration_documents() -> list[str]:
+    return documents(SENTENCES[::2])
+
+
+def check_documents() -> list[str]:
+    return documents(SENTENCES[1::2])
+
+
+def quantize_checked(converted: openvino.Model, encoder: Any) -> tuple[openvino.Model, dict[str, str]]:
+    """The int8 model and the files to keep with it (its check against `converted`, the fp32 model)."""
+    quantized = _quantize(converted, encoder)
+    check = _measure(converted, quantized, encoder)
+    logger.info("int8 model checked against fp32: %s", check)
+    return quantized, {CHECK_FILE: json.dumps(asdict(check))}
+
+
+def _quantize(converted: openvino.Model, encoder: Any) -> openvino.Model:
+    """Post-training int8 quantization, calibrated on one window per input (its own length, no padding)."""
+    try:
+        import nncf
+    except ImportError as error:
+        raise EmbeddingError("int8 embedding needs the nncf package: pip install nncf") from error
+    windows = plan_chunks(encoder, calibration_documents()).chunk_ids
+    inputs = [
+        {"input_ids": np.asarray([ids], dtype=np.int64), "attention_mask": np.ones((1, len(ids)), dtype=np.int64)}
+        for ids in windows
+    ]
+    nncf.set_log_level(logging.WARNING)
+    with contextlib.redirect_stdout(io.StringIO()):  # NNCF's progress bars
+        return nncf.quantize(
+            converted, nncf.Dataset(inputs), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(inputs)
+        )
+
+
+def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any) -> Int8Check:
+    """Cosine of int8 to fp32 chunk-and-average document vectors of the check documents."""
+    from prisma_core.embed import openvino_backend
+
+    texts = check_documents()
+    reference, measured = (
+        document_vectors(
+            encoder,
+            openvino_backend.openvino_pooler(openvino_backend.compile_for(model, precision), encoder.tokenizer),
+            texts,
+        )
+        for model, precision in ((converted, "fp32"), (quantized, "int8"))
+    )
+    cosines = np.einsum("ij,ij->i", reference, measured) / (
+        np.linalg.norm(reference, axis=1) * np.linalg.norm(measured, axis=1)
+    ).clip(min=1e-12)
+    return Int8Check(float(cosines.mean()), float(cosines.min()), len(cosines))
+
+
+def document_vectors(encoder: Encoder, pool: Pooler, texts: list[str]) -> np.ndarray:
+    """Chunk-and-average vectors of `texts` through an already compiled model, at the default batch size."""
+    chunking = plan_chunks(encoder, texts)
+    chunks = encode_chunks(pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size)
+    return average_by_document(chunks, chunking.chunk_owner, len(texts))
+
+
+def check_folder(model: str) -> Path:
+    return cache_root() / cache_key(model, "int8")
+
+
+def int8_check(model: str) -> Int8Check | None:
+    """The int8 model's check on this machine: read from its cache folder, else measured now by quantizing the model
+    (once per machine; the model is then compiled and ready for this process). None when no cache could keep it."""
+    path = check_folder(model) / CHECK_FILE
+    if not path.is_file():
+        from prisma_core.embed import openvino_backend
+
+        openvino_backend.load_encoder(EmbedConfig(model=model, precision="int8", backend="openvino"))
+    try:
+        return Int8Check(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def auto_int8(model: str, min_mean_cosine: float | None = None, min_cosine: float | None = None) -> bool:
+    """Whether `auto` embeds at int8: only when the int8 model's check passes the thresholds (MIN_MEAN_COSINE and
+    MIN_COSINE unless given). When it does not, says why in the log, once per process."""
+    thresholds = (
+        MIN_MEAN_COSINE if min_mean_cosine is None else min_mean_cosine,
+        MIN_COSINE if min_cosine is None else min_cosine,
+    )
+    check = int8_check(model)
+    failure = (
+        f"its accuracy check could not be kept in {check_folder(model)}"
+        if check is None
+        else check.failure(*thresholds)
+    )
+    if failure is not None and (model, *thresholds) not in _reported:
+        _reported.add((model, *thresholds))
+        logger.warning("int8 embedding not used for %s (%s): staying at bf16 or fp32", model, failure)
+    return failure is None
