@@ -27,7 +27,7 @@ from prisma_core.groups import (
 from ui import charts, levels
 from ui.cards import feature_options
 from ui.glossary import explain
-from ui.loaders import comparison, export_folder, metadata
+from ui.loaders import comparison, document_vectors, export_folder, metadata
 from ui.map import document_map_view
 from ui.navigation import route_here
 from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
@@ -128,7 +128,8 @@ def search_tab() -> None:
     limit = right.number_input("Results", 1, 100, 10, key="search_limit")
     if query.strip():
         try:
-            hits = search_documents(ws, run, query, int(limit))
+            vectors = document_vectors(str(ws.path), dataset.dataset_id, run.record.embedding_key)
+            hits = search_documents(run, query, vectors, docs, int(limit))
         except PrismaError as error:
             st.error(md(error))
             return

@@ -10,6 +10,7 @@ import streamlit as st
 from prisma_core import analysis
 from prisma_core.downloads import export_in_workspace
 from prisma_core.embed import load_model, plan_chunks
+from prisma_core.explore import DocumentVectors
 from prisma_core.ingest import Source, preview_sources
 from prisma_core.interpret import labelling
 from ui.state import documents, run_at, workspace_at
@@ -32,6 +33,12 @@ def token_statistics(workspace_path: str, dataset_id: str, model: str, device: s
 @st.cache_data(show_spinner=False)
 def embedding_dim(workspace_path: str, dataset_id: str, vector_space: str) -> int:
     return int(workspace_at(workspace_path).vectors(dataset_id, vector_space).shape[1])
+
+
+@st.cache_resource(show_spinner="Loading the document vectors…", max_entries=2)
+def document_vectors(workspace_path: str, dataset_id: str, vector_space: str) -> DocumentVectors:
+    """A dataset's vectors in one space, held in memory for search (stored vectors never change)."""
+    return DocumentVectors.from_vectors(workspace_at(workspace_path).vectors(dataset_id, vector_space))
 
 
 @st.cache_data(show_spinner="Computing diagnostics…", max_entries=8)
