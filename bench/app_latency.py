@@ -2,16 +2,17 @@
 search from vectors in memory against LanceDB's search through the store.
 
 The workspace is built headlessly with the command line's `run` (AG News test set, BBC and a few MTSamples notes:
-10,000 real documents; kept under --cache, so later runs reuse it and its embeddings). A fresh `streamlit run app.py`
-server is started and driven in headless Chromium: first paint is the time from opening the address to Home's
-heading on screen (and to the end of the script run); then every page is opened in turn, ROUNDS times, each switch
-timed from the click on its sidebar link to its heading (and to the end of the run). The first visit of a page
-loads what it caches, so it is reported apart from the p50/p95 of the later visits. Search: exact numpy cosine
-search over the run's vectors held in memory (`prisma_core.explore.DocumentVectors`) against
-`Workspace.search_documents` (LanceDB), interleaved query by query, at the dataset's size and at 200,000 vectors.
+10,000 real documents; kept under --cache, so later runs reuse it and its embeddings). Two apps are timed side by
+side on it, interleaved: this checkout and the baseline commit's (`git archive`), each its own `streamlit run`
+server driven in headless Chromium. First paint: a fresh server each time, from opening the address to Home's heading
+on screen. Page switches: one server per app, every page opened ROUNDS times, the apps taking turns page by page, each
+switch timed in the browser from the click on the sidebar link to the page's heading and to the end of its script
+run; the first visit of a page fills its caches, so it is reported apart from the p50/p95 of the later visits.
+Search: exact numpy cosine search over vectors held in memory (`prisma_core.explore.DocumentVectors`) against
+`Workspace.search_documents` (LanceDB), query by query in turn, at the run's 10,000 vectors and at 200,000.
 
-.venv/bin/python -m bench.app_latency            # 10,000 documents, 5 rounds of page switches
-.venv/bin/python -m bench.app_latency --quick    # 300 documents, 2 rounds, 2,000 vectors
+.venv/bin/python -m bench.app_latency            # 10,000 documents, 5 rounds, 2 first paints per app
+.venv/bin/python -m bench.app_latency --quick    # 300 documents, 2 rounds, 1 first paint, 2,000 vectors
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from playwright.sync_api import Page
+from playwright.sync_api import Browser, Page
 
 from bench import common
 from bench.app_driver import PAGE_MS, chromium, streamlit_server
@@ -37,11 +39,16 @@ TITLE = "9. App latency: first paint, page switches and search with 10,000 docum
 COMMAND = common.command(NAME)
 DOCS, QUICK_DOCS = 10_000, 300
 ROUNDS, QUICK_ROUNDS = 5, 2
+PAINTS = 2
+BASELINE = "474d402"
+"""The commit before this work: its app runs side by side with this one."""
 SEARCH_ROWS, QUICK_SEARCH_ROWS = 200_000, 2_000
 QUERIES, QUICK_QUERIES = 30, 5
 LIMIT = 10
 TARGETS = {"first_paint_s": 3.0, "switch_p95_s": 1.0}
 FIRST_RUN_MS = 300_000
+POLL_MS = 20
+"""How often the browser checks for the page's heading (the end of a run is recorded as it happens)."""
 PAGES = {
     "Home": "Prisma",
     "Datasets": "Datasets",
@@ -57,11 +64,14 @@ PAGES = {
 
 WATCH_RUNS = """() => {
   window.__runs = [];
+  window.__clicks = [];
+  document.addEventListener('click', () => window.__clicks.push(performance.now()), true);
   const app = document.querySelector('[data-testid=stApp]');
   new MutationObserver(() => window.__runs.push([performance.now(), app.getAttribute('data-test-script-state')]))
     .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
 }"""
-"""Records every change of the app's script-run state with its time, so the end of a run is never missed."""
+"""Records every click and every change of the app's script-run state with its time (so the end of a run is never
+missed, and a switch is timed from the click as the page received it, not from the driver's call)."""
 HEADING_SHOWN = """(title) => {
   const heading = [...document.querySelectorAll('[data-testid=stMain] h1')].find(h => h.textContent.trim() === title);
   return heading && heading.closest('[data-stale=true]') === null && performance.now();
@@ -111,42 +121,75 @@ def trained_workspace(folder: Path, n_docs: int) -> Path:
 # -- the browser -------------------------------------------------------------------------------------------------
 
 
-def first_paint(page: Page, url: str) -> dict[str, float]:
-    """Seconds from opening the address to Home's heading on screen, and to the end of its first script run."""
-    started = time.perf_counter()
+def baseline_checkout(ref: str, folder: Path) -> Path:
+    """The app as it was at `ref` (git archive into folder), run side by side with this checkout's."""
+    folder.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(common.REPO), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def first_paint(browser: Browser, workspace: Path, app_dir: Path, log: Path) -> float:
+    """Seconds from opening a fresh server's address to Home's heading on screen."""
+    with streamlit_server(workspace, log, app_dir=app_dir) as (url, _):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        started = time.perf_counter()
+        page.goto(url)
+        page.get_by_role("heading", name=PAGES["Home"], exact=True).wait_for(timeout=FIRST_RUN_MS)
+        seconds = time.perf_counter() - started
+        page.close()
+    return seconds
+
+
+def open_home(page: Page, url: str) -> None:
+    """Home's first run over (a fresh server computes the map of the documents there), then the run watcher."""
     page.goto(url)
     page.get_by_role("heading", name=PAGES["Home"], exact=True).wait_for(timeout=FIRST_RUN_MS)
-    heading = time.perf_counter() - started
     page.wait_for_function(
         "() => document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state') === 'notRunning'",
         timeout=FIRST_RUN_MS,
     )
-    return {"heading_s": heading, "done_s": time.perf_counter() - started}
+    page.evaluate(WATCH_RUNS)
 
 
 def switch(page: Page, link: str) -> dict[str, float]:
     """Click a page's sidebar link: seconds to its heading (not stale) and to the end of the script run."""
+    page.bring_to_front()  # the apps' pages take turns; a page in the background would be throttled
     target = page.locator("[data-testid=stSidebar] [data-testid=stPageLink]").get_by_text(link, exact=True)
     target.wait_for(timeout=PAGE_MS)
-    clicked = page.evaluate("performance.now()")
+    clicks = page.evaluate("window.__clicks.length")
     target.click()
-    heading = page.wait_for_function(HEADING_SHOWN, arg=PAGES[link], timeout=PAGE_MS, polling="raf").json_value()
-    done = page.wait_for_function(RUN_DONE, arg=clicked, timeout=PAGE_MS, polling="raf").json_value()
+    clicked = page.evaluate(f"window.__clicks[{clicks}]")
+    heading = page.wait_for_function(HEADING_SHOWN, arg=PAGES[link], timeout=PAGE_MS, polling=POLL_MS).json_value()
+    done = page.wait_for_function(RUN_DONE, arg=clicked, timeout=PAGE_MS, polling=POLL_MS).json_value()
     return {"heading_s": (heading - clicked) / 1000, "done_s": (max(done, heading) - clicked) / 1000}
 
 
-def browse(workspace: Path, scratch: Path, rounds: int) -> dict[str, Any]:
-    """First paint on a fresh server, then every page `rounds` times."""
-    visits: dict[str, list[dict[str, float]]] = {link: [] for link in PAGES}
-    with chromium() as browser, streamlit_server(workspace, scratch / "server.log") as (url, _):
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        paint = first_paint(page, url)
-        page.evaluate(WATCH_RUNS)
+def browse(workspace: Path, apps: dict[str, Path], scratch: Path, rounds: int, paints: int) -> dict[str, Any]:
+    """For each app (name -> checkout), interleaved: first paints on fresh servers, then one server per app whose
+    pages are all opened `rounds` times, the apps taking turns page by page."""
+    paint_s: dict[str, list[float]] = {name: [] for name in apps}
+    visits: dict[str, dict[str, list[dict[str, float]]]] = {name: {link: [] for link in PAGES} for name in apps}
+    with chromium() as browser, ExitStack() as stack:
+        for attempt in range(paints):
+            for name, app_dir in apps.items():
+                paint_s[name].append(first_paint(browser, workspace, app_dir, scratch / f"{name}_paint{attempt}.log"))
+        pages = {}
+        for name, app_dir in apps.items():
+            url, _ = stack.enter_context(streamlit_server(workspace, scratch / f"{name}.log", app_dir=app_dir))
+            pages[name] = browser.new_page(viewport={"width": 1400, "height": 1000})
+            open_home(pages[name], url)
         for _ in range(rounds):
             for link in [*list(PAGES)[1:], "Home"]:
-                visits[link].append(switch(page, link))
-        page.close()
-    return {"first_paint": paint, "pages": {link: page_summary(times) for link, times in visits.items()}}
+                for name, page in pages.items():
+                    visits[name][link].append(switch(page, link))
+    return {
+        name: {
+            "first_paint_s": paint_s[name],
+            "pages": {link: page_summary(times) for link, times in visits[name].items()},
+        }
+        for name in apps
+    }
 
 
 def page_summary(visits: list[dict[str, float]]) -> dict[str, Any]:
@@ -169,8 +212,11 @@ def search_comparison(vectors: np.ndarray, queries: np.ndarray, scratch: Path) -
     documents = pd.DataFrame({"doc_id": [str(i) for i in range(len(vectors))], "text": ["document"] * len(vectors)})
     dataset_id = workspace.add_dataset("search", documents, ["synthetic"], {})
     workspace.save_vectors(dataset_id, "bench|fp32", vectors)
-    load_s, in_memory = common.timed(lambda: DocumentVectors.from_vectors(workspace.vectors(dataset_id, "bench|fp32")))
-    store_search = lambda query: workspace.search_documents(dataset_id, "bench|fp32", query, LIMIT)  # noqa: E731
+    in_memory = DocumentVectors.from_vectors(workspace.vectors(dataset_id, "bench|fp32"))
+
+    def store_search(query: np.ndarray) -> pd.DataFrame:
+        return workspace.search_documents(dataset_id, "bench|fp32", query, LIMIT)
+
     store_search(queries[0])  # open the table once, as a running app has
     numpy_s, store_s, recalls = [], [], []
     for query in queries:
@@ -183,7 +229,6 @@ def search_comparison(vectors: np.ndarray, queries: np.ndarray, scratch: Path) -
     return {
         "rows": len(vectors),
         "queries": len(queries),
-        "load_vectors_s": load_s,
         "numpy_p50_ms": float(np.median(numpy_ms)),
         "store_p50_ms": float(np.median(store_ms)),
         "ratio": float(np.median(store_ms / numpy_ms)),
@@ -193,7 +238,7 @@ def search_comparison(vectors: np.ndarray, queries: np.ndarray, scratch: Path) -
 
 def search(workspace_path: Path, scratch: Path, quick: bool) -> list[dict[str, Any]]:
     workspace = Workspace(workspace_path)
-    (run,) = workspace.runs()[-1:]
+    run = workspace.runs()[-1]
     vectors = workspace.vectors(run.dataset_id, run.embedding_key)
     queries = common.resample(vectors, QUICK_QUERIES if quick else QUERIES, seed=7)
     large = common.resample(vectors, QUICK_SEARCH_ROWS if quick else SEARCH_ROWS, seed=6)
@@ -203,81 +248,85 @@ def search(workspace_path: Path, scratch: Path, quick: bool) -> list[dict[str, A
 # -- the benchmark -----------------------------------------------------------------------------------------------
 
 
-def run(quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache") -> dict[str, Any]:
+def run(
+    quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache", baseline: str = BASELINE
+) -> dict[str, Any]:
     n_docs = QUICK_DOCS if quick else DOCS
-    workspace = trained_workspace(cache_dir, n_docs)
+    workspace = trained_workspace(cache_dir, n_docs).resolve()  # the baseline's server runs in another folder
     with tempfile.TemporaryDirectory(prefix="prisma_app_latency_") as folder:
         scratch = Path(folder)
-        browsing = browse(workspace, scratch, QUICK_ROUNDS if quick else ROUNDS)
+        apps = {"baseline": baseline_checkout(baseline, scratch / "baseline"), "prisma": common.REPO}
+        rounds, paints = (QUICK_ROUNDS, 1) if quick else (ROUNDS, PAINTS)
+        browsing = browse(workspace, apps, scratch, rounds, paints)
         searches = search(workspace, scratch, quick)
-    return {"device": common.device_report(), "quick": quick, "documents": n_docs} | browsing | {"search": searches}
+    return {
+        "device": common.device_report(),
+        "quick": quick,
+        "documents": n_docs,
+        "baseline": baseline,
+        "apps": browsing,
+        "search": searches,
+    }
+
+
+def worst_p95(app: dict[str, Any]) -> float:
+    """The slowest page's p95 switch time, to the end of its run."""
+    return max(summary["done_s"]["p95"] for summary in app["pages"].values())
 
 
 def markdown(result: dict[str, Any]) -> str:
-    paint = result["first_paint"]
+    base, new = result["apps"]["baseline"], result["apps"]["prisma"]
+    paint_base, paint_new = common.median(base["first_paint_s"]), common.median(new["first_paint_s"])
     rows = [
         [
             link,
-            summary["first_visit"]["done_s"],
-            summary["heading_s"]["p50"],
-            summary["heading_s"]["p95"],
+            base["pages"][link]["done_s"]["p50"],
+            base["pages"][link]["done_s"]["p95"],
             summary["done_s"]["p50"],
             summary["done_s"]["p95"],
+            summary["heading_s"]["p95"],
+            base["pages"][link]["done_s"]["p50"] / summary["done_s"]["p50"],
+            base["pages"][link]["first_visit"]["done_s"],
+            summary["first_visit"]["done_s"],
         ]
-        for link, summary in result["pages"].items()
+        for link, summary in new["pages"].items()
     ]
-    pages = common.markdown_table(
-        [
-            "Page",
-            "First visit s (to run end)",
-            "p50 s to heading",
-            "p95 s to heading",
-            "p50 s to run end",
-            "p95 s to run end",
-        ],
-        rows,
-    )
-    worst = max(summary["done_s"]["p95"] for summary in result["pages"].values())
+    header = ["Page", "before p50 s", "before p95 s", "now p50 s", "now p95 s", "now p95 s to heading"]
+    pages = common.markdown_table([*header, "p50 before / now", "first visit before s", "first visit now s"], rows)
     searches = common.markdown_table(
+        ["Vectors", "Queries", "numpy in memory p50 ms", "LanceDB p50 ms", "LanceDB / numpy", "LanceDB recall@10"],
         [
-            "Vectors",
-            "Queries",
-            "numpy in memory p50 ms",
-            "LanceDB store p50 ms",
-            "Ratio store / numpy",
-            "Recall@10 of the store",
-            "Loading the vectors s",
-        ],
-        [
-            [
-                s["rows"],
-                s["queries"],
-                s["numpy_p50_ms"],
-                s["store_p50_ms"],
-                s["ratio"],
-                s["recall_at_10"],
-                s["load_vectors_s"],
-            ]
+            [s["rows"], s["queries"], s["numpy_p50_ms"], s["store_p50_ms"], s["ratio"], s["recall_at_10"]]
             for s in result["search"]
         ],
     )
-    return f"""{result["documents"]:,} documents, one run trained with the defaults. First paint of Home on a fresh
-server: heading after {paint["heading_s"]:.2f} s, first run over after {paint["done_s"]:.2f} s (target
-{TARGETS["first_paint_s"]:.0f} s: {common.verdict(paint["heading_s"], TARGETS["first_paint_s"], higher_is_better=False)}).
-Page switches, {result["pages"]["Home"]["visits"]} visits per page; p50/p95 over the visits after the first; worst
-p95 to the end of the run {worst:.2f} s (target {TARGETS["switch_p95_s"]:.0f} s:
-{common.verdict(worst, TARGETS["switch_p95_s"], higher_is_better=False)}).
+    worst = worst_p95(new)
+    verdicts = (
+        common.verdict(paint_new, TARGETS["first_paint_s"], higher_is_better=False),
+        common.verdict(worst, TARGETS["switch_p95_s"], higher_is_better=False),
+    )
+    visits = new["pages"]["Home"]["visits"]
+    return f"""{result["documents"]:,} documents, one run trained with the defaults; "before" is the app at
+{result["baseline"]}, run side by side (servers and page visits interleaved).
+
+First paint of Home on a fresh server (opening the address to the heading on screen), median of
+{len(new["first_paint_s"])}: now {paint_new:.2f} s, before {paint_base:.2f} s ({paint_base / paint_new:.2f}x;
+target {TARGETS["first_paint_s"]:.0f} s: {verdicts[0]}). Page switches, timed from the click to the end of the page's
+run, {visits} visits per page, p50/p95 over the visits after the first (which fills the caches): slowest p95 now
+{worst:.2f} s, before {worst_p95(base):.2f} s (target {TARGETS["switch_p95_s"]:.0f} s: {verdicts[1]}).
 
 {pages}
 
-Semantic search, top {LIMIT} by cosine, both searches on the same vectors and queries, interleaved:
+Semantic search, top {LIMIT} by cosine, on the same vectors and queries, the two searches taking turns:
 
 {searches}"""
 
 
 def main() -> None:
-    args = common.parser(__doc__.splitlines()[0]).parse_args()
-    common.publish(NAME, run(args.quick, args.cache), args, markdown)
+    arguments = common.parser(__doc__.splitlines()[0])
+    arguments.add_argument("--baseline", default=BASELINE, help="the commit whose app is timed side by side")
+    args = arguments.parse_args()
+    common.publish(NAME, run(args.quick, args.cache, args.baseline), args, markdown)
 
 
 if __name__ == "__main__":

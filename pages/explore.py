@@ -27,7 +27,7 @@ from prisma_core.groups import (
 from ui import charts, levels
 from ui.cards import feature_options
 from ui.glossary import explain
-from ui.loaders import comparison, document_vectors, export_folder, metadata
+from ui.loaders import comparison, document_choices, document_vectors, export_folder, metadata
 from ui.map import document_map_view
 from ui.navigation import route_here
 from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
@@ -97,12 +97,8 @@ def refract_tab() -> None:
     st.markdown("The concepts active in one document, strongest first: the document “refracted” into features.")
     mode = st.radio("What to refract", ["A document", "Your own text"], horizontal=True, key="refract_mode")
     if mode == "A document":
-        position = st.selectbox(
-            "Document",
-            range(len(docs)),
-            format_func=lambda p: f"{docs.at[p, 'doc_id']} · {docs.at[p, 'title'] or snippet(docs.at[p, 'text'], 60)}",
-            key="refract_doc",
-        )
+        choices = document_choices(str(ws.path), dataset.dataset_id)
+        position = st.selectbox("Document", range(len(docs)), format_func=choices.__getitem__, key="refract_doc")
         if (themes_line := levels.document_theme_caption(run, position)) is not None:
             st.caption(themes_line)
         show_concepts(refract_document(run, position))

@@ -8,19 +8,20 @@ instead of unpickling a copy on every rerun; pages treat it as read-only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
-from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import PrismaError
-from prisma_core.pipeline import LoadedRun
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
 from ui.jobs import JobRegistry
 from ui.runs import run_name
 from ui.text import md
+
+if TYPE_CHECKING:
+    from prisma_core.pipeline import LoadedRun
 
 PAGES = {
     "home": "pages/home.py",
@@ -98,6 +99,8 @@ def revision_bumper(run_id: str) -> Callable[[], None]:
 
 @st.cache_resource(show_spinner="Loading the run…", max_entries=4)
 def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
+    from prisma_core import pipeline  # torch and scikit-learn: imported once a run is opened, not for every page
+
     return pipeline.load_run(workspace_at(workspace_path), run_id)
 
 
