@@ -187,7 +187,7 @@ def concept_query_tab() -> None:
     st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
     if not len(positions):
         return
-    matches = documents_by_positions(ws, dataset.dataset_id, positions)
+    matches = documents_by_positions(docs, positions)
     table = document_table(matches)
     strengths = pd.DataFrame(
         {f"strength {feature_name(f, '')}": run.codes[positions, f].toarray().ravel().round(4) for f in must}
@@ -199,7 +199,7 @@ def concept_query_tab() -> None:
     full = (
         matches[["doc_id", "title", "text"]]
         .join(strengths)
-        .join(ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True))
+        .join(metadata(str(ws.path), dataset.dataset_id).iloc[positions].reset_index(drop=True))
     )
     st.download_button(
         "Download matching documents (CSV)",
@@ -218,11 +218,11 @@ def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
     st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
     if not len(positions):
         return
-    matches = documents_by_positions(ws, dataset.dataset_id, positions)
+    matches = documents_by_positions(docs, positions)
     table = pd.concat([document_table(matches), values], axis=1)
     st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results")
     full = matches[["doc_id", "title", "text"]].join(
-        ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True)
+        metadata(str(ws.path), dataset.dataset_id).iloc[positions].reset_index(drop=True)
     )
     st.download_button(
         "Download matching documents (CSV)",

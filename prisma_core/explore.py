@@ -15,7 +15,6 @@ from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import NotFoundError
 from prisma_core.runs import LoadedRun, family_matrix
 from prisma_core.sae import feature_codes, load_sae
-from prisma_core.store import Workspace
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets."""
@@ -95,9 +94,9 @@ def search_features(run: LoadedRun, query: str) -> pd.DataFrame:
     return matches.sort_values("density", ascending=False)
 
 
-def documents_by_positions(workspace: Workspace, dataset_id: str, positions: np.ndarray) -> pd.DataFrame:
-    docs = workspace.documents(dataset_id, ["position", "doc_id", "title", "text"])
-    return docs.set_index("position").loc[positions].reset_index()
+def documents_by_positions(documents: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
+    """The rows of a dataset's documents (position, doc_id, title, text) at these positions, in their order."""
+    return documents.set_index("position").loc[positions].reset_index()
 
 
 LEVELS = ("theme", "family", "feature")
