@@ -306,14 +306,15 @@ def markdown(result: dict[str, Any]) -> str:
         common.verdict(worst, TARGETS["switch_p95_s"], higher_is_better=False),
     )
     visits = new["pages"]["Home"]["visits"]
-    return f"""{result["documents"]:,} documents, one run trained with the defaults; "before" is the app at
+    return f"""{result["documents"]:,} documents, one run trained with the defaults; "before" is the app at commit
 {result["baseline"]}, run side by side (servers and page visits interleaved).
 
-First paint of Home on a fresh server (opening the address to the heading on screen), median of
-{len(new["first_paint_s"])}: now {paint_new:.2f} s, before {paint_base:.2f} s ({paint_base / paint_new:.2f}x;
-target {TARGETS["first_paint_s"]:.0f} s: {verdicts[0]}). Page switches, timed from the click to the end of the page's
-run, {visits} visits per page, p50/p95 over the visits after the first (which fills the caches): slowest p95 now
-{worst:.2f} s, before {worst_p95(base):.2f} s (target {TARGETS["switch_p95_s"]:.0f} s: {verdicts[1]}).
+- First paint of Home on a fresh server (opening the address to the heading on screen, median of
+  {len(new["first_paint_s"])}): now {paint_new:.2f} s, before {paint_base:.2f} s ({paint_base / paint_new:.2f}x). Target
+  {TARGETS["first_paint_s"]:.0f} s: {verdicts[0]}.
+- Page switches, from the click to the end of the page's run, {visits} visits per page, p50/p95 over the visits
+  after the first (which fills the caches): slowest p95 now {worst:.2f} s, before {worst_p95(base):.2f} s. Target
+  {TARGETS["switch_p95_s"]:.0f} s: {verdicts[1]}.
 
 {pages}
 
