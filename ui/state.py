@@ -42,7 +42,24 @@ EMBED_CONFIG_KEY = "embed_config"
 PENDING_SELECTION_KEY = "pending_selection"
 
 
+RUN_MEMO_KEY = "_read_this_run"
+"""Store reads kept for the rest of one script run; the router empties it when a run starts."""
+
+
 # -- shared resources -----------------------------------------------------------------------------------------
+
+
+def start_script_run() -> None:
+    """Called by the router first thing in every run: what once_per_run kept is read again."""
+    st.session_state[RUN_MEMO_KEY] = {}
+
+
+def once_per_run(name: str, read: Callable[[], Any]) -> Any:
+    """read()'s answer, read once per script run (the sidebar and the page ask for the same lists)."""
+    memo = st.session_state.setdefault(RUN_MEMO_KEY, {})
+    if name not in memo:
+        memo[name] = read()
+    return memo[name]
 
 
 @st.cache_resource(show_spinner=False)
@@ -78,9 +95,11 @@ def revision(run_id: str) -> int:
     """Changes whenever a run's labels or families change, so cached views of the run are reloaded.
 
     It counts the store's table versions, which grow with every commit by any process (the command line, another
-    app server), plus this process's own bumps.
+    app server), plus this process's own bumps. The versions are read once per script run (four tables opened each
+    time, asked for by several views of a page).
     """
-    return _revisions().get(run_id, 0) + workspace().table_versions(RUN_TABLES)
+    versions = once_per_run("table_versions", lambda: workspace().table_versions(RUN_TABLES))
+    return _revisions().get(run_id, 0) + versions
 
 
 def bump_revision(run_id: str) -> None:
@@ -147,7 +166,7 @@ def sidebar() -> None:
     """Dataset and run pickers shared by every page (drawn by the router). The selected run is kept under RUN_KEY
     (plain state); the picker mirrors it."""
     ws = workspace()
-    datasets = {record.dataset_id: record for record in reversed(ws.datasets())}
+    datasets = {record.dataset_id: record for record in reversed(once_per_run("datasets", ws.datasets))}
     pending_dataset, pending_run = st.session_state.pop(PENDING_SELECTION_KEY, (None, None))
     _keep_valid(DATASET_KEY, datasets, pending_dataset)
     with st.sidebar:
@@ -198,7 +217,7 @@ def current_dataset() -> DatasetRecord | None:
     dataset_id = st.session_state.get(DATASET_KEY)
     if not dataset_id:
         return None
-    return next((d for d in workspace().datasets() if d.dataset_id == dataset_id), None)
+    return next((d for d in once_per_run("datasets", workspace().datasets) if d.dataset_id == dataset_id), None)
 
 
 def require_dataset() -> DatasetRecord:
