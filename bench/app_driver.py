@@ -39,18 +39,23 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(
-    workspace: Path, log_path: Path, script: str = "app.py", unset: Sequence[str] = (), **env: str
+    workspace: Path,
+    log_path: Path,
+    script: str = "app.py",
+    unset: Sequence[str] = (),
+    app_dir: Path = REPO,
+    **env: str,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """A fresh `streamlit run <script>` process on its own port and workspace, its output in log_path, with this
     process's environment less the variables named in `unset` plus `env`; yields (url, process) once the server
-    answers its health check."""
+    answers its health check. `app_dir`: the checkout whose app it runs (another commit's, for a baseline)."""
     port = free_port()
     inherited = {name: value for name, value in os.environ.items() if name not in unset}
     environment = inherited | {"PRISMA_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"} | env
     with log_path.open("w") as log:
         command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true"]
         process = subprocess.Popen(
-            [*command, "--server.port", str(port)], cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT
+            [*command, "--server.port", str(port)], cwd=app_dir, env=environment, stdout=log, stderr=subprocess.STDOUT
         )
         url = f"http://127.0.0.1:{port}"
         try:

@@ -27,7 +27,7 @@ from prisma_core.groups import (
 from ui import charts, levels
 from ui.cards import feature_options
 from ui.glossary import explain
-from ui.loaders import comparison, export_folder, metadata
+from ui.loaders import comparison, document_choices, document_vectors, export_folder, metadata
 from ui.map import document_map_view
 from ui.navigation import route_here
 from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
@@ -97,12 +97,8 @@ def refract_tab() -> None:
     st.markdown("The concepts active in one document, strongest first: the document “refracted” into features.")
     mode = st.radio("What to refract", ["A document", "Your own text"], horizontal=True, key="refract_mode")
     if mode == "A document":
-        position = st.selectbox(
-            "Document",
-            range(len(docs)),
-            format_func=lambda p: f"{docs.at[p, 'doc_id']} · {docs.at[p, 'title'] or snippet(docs.at[p, 'text'], 60)}",
-            key="refract_doc",
-        )
+        choices = document_choices(ws.uri, dataset.dataset_id)
+        position = st.selectbox("Document", range(len(docs)), format_func=choices.__getitem__, key="refract_doc")
         if (themes_line := levels.document_theme_caption(run, position)) is not None:
             st.caption(themes_line)
         show_concepts(refract_document(run, position))
@@ -128,7 +124,8 @@ def search_tab() -> None:
     limit = right.number_input("Results", 1, 100, 10, key="search_limit")
     if query.strip():
         try:
-            hits = search_documents(ws, run, query, int(limit))
+            vectors = document_vectors(ws.uri, dataset.dataset_id, run.record.embedding_key)
+            hits = search_documents(run, query, vectors, docs, int(limit))
         except PrismaError as error:
             st.error(md(error))
             return
@@ -190,7 +187,7 @@ def concept_query_tab() -> None:
     st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
     if not len(positions):
         return
-    matches = documents_by_positions(ws, dataset.dataset_id, positions)
+    matches = documents_by_positions(docs, positions)
     table = document_table(matches)
     strengths = pd.DataFrame(
         {f"strength {feature_name(f, '')}": run.codes[positions, f].toarray().ravel().round(4) for f in must}
@@ -202,7 +199,7 @@ def concept_query_tab() -> None:
     full = (
         matches[["doc_id", "title", "text"]]
         .join(strengths)
-        .join(ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True))
+        .join(metadata(ws.uri, dataset.dataset_id).iloc[positions].reset_index(drop=True))
     )
     st.download_button(
         "Download matching documents (CSV)",
@@ -221,11 +218,11 @@ def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
     st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
     if not len(positions):
         return
-    matches = documents_by_positions(ws, dataset.dataset_id, positions)
+    matches = documents_by_positions(docs, positions)
     table = pd.concat([document_table(matches), values], axis=1)
     st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results")
     full = matches[["doc_id", "title", "text"]].join(
-        ws.metadata(dataset.dataset_id).iloc[positions].reset_index(drop=True)
+        metadata(ws.uri, dataset.dataset_id).iloc[positions].reset_index(drop=True)
     )
     st.download_button(
         "Download matching documents (CSV)",

@@ -3,7 +3,25 @@
 import pandas as pd
 import streamlit as st
 
-from prisma_core.demo import (
+from prisma_core.embed import model_key
+from prisma_core.errors import PrismaError
+from ui.jobs import Job
+from ui.navigation import route_here
+from ui.runs import run_name, run_quality_note
+from ui.state import PAGES, RUN_KEY, current_dataset, embed_config, secret, select, workspace
+from ui.text import md
+
+route_here()
+
+st.title("Prisma")
+st.markdown(
+    "Prisma splits each document of a collection into a handful of **named concepts**, the way a prism splits "
+    "light into colours. Upload documents, train a sparse autoencoder on their embeddings, and explore the "
+    "concepts it finds: what they mean, which documents carry them, and how they group into families."
+)
+# What follows imports the pipeline (torch, scikit-learn) and the charts: only once the heading is on screen, so a
+# fresh server paints Home at once.
+from prisma_core.demo import (  # noqa: E402
     DEMO_DOCS_ENV,
     DEMO_FILE_ENV,
     DEMO_LICENCE,
@@ -14,26 +32,11 @@ from prisma_core.demo import (
     run_demo,
     save_local_copy,
 )
-from prisma_core.embed import model_key
-from prisma_core.errors import PrismaError
-from ui.jobs import Job
-from ui.navigation import route_here
-from ui.progress import job_panel, start_job
-from ui.runs import run_name, run_quality_note
-from ui.state import PAGES, RUN_KEY, current_dataset, embed_config, secret, select, workspace
-from ui.text import md
-from ui.themes import home_themes
-
-route_here()
+from ui.progress import job_panel, start_job  # noqa: E402
+from ui.themes import home_themes  # noqa: E402
 
 DEMO_JOB = "demo"
 
-st.title("Prisma")
-st.markdown(
-    "Prisma splits each document of a collection into a handful of **named concepts**, the way a prism splits "
-    "light into colours. Upload documents, train a sparse autoencoder on their embeddings, and explore the "
-    "concepts it finds: what they mean, which documents carry them, and how they group into families."
-)
 home_themes()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,6 @@ from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import NotFoundError
 from prisma_core.runs import LoadedRun, family_matrix
 from prisma_core.sae import feature_codes, load_sae
-from prisma_core.store import Workspace
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets."""
@@ -53,12 +53,36 @@ def with_labels(frame: pd.DataFrame, run: LoadedRun) -> pd.DataFrame:
     return frame.assign(strong=strong).merge(run.features[["feature_id", "label"]], on="feature_id", how="left")
 
 
-def search_documents(workspace: Workspace, run: LoadedRun, query: str, limit: int = 10) -> pd.DataFrame:
-    """Documents nearest to a free-text query in embedding space (LanceDB vector search)."""
-    vector = embed_texts([query], run_embed_config(run))[0]
-    hits = workspace.search_documents(run.record.dataset_id, run.record.embedding_key, vector, limit)
-    docs = workspace.documents(run.record.dataset_id, ["position", "title", "text"])
-    return hits.merge(docs, on="position", how="left")[["position", "doc_id", "title", "text", "distance"]]
+@dataclass(frozen=True)
+class DocumentVectors:
+    """A dataset's document vectors held in memory for exact cosine search: each row scaled to unit length once
+    (document vectors are averages of chunk vectors, so not unit-norm unless the embedding normalised them), row i
+    being the document at position i."""
+
+    unit: np.ndarray  # [n_documents, d] float32
+
+    @classmethod
+    def from_vectors(cls, vectors: np.ndarray) -> DocumentVectors:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return cls((vectors / np.maximum(norms, 1e-12)).astype(np.float32))
+
+    def nearest(self, query: np.ndarray, limit: int) -> pd.DataFrame:
+        """The `limit` documents nearest to `query` by cosine: position, distance (1 - cosine), nearest first."""
+        query = np.asarray(query, dtype=np.float32)
+        similarity = self.unit @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        limit = min(limit, len(similarity))
+        best = np.argpartition(-similarity, limit - 1)[:limit] if limit else np.empty(0, dtype=np.int64)
+        best = best[np.argsort(-similarity[best], kind="stable")]
+        return pd.DataFrame({"position": best.astype(np.int64), "distance": 1.0 - similarity[best].astype(np.float64)})
+
+
+def search_documents(
+    run: LoadedRun, query: str, vectors: DocumentVectors, documents: pd.DataFrame, limit: int = 10
+) -> pd.DataFrame:
+    """Documents nearest to a free-text query in embedding space, by exact cosine search over vectors in memory:
+    position, doc_id, title, text, distance. `documents`: the dataset's position, doc_id, title, text."""
+    hits = vectors.nearest(embed_texts([query], run_embed_config(run))[0], limit)
+    return hits.merge(documents, on="position", how="left")[["position", "doc_id", "title", "text", "distance"]]
 
 
 def search_features(run: LoadedRun, query: str) -> pd.DataFrame:
@@ -69,9 +93,9 @@ def search_features(run: LoadedRun, query: str) -> pd.DataFrame:
     return matches.sort_values("density", ascending=False)
 
 
-def documents_by_positions(workspace: Workspace, dataset_id: str, positions: np.ndarray) -> pd.DataFrame:
-    docs = workspace.documents(dataset_id, ["position", "doc_id", "title", "text"])
-    return docs.set_index("position").loc[positions].reset_index()
+def documents_by_positions(documents: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
+    """The rows of a dataset's documents (position, doc_id, title, text) at these positions, in their order."""
+    return documents.set_index("position").loc[positions].reset_index()
 
 
 LEVELS = ("theme", "family", "feature")

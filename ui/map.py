@@ -9,7 +9,7 @@ import streamlit as st
 
 from prisma_core.explore import document_map
 from prisma_core.pipeline import LoadedRun
-from ui.state import dataset_documents, workspace
+from ui.state import dataset_documents, revision, run_at, workspace
 from ui.text import snippet
 
 NO_THEME_NAME = "(no theme)"
@@ -30,8 +30,16 @@ def map_positions(workspace_path: str, run_id: str, dataset_id: str, embedding_k
 
 def map_points(run: LoadedRun) -> pd.DataFrame:
     """position, x, y, theme (name), doc_id, title, text (start) for every drawn document."""
+    return _map_points(workspace().uri, run.record.run_id, revision(run.record.run_id))
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _map_points(workspace_uri: str, run_id: str, revision: int) -> pd.DataFrame:
+    """map_points, kept per run and revision (themes and labels): naming thousands of dots took a large share of
+    every rerun of Home."""
+    run = run_at(workspace_uri, run_id, revision)
     record = run.record
-    points = map_positions(workspace().uri, record.run_id, record.dataset_id, record.embedding_key)
+    points = map_positions(workspace_uri, record.run_id, record.dataset_id, record.embedding_key)
     strongest = run.themes.strongest()
     labels = run.theme_info.set_index("theme_id")["label"]
     names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else NO_THEME_NAME for t in set(strongest.tolist())}

@@ -16,7 +16,7 @@ import threading
 
 import streamlit as st
 
-from ui.state import PAGES, sidebar
+from ui.state import PAGES, sidebar, start_script_run
 
 PAGE_TITLES = {
     "home": ("Home", ":material/home:"),
@@ -43,6 +43,7 @@ def pages() -> list[st.Page]:
 def run() -> None:
     """Route this run: set up the page, draw the sidebar, run the chosen page."""
     st.set_page_config(page_title="Prisma", page_icon=":material/change_history:", layout="wide")
+    start_script_run()
     all_pages = pages()
     page = st.navigation(all_pages, position="hidden")
     with st.sidebar:

@@ -8,19 +8,20 @@ which hands out the object itself instead of unpickling a copy on every rerun; p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
-from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import PrismaError
-from prisma_core.pipeline import LoadedRun
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
 from ui.jobs import JobRegistry
 from ui.runs import run_name
 from ui.text import md
+
+if TYPE_CHECKING:
+    from prisma_core.pipeline import LoadedRun
 
 PAGES = {
     "home": "pages/home.py",
@@ -41,11 +42,28 @@ EMBED_CONFIG_KEY = "embed_config"
 PENDING_SELECTION_KEY = "pending_selection"
 
 
+RUN_MEMO_KEY = "_read_this_run"
+"""Store reads kept for the rest of one script run; the router empties it when a run starts."""
+
+
 # -- shared resources -----------------------------------------------------------------------------------------
 
 
 STORAGE_SECRETS = "s3"
 """The secrets table ([s3] in .streamlit/secrets.toml) with the object store's settings for an s3:// workspace."""
+
+
+def start_script_run() -> None:
+    """Called by the router first thing in every run: what once_per_run kept is read again."""
+    st.session_state[RUN_MEMO_KEY] = {}
+
+
+def once_per_run(name: str, read: Callable[[], Any]) -> Any:
+    """read()'s answer, read once per script run (the sidebar and the page ask for the same lists)."""
+    memo = st.session_state.setdefault(RUN_MEMO_KEY, {})
+    if name not in memo:
+        memo[name] = read()
+    return memo[name]
 
 
 @st.cache_resource(show_spinner=False)
@@ -82,9 +100,11 @@ def revision(run_id: str) -> int:
     """Changes whenever a run's labels or families change, so cached views of the run are reloaded.
 
     It counts the store's table versions, which grow with every commit by any process (the command line, another
-    app server), plus this process's own bumps.
+    app server), plus this process's own bumps. The versions are read once per script run (four tables opened each
+    time, asked for by several views of a page).
     """
-    return _revisions().get(run_id, 0) + workspace().table_versions(RUN_TABLES)
+    versions = once_per_run("table_versions", lambda: workspace().table_versions(RUN_TABLES))
+    return _revisions().get(run_id, 0) + versions
 
 
 def bump_revision(run_id: str) -> None:
@@ -103,6 +123,8 @@ def revision_bumper(run_id: str) -> Callable[[], None]:
 
 @st.cache_resource(show_spinner="Loading the run…", max_entries=4)
 def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
+    from prisma_core import pipeline  # torch and scikit-learn: imported once a run is opened, not for every page
+
     return pipeline.load_run(workspace_at(workspace_path), run_id)
 
 
@@ -149,7 +171,7 @@ def sidebar() -> None:
     """Dataset and run pickers shared by every page (drawn by the router). The selected run is kept under RUN_KEY
     (plain state); the picker mirrors it."""
     ws = workspace()
-    datasets = {record.dataset_id: record for record in reversed(ws.datasets())}
+    datasets = {record.dataset_id: record for record in reversed(once_per_run("datasets", ws.datasets))}
     pending_dataset, pending_run = st.session_state.pop(PENDING_SELECTION_KEY, (None, None))
     _keep_valid(DATASET_KEY, datasets, pending_dataset)
     with st.sidebar:
@@ -200,7 +222,7 @@ def current_dataset() -> DatasetRecord | None:
     dataset_id = st.session_state.get(DATASET_KEY)
     if not dataset_id:
         return None
-    return next((d for d in workspace().datasets() if d.dataset_id == dataset_id), None)
+    return next((d for d in once_per_run("datasets", workspace().datasets) if d.dataset_id == dataset_id), None)
 
 
 def require_dataset() -> DatasetRecord:

@@ -79,9 +79,16 @@ def theme_documents(run: LoadedRun, theme_id: int, n: int, members: sp.csc_matri
 
 def theme_families(run: LoadedRun, theme_id: int) -> list[NamedFamily]:
     """The families whose parent feature belongs to the theme, largest first."""
-    theme_of = run.features.set_index("feature_id")["theme_id"]
-    chosen = [f for f in run.families if int(theme_of.get(f.parent, NO_THEME)) == theme_id]
-    return sorted(chosen, key=lambda f: -len(f.members))
+    return families_of_themes(run).get(theme_id, [])
+
+
+def families_of_themes(run: LoadedRun) -> dict[int, list[NamedFamily]]:
+    """theme_id -> the families whose parent feature belongs to it, largest first (one pass over the families)."""
+    theme_of = dict(zip(run.features["feature_id"].tolist(), run.features["theme_id"].tolist(), strict=True))
+    grouped: dict[int, list[NamedFamily]] = {}
+    for family in sorted(run.families, key=lambda f: -len(f.members)):
+        grouped.setdefault(int(theme_of.get(family.parent, NO_THEME)), []).append(family)
+    return grouped
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -172,7 +179,8 @@ def families_by_theme(run: LoadedRun, families: list[NamedFamily]) -> list[Named
     """Families page: a theme picker (one theme at a time keeps the graph readable); returns its families."""
     if run.themes is None or not families:
         return families
-    counts = {t: len(theme_families(run, t)) for t in run.theme_info["theme_id"]}
+    grouped = families_of_themes(run)
+    counts = {t: len(grouped.get(t, [])) for t in run.theme_info["theme_id"]}
     options = [ALL_THEMES, *[t for t, n in counts.items() if n]]
     default = current_theme(run) if counts.get(current_theme(run)) else (options[1] if len(options) > 1 else ALL_THEMES)
     theme_id = st.selectbox(
@@ -187,7 +195,7 @@ def families_by_theme(run: LoadedRun, families: list[NamedFamily]) -> list[Named
         key="family_theme",
         help="Families are drawn one theme at a time; a family belongs to the theme of its general concept.",
     )
-    return families if theme_id == ALL_THEMES else theme_families(run, theme_id)
+    return families if theme_id == ALL_THEMES else grouped.get(theme_id, [])
 
 
 def theme_detail(run: LoadedRun, key: str) -> None:

@@ -13,7 +13,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import common, embedding, end_to_end, families, fast_cpu, gpu, quality, run_all, sae_training, scale, search
+from bench import (
+    app_latency,
+    common,
+    embedding,
+    end_to_end,
+    families,
+    fast_cpu,
+    gpu,
+    quality,
+    run_all,
+    sae_training,
+    scale,
+    search,
+)
 from bench.app_memory import TreeSampler, process_tree, status_mb, tree_rss_mb
 from prisma_core.embed import EmbedConfig, model_key, openvino_installed
 
@@ -138,6 +151,27 @@ def test_quality_quick_scores_every_level_against_the_baselines(cache_dir: Path)
         assert levels[level]["label_score"] > levels[level]["label_score_shuffled"]
     text = quality.markdown(result)
     assert "mean best-F1" in text and "themes at or above k-means K" in text
+
+
+def test_app_latency_quick_times_both_apps_and_both_searches(cache_dir: Path) -> None:
+    result = app_latency.run(quick=True, cache_dir=cache_dir)
+    assert result["documents"] == app_latency.QUICK_DOCS and result["baseline"] == app_latency.BASELINE
+    assert set(result["apps"]) == {"baseline", "prisma"}
+    for app in result["apps"].values():
+        assert len(app["first_paint_s"]) == 1 and positive(app["first_paint_s"][0])
+        assert list(app["pages"]) == list(app_latency.PAGES)
+        for summary in app["pages"].values():
+            assert summary["visits"] == app_latency.QUICK_ROUNDS
+            assert positive(summary["first_visit"]["done_s"])
+            for measure in ("heading_s", "done_s"):
+                assert positive(summary[measure]["p50"]) and summary[measure]["p50"] <= summary[measure]["p95"]
+            assert summary["heading_s"]["p95"] <= summary["done_s"]["p95"]  # the heading shows before the run ends
+    assert [s["rows"] for s in result["search"]] == [app_latency.QUICK_DOCS, app_latency.QUICK_SEARCH_ROWS]
+    for searched in result["search"]:
+        assert searched["recall_at_10"] == pytest.approx(1.0)  # below the index threshold both are exact
+        assert positive(searched["numpy_p50_ms"]) and positive(searched["store_p50_ms"]) and positive(searched["ratio"])
+    text = app_latency.markdown(result)
+    assert "First paint of Home" in text and "LanceDB / numpy" in text
 
 
 def test_cli_stage_seconds_are_parsed() -> None:

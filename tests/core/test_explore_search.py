@@ -1,0 +1,61 @@
+"""Semantic search from vectors in memory (DocumentVectors) against LanceDB's exact search through the store."""
+
+import numpy as np
+import pytest
+from small_run import SmallRun
+
+from prisma_core import pipeline
+from prisma_core.embed import embed_texts
+from prisma_core.explore import DocumentVectors, run_embed_config, search_documents
+from prisma_core.store import Workspace
+
+QUERIES = ["the central bank raised interest rates", "a striker scored in the cup final", "new mobile phones"]
+
+
+@pytest.fixture(scope="module")
+def searched(small_run: SmallRun):
+    workspace = Workspace(small_run.path)
+    run = pipeline.load_run(workspace, small_run.run.run_id)
+    vectors = workspace.vectors(small_run.dataset_id, run.record.embedding_key)
+    return workspace, run, vectors
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_in_memory_search_finds_the_stores_top_k(searched, query: str) -> None:
+    workspace, run, vectors = searched
+    query_vector = embed_texts([query], run_embed_config(run))[0]
+    found = DocumentVectors.from_vectors(vectors).nearest(query_vector, 10)
+    store = workspace.search_documents(run.record.dataset_id, run.record.embedding_key, query_vector, 10)
+    assert found["position"].tolist() == store["position"].tolist()
+    assert found["distance"].to_numpy() == pytest.approx(store["distance"].to_numpy(), abs=1e-5)
+
+
+def test_in_memory_search_is_exact_brute_force_cosine(searched) -> None:
+    _, _, vectors = searched
+    query = vectors[:5].mean(axis=0)
+    cosine = vectors @ query / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(query))
+    found = DocumentVectors.from_vectors(vectors).nearest(query, len(vectors) + 5)  # more than there are: all
+    assert found["position"].tolist() == np.argsort(-cosine, kind="stable").tolist()
+    assert found["distance"].to_numpy() == pytest.approx(1 - np.sort(cosine)[::-1], abs=1e-5)
+    assert DocumentVectors.from_vectors(vectors).nearest(query, 0).empty
+
+
+def test_document_vectors_are_unit_length_rows_in_position_order(searched) -> None:
+    _, _, vectors = searched
+    unit = DocumentVectors.from_vectors(vectors).unit
+    assert unit.dtype == np.float32 and unit.shape == vectors.shape
+    assert np.linalg.norm(unit, axis=1) == pytest.approx(1.0, abs=1e-5)
+    assert np.linalg.norm(vectors, axis=1).std() > 0  # the stored vectors are not unit-norm themselves
+    cosine_first_two = vectors[0] @ vectors[1] / (np.linalg.norm(vectors[0]) * np.linalg.norm(vectors[1]))
+    assert unit[0] @ unit[1] == pytest.approx(cosine_first_two, abs=1e-5)
+
+
+def test_search_documents_names_the_documents_found(searched) -> None:
+    workspace, run, vectors = searched
+    documents = workspace.documents(run.record.dataset_id, ["position", "doc_id", "title", "text"])
+    hits = search_documents(run, QUERIES[0], DocumentVectors.from_vectors(vectors), documents, 5)
+    assert list(hits.columns) == ["position", "doc_id", "title", "text", "distance"]
+    assert len(hits) == 5 and hits["distance"].is_monotonic_increasing
+    by_position = documents.set_index("position")
+    assert hits["doc_id"].tolist() == by_position.loc[hits["position"], "doc_id"].tolist()
+    assert hits["text"].tolist() == by_position.loc[hits["position"], "text"].tolist()
