@@ -10,7 +10,6 @@ from prisma_core import pipeline
 from prisma_core.embed import (
     DEFAULT_MODEL,
     EmbedConfig,
-    model_key,
     resolve_backend,
     resolve_config_precision,
     resolve_device,
@@ -21,7 +20,7 @@ from ui.config_form import config_inputs
 from ui.loaders import token_statistics
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, embed_config, require_dataset, set_embed_config, workspace
+from ui.state import PAGES, embed_config, require_dataset, set_embed_config, vector_space, workspace
 from ui.text import md
 
 route_here()
@@ -87,18 +86,18 @@ except PrismaError as error:
 device = resolve_device(config.device)
 precision = resolve_config_precision(config)
 speed = f"{runtime} {precision}" + (", the fast path" if precision in ("bf16", "int8") else "")
-st.caption(f"Runs on **{device}** with **{speed}**. Vector space: {md(model_key(config))}")
+st.caption(f"Runs on **{device}** with **{speed}**. Vector space: {md(vector_space(config))}")
 
 with st.expander("Token statistics: how documents split into windows"):
     if st.toggle("Count tokens", key="count_tokens"):
         show_token_statistics(config)
 
-job_key = f"embed:{dataset.dataset_id}:{model_key(config)}"
+job_key = f"embed:{dataset.dataset_id}:{vector_space(config)}"
 job = job_panel(job_key)
 if job is not None and job.status == "done" and isinstance(job.result, EmbedSummary):
     show_summary(job.result)
 running = job is not None and job.running
-embedded = workspace().has_vectors(dataset.dataset_id, model_key(config))
+embedded = workspace().has_vectors(dataset.dataset_id, vector_space(config))
 if embedded and not running:
     set_embed_config(config)
     st.success(f"“{md(dataset.name)}” is embedded with this model: you can train an SAE.", icon=":material/check:")

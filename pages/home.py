@@ -3,12 +3,11 @@
 import pandas as pd
 import streamlit as st
 
-from prisma_core.embed import model_key
 from prisma_core.errors import PrismaError
 from ui.jobs import Job
 from ui.navigation import route_here
 from ui.runs import run_name, run_quality_note
-from ui.state import PAGES, RUN_KEY, current_dataset, embed_config, secret, select, workspace
+from ui.state import PAGES, RUN_KEY, current_dataset, embed_config, secret, select, vector_space, workspace
 from ui.text import md
 
 route_here()
@@ -130,7 +129,7 @@ st.subheader("Next step")
 dataset = current_dataset()
 if dataset is None:
     st.markdown("Pick a dataset in the sidebar.")
-elif not ws.has_vectors(dataset.dataset_id, model_key(embed_config())):
+elif not ws.has_vectors(dataset.dataset_id, vector_space(embed_config())):
     st.markdown(f"“{md(dataset.name)}” is not embedded yet: compute its embeddings.")
     st.page_link(PAGES["embeddings"], label="Embed the documents", icon=":material/scatter_plot:")
 elif not ws.runs(dataset.dataset_id):

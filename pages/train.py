@@ -6,7 +6,6 @@ import streamlit as st
 
 from prisma_core import pipeline
 from prisma_core.config_docs import field_help
-from prisma_core.embed import model_key
 from prisma_core.errors import PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import RunSummary
@@ -20,7 +19,7 @@ from ui.loaders import diagnostics, embedding_dim
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.runs import detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
-from ui.state import PAGES, RUN_KEY, embed_config, require_dataset, revision, select, workspace
+from ui.state import PAGES, RUN_KEY, embed_config, require_dataset, revision, select, vector_space, workspace
 from ui.tables import rows_table
 from ui.text import md
 
@@ -45,8 +44,8 @@ st.markdown(
 explain("sparse autoencoder (SAE)", "expansion factor", "k", "epoch", "detail captured", "overfitting")
 
 embedding = embed_config()
-vector_space = model_key(embedding)
-if not ws.has_vectors(dataset.dataset_id, vector_space):
+space = vector_space(embedding)
+if not ws.has_vectors(dataset.dataset_id, space):
     st.warning(
         f"“{md(dataset.name)}” has no embeddings with {md(embedding.model)} yet: embed it first, then come back.",
         icon=":material/warning:",
@@ -169,7 +168,7 @@ def selected_run_section(run_id: str) -> None:
             st.rerun()
 
 
-dim = embedding_dim(ws.uri, dataset.dataset_id, vector_space)
+dim = embedding_dim(ws.uri, dataset.dataset_id, space)
 st.caption(f"{dataset.n_documents:,} documents, {dim} dimensions each ({md(embedding.model)})")
 job_key = f"train:{dataset.dataset_id}"
 job = job_panel(job_key, on_success=on_trained, live_chart=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
-from prisma_core.embed import EmbedConfig
+from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import PrismaError
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
 from ui.jobs import JobRegistry
@@ -139,6 +139,14 @@ def dataset_documents(dataset_id: str) -> pd.DataFrame:
 def embed_config() -> EmbedConfig:
     """The embedding settings chosen on the Embeddings page (defaults until then); training uses the same space."""
     return st.session_state.get(EMBED_CONFIG_KEY) or EmbedConfig()
+
+
+@st.cache_data(show_spinner="Preparing the embedding model for this computer (once per machine, about a minute)…")
+def vector_space(config: EmbedConfig) -> str:
+    """The vector space `config` embeds into (`model_key`), kept for the session's life. On a CPU with int8
+    arithmetic the first answer on a machine quantizes the model and checks its accuracy (embed/quantize.py); every
+    later one is read from disk, and from this cache without touching the disk."""
+    return model_key(config)
 
 
 def set_embed_config(config: EmbedConfig) -> None:

@@ -138,12 +138,17 @@ def check_folder(model: str) -> Path:
 
 def int8_check(model: str) -> Int8Check | None:
     """The int8 model's check on this machine: read from its cache folder, else measured now by quantizing the model
-    (once per machine; the model is then compiled and ready for this process). None when no cache could keep it."""
+    (once per machine; the model is then compiled and ready for this process). None when the model cannot be
+    loaded or no cache could keep the check."""
     path = check_folder(model) / CHECK_FILE
     if not path.is_file():
         from prisma_core.embed import openvino_backend
 
-        openvino_backend.load_encoder(EmbedConfig(model=model, precision="int8", backend="openvino"))
+        try:
+            openvino_backend.load_encoder(EmbedConfig(model=model, precision="int8", backend="openvino"))
+        except EmbeddingError as error:  # a model that cannot load: the embedding itself will say why
+            logger.warning("No int8 model of %s: %s", model, error)
+            return None
     try:
         return Int8Check(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
@@ -159,7 +164,7 @@ def auto_int8(model: str, min_mean_cosine: float | None = None, min_cosine: floa
     )
     check = int8_check(model)
     failure = (
-        f"its accuracy check could not be kept in {check_folder(model)}"
+        f"no accuracy check: the model could not be quantized, or its check kept in {check_folder(model)}"
         if check is None
         else check.failure(*thresholds)
     )

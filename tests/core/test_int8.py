@@ -128,3 +128,10 @@ def test_workspace_keeps_int8_and_bf16_vectors_apart(int8_cache, tmp_path: Path,
     assert not np.allclose(int8_vectors, bf16_vectors, atol=1e-4)
     assert cosines(int8_vectors, bf16_vectors).min() >= quantize.MIN_COSINE
     assert pipeline.embed_dataset(workspace, dataset_id, INT8).n_computed == 0
+
+
+def test_a_model_that_cannot_load_is_not_quantized_and_auto_stays_in_floating_point():
+    space = model_key(EmbedConfig(model="/nonexistent/prisma-model"))
+    assert space.startswith("/nonexistent/prisma-model|") and not space.endswith("int8")
+    with pytest.raises(EmbeddingError, match="Could not load the embedding model"):
+        embed_texts(["a text"], EmbedConfig(model="/nonexistent/prisma-model"))
