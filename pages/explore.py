@@ -281,14 +281,16 @@ def compare_tab() -> None:
 
 def downloads_tab() -> None:
     st.markdown("Everything this run produced, to use elsewhere.")
-    run_id = run.record.run_id
+    # The files are made when a button is clicked, outside the script run: everything they depend on is read here.
+    uri, run_id = ws.uri, run.record.run_id
+    run_revision = revision(run_id)
 
     def exported(name: str) -> bytes:
-        return (export_folder(ws.uri, run_id, revision(run_id)) / name).read_bytes()
+        return (export_folder(uri, run_id, run_revision) / name).read_bytes()
 
     st.download_button(
         "Labels (CSV)",
-        lambda: features_csv(export_folder(ws.uri, run_id, revision(run_id))),
+        lambda: features_csv(export_folder(uri, run_id, run_revision)),
         "labels.csv",
         "text/csv",
         key="download_labels",

@@ -13,6 +13,7 @@ MARKS_BY_PATH = {
     "app": ["slow"],
     "benchmarks": ["slow"],
     "browser": ["browser"],
+    "core/test_int8.py": ["slow"],  # quantizes the real model into a fresh cache: about a minute
     "reliability": ["slow"],
     "reliability/test_reliability_load.py": ["load"],
 }
