@@ -1,7 +1,8 @@
-"""`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START TAU REPEATS`: one session
+"""`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START ITERATIONS REPEATS`: one session
 rebuilding families.
 
-Rebuilds the run's families at tau REPEATS times in a row, starting at the wall-clock time START (after the imports).
+Rebuilds the run's families with ITERATIONS rounds, REPEATS times in a row, starting at the wall-clock time START
+(after the imports).
 """
 
 import sys
@@ -12,11 +13,11 @@ from prisma_core.families import FamilyConfig
 from prisma_core.store import Workspace
 
 
-def main(workspace_path: str, run_id: str, start: str, tau: str, repeats: str) -> int:
+def main(workspace_path: str, run_id: str, start: str, iterations: str, repeats: str) -> int:
     workspace = Workspace(workspace_path)
     time.sleep(max(0.0, float(start) - time.time()))
     for _ in range(int(repeats)):
-        pipeline.rebuild_families(workspace, run_id, FamilyConfig(tau=float(tau)))
+        pipeline.rebuild_families(workspace, run_id, FamilyConfig(iterations=int(iterations)))
     return 0
 
 

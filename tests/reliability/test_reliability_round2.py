@@ -75,21 +75,22 @@ def members_of(families: list[NamedFamily]) -> list[list[int]]:
 
 
 def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Trained) -> None:
-    expected = {tau: [f.members for f in find_families(trained.codes, FamilyConfig(tau=tau))] for tau in (0.1, 0.5)}
-    assert len(expected[0.1]) != len(expected[0.5])
+    # two rebuilds with different results (on these 60 articles tau changes nothing: the forest's edges weigh 1)
+    expected = {n: [f.members for f in find_families(trained.codes, FamilyConfig(iterations=n))] for n in (1, 3)}
+    assert len(expected[1]) != len(expected[3])
     workspace = Workspace(trained.path)
     allowed = [*expected.values(), members_of(workspace.families(trained.run_id))]
     start = str(time.time() + 12)
     writer = str(REPO / "tests" / "helpers" / "reliability_family_writer.py")
     writers = [
         subprocess.Popen(
-            [sys.executable, writer, str(trained.path), trained.run_id, start, str(tau), "6"],
+            [sys.executable, writer, str(trained.path), trained.run_id, start, str(iterations), "6"],
             cwd=REPO,
             env=os.environ | {"PYTHONPATH": str(REPO)},
             stderr=subprocess.PIPE,
             text=True,
         )
-        for tau in expected
+        for iterations in expected
     ]
     seen = 0
     while any(writer.poll() is None for writer in writers):  # a reader never sees a mix, or no families
@@ -367,17 +368,17 @@ def families_caption(at) -> str:
 
 def test_new_sessions_show_families_rebuilt_from_the_command_line(trained: Trained, monkeypatch) -> None:
     monkeypatch.setenv(WORKSPACE_ENV, str(trained.path))
-    counts = {tau: len(find_families(trained.codes, FamilyConfig(tau=tau))) for tau in (0.2, 0.6)}
-    assert counts[0.2] != counts[0.6]
-    assert cli_main("families", "--tau", "0.2", workspace=trained.path) == 0
+    counts = {n: len(find_families(trained.codes, FamilyConfig(iterations=n))) for n in (1, 3)}
+    assert counts[1] != counts[3]
+    assert cli_main("families", "--iterations", "1", workspace=trained.path) == 0
     first = open_page(new_app(trained.dataset_id, trained.run_id), "families")
-    assert families_caption(first).startswith(f"{counts[0.2]} families over")
+    assert families_caption(first).startswith(f"{counts[1]} families over")
 
-    assert cli_main("families", "--tau", "0.6", workspace=trained.path) == 0
+    assert cli_main("families", "--iterations", "3", workspace=trained.path) == 0
 
     second = open_page(new_app(trained.dataset_id, trained.run_id), "families")
     assert not second.exception
-    assert families_caption(second).startswith(f"{counts[0.6]} families over")
+    assert families_caption(second).startswith(f"{counts[3]} families over")
 
 
 # -- 8. a full disk during the weights write -------------------------------------------------------------------
