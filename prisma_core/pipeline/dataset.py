@@ -76,7 +76,8 @@ def embed_dataset(
     n_chunks = n_tokens = 0
     for start in range(0, len(missing), slice_documents):
         part = missing.iloc[start : start + slice_documents]
-        embedded = embed_documents(part["text"].tolist(), config, _slice_progress(progress, start, len(part), missing))
+        report = _slice_progress(progress, start, len(part), len(missing))
+        embedded = embed_documents(part["text"].tolist(), config, report)
         computed = dict(zip(part["text_hash"], embedded.vectors, strict=True))
         _save_known(workspace, dataset_id, key, todo, computed)
         n_chunks += int(embedded.chunking.chunks_per_doc.sum())
@@ -104,9 +105,8 @@ def _save_known(
         workspace.save_vectors(dataset_id, key, vectors, rows["position"].to_numpy())
 
 
-def _slice_progress(progress: ProgressCallback, start: int, size: int, missing: pd.DataFrame) -> ProgressCallback:
+def _slice_progress(progress: ProgressCallback, start: int, size: int, total: int) -> ProgressCallback:
     """A slice's progress (tokens of the slice) reported as documents of the whole embedding."""
-    total = len(missing)
 
     def report(event: Progress) -> None:
         done = start + round(size * event.done / max(event.total, 1))
