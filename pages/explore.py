@@ -1,6 +1,8 @@
 """Explore: refract a document or any text into concepts, search by meaning, query by concepts, compare groups,
 and download everything."""
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -38,6 +40,14 @@ route_here()
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
 DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
+EXPORTS = [  # (button, file in the run's export folder, type)
+    ("Activations per document and feature (Parquet)", "activations.parquet", None),
+    ("Families (JSON)", "families.json", "application/json"),
+    ("Themes (JSON)", "themes.json", "application/json"),
+    ("Documents with their themes (Parquet)", "documents.parquet", None),
+    ("SAE weights (safetensors)", "sae.safetensors", None),
+    ("Run configuration and metrics (JSON)", "config.json", None),
+]
 
 dataset = require_dataset()
 run = require_run()
@@ -201,13 +211,18 @@ def concept_query_tab() -> None:
         .join(strengths)
         .join(metadata(ws.uri, dataset.dataset_id).iloc[positions].reset_index(drop=True))
     )
-    st.download_button(
-        "Download matching documents (CSV)",
-        lambda: spreadsheet_csv(full),
-        file_name="matching_documents.csv",
-        mime="text/csv",
-        key="download_matches",
-    )
+    matches_download(full)
+
+
+def matches_download(full: pd.DataFrame) -> None:
+    download("Download matching documents (CSV)", lambda: spreadsheet_csv(full), "matching_documents.csv", "text/csv")
+
+
+def download(label: str, make: Callable[[], bytes | str], file_name: str, mime: str | None) -> None:
+    """The file is made on click; the click does not rerun the page, so a rerun cannot retire the file before the
+    browser fetches it, and the analyst's view stays as it was."""
+    key = "download_" + file_name.split(".")[0]
+    st.download_button(label, make, file_name=file_name, mime=mime, key=key, on_click="ignore")
 
 
 def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
@@ -224,13 +239,7 @@ def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
     full = matches[["doc_id", "title", "text"]].join(
         metadata(ws.uri, dataset.dataset_id).iloc[positions].reset_index(drop=True)
     )
-    st.download_button(
-        "Download matching documents (CSV)",
-        lambda: full.to_csv(index=False),
-        file_name="matching_documents.csv",
-        mime="text/csv",
-        key="download_matches",
-    )
+    matches_download(full)
 
 
 def grouping(name: str, column: pd.Series) -> pd.Series:
@@ -288,41 +297,9 @@ def downloads_tab() -> None:
     def exported(name: str) -> bytes:
         return (export_folder(uri, run_id, run_revision) / name).read_bytes()
 
-    st.download_button(
-        "Labels (CSV)",
-        lambda: features_csv(export_folder(uri, run_id, run_revision)),
-        "labels.csv",
-        "text/csv",
-        key="download_labels",
-    )
-    st.download_button(
-        "Activations per document and feature (Parquet)",
-        lambda: exported("activations.parquet"),
-        "activations.parquet",
-        key="download_activations",
-    )
-    st.download_button(
-        "Families (JSON)",
-        lambda: exported("families.json"),
-        "families.json",
-        "application/json",
-        key="download_families",
-    )
-    st.download_button(
-        "Themes (JSON)", lambda: exported("themes.json"), "themes.json", "application/json", key="download_themes"
-    )
-    st.download_button(
-        "Documents with their themes (Parquet)",
-        lambda: exported("documents.parquet"),
-        "documents.parquet",
-        key="download_documents",
-    )
-    st.download_button(
-        "SAE weights (safetensors)", lambda: exported("sae.safetensors"), "sae.safetensors", key="download_weights"
-    )
-    st.download_button(
-        "Run configuration and metrics (JSON)", lambda: exported("config.json"), "config.json", key="download_config"
-    )
+    download("Labels (CSV)", lambda: features_csv(export_folder(uri, run_id, run_revision)), "labels.csv", "text/csv")
+    for label, name, mime in EXPORTS:
+        download(label, lambda name=name: exported(name), name, mime)
     st.caption("Matching documents of a concept query download from the Concept query tab.")
 
 
