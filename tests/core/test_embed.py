@@ -28,6 +28,7 @@ from prisma_core.embed import (
 )
 from prisma_core.embed import config as embed_config
 from prisma_core.embed import model as embed_model
+from prisma_core.embed.chunking import encode_chunks
 from prisma_core.embed.torch_backend import torch_pooler
 from prisma_core.errors import EmbeddingError
 
@@ -141,6 +142,47 @@ def test_openvino_backend_pools_exactly_what_torch_pools(bbc, encoder):
     assert openvino_vectors.chunking.chunks_per_doc.tolist() == torch_vectors.chunking.chunks_per_doc.tolist()
     assert openvino_vectors.chunking.chunks_per_doc[0] == 3
     np.testing.assert_allclose(openvino_vectors.vectors, torch_vectors.vectors, atol=1e-5)
+
+
+class ShapeRecorder:
+    """The real compiled model, noting the shape of every batch it is given."""
+
+    def __init__(self, compiled) -> None:
+        self.compiled, self.shapes = compiled, []
+
+    def create_infer_request(self):
+        request, shapes = self.compiled.create_infer_request(), self.shapes
+
+        class Recording:
+            def infer(self, inputs):
+                shapes.append(inputs["input_ids"].shape)
+                return request.infer(inputs)
+
+        return Recording()
+
+
+@pytest.mark.slow  # converts the model to OpenVINO
+def test_openvino_batches_come_in_few_shapes(bbc):
+    """OpenVINO keeps kernels for every input shape it meets: batches padded to steps of SHAPE_STEP tokens meet at most
+    window / step lengths, where padding to the longest chunk met one per distinct length (hundreds of MB)."""
+    compiled, cached = openvino_backend._compiled(DEFAULT_MODEL, "fp32")
+    recorder = ShapeRecorder(compiled)
+    texts = bbc["text"].head(120).tolist() + [text[: 40 * n] for n, text in enumerate(bbc["text"].head(60), 1)]
+    chunking = plan_chunks(cached, texts)
+    pool = embed_model.bounded(openvino_backend.openvino_pooler(recorder, cached.tokenizer))
+    padded = encode_chunks(pool, chunking.chunk_ids, cached.get_embedding_dimension(), 16)
+    lengths = {length for _, length in recorder.shapes}
+    assert len({len(ids) for ids in chunking.chunk_ids}) > 40  # many distinct chunk lengths went in ...
+    assert all(length % openvino_backend.SHAPE_STEP == 0 for length in lengths)  # ... few batch lengths came out
+    assert len(lengths) <= 8  # windows of at most 256 tokens, in steps of 32
+    exact = np.stack(
+        [compiled.create_infer_request().infer(single(cached, ids))[0][0] for ids in chunking.chunk_ids[:8]]
+    )
+    np.testing.assert_allclose(padded[:8], exact, atol=1e-5)  # padding is masked: the same vectors
+
+
+def single(cached, ids: list[int]) -> dict[str, np.ndarray]:
+    return {"input_ids": np.asarray([ids], np.int64), "attention_mask": np.ones((1, len(ids)), np.int64)}
 
 
 @pytest.mark.parametrize(
