@@ -13,7 +13,7 @@ from prisma_core import analysis
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import NotFoundError
 from prisma_core.runs import LoadedRun, family_matrix
-from prisma_core.sae import feature_codes, load_sae
+from prisma_core.sae.weights import read_weights
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets."""
@@ -37,8 +37,7 @@ def run_embed_config(run: LoadedRun) -> EmbedConfig:
 def refract_text(run: LoadedRun, text: str) -> pd.DataFrame:
     """The active concepts of any text: feature_id, value, label; strongest first."""
     vector = embed_texts([text], run_embed_config(run))
-    model, _ = load_sae(run.weights)
-    codes = feature_codes(model, vector)
+    codes = read_weights(run.weights).feature_codes(vector)
     return with_labels(analysis.document_features(codes, 0), run)
 
 

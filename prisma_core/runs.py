@@ -15,6 +15,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
+from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.location import Location
 from prisma_core.store.schemas import KEYWORD_SOURCE
@@ -73,13 +74,10 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
 def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
     stored = workspace.run_or_latest(run_id, dataset_id)
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
-    from prisma_core.sae import load_sae  # torch, only when a run's weights are read
-
     weights = workspace.location(record.weights_dir)
-    model, _ = load_sae(weights)
+    directions = read_weights(weights).decoder_directions()  # [n_features, d]
     n_docs = workspace.dataset(record.dataset_id).n_documents
     rows = workspace.activations(record.run_id)
-    directions = model.decoder_directions().detach().cpu().numpy()  # [n_features, d]
     codes = analysis.codes_from_rows(
         rows["position"].to_numpy(),
         rows["feature_id"].to_numpy(),

@@ -38,7 +38,7 @@ import numpy as np
 
 from prisma_core.embed import resolve_config_precision
 from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
-from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model
+from prisma_core.embed.model import LOADING, SHAPE_STEP, Encoder, Pooler, load_model
 from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.errors import EmbeddingError
 
@@ -48,12 +48,6 @@ import openvino  # noqa: E402
 _MODEL_FILE = "model.xml"
 _TOKENIZER_DIR = "tokenizer"
 _ENCODER_FILE = "encoder.json"
-
-SHAPE_STEP = 32
-"""Batches are padded to a multiple of this many tokens. OpenVINO's CPU plugin keeps compiled kernels for every input
-shape it meets, and never frees them: padded to the longest chunk, 2,000 articles met some 600 shapes and held 600
-MB more at int8 (210 MB at bf16); padded to steps of 32 they meet a few dozen, hold about 100 MB, and run 8% faster
-at the same vectors (cosine >= 0.9996). BENCHMARKS.md, section 8."""
 
 conversions = 0
 """Models this process converted (not loaded from the cache): the tests read it."""

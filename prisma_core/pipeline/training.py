@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis
+from prisma_core import analysis, sae  # sae's torch parts import when a run is trained, not when one is read
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.embed.cache import embed_cached
 from prisma_core.errors import NotFoundError, StoreError, TrainingError
@@ -31,16 +31,7 @@ from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, co
 from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, family_matrix, load_run
-from prisma_core.sae import (
-    SAEConfig,
-    TopKSAE,
-    check_config,
-    feature_codes,
-    resolve_device,
-    save_sae,
-    suggest_config,
-    train_sae,
-)
+from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
 from prisma_core.themes import ThemeConfig, Themes, build_themes
 
@@ -83,13 +74,13 @@ def train_run(
     vectors = workspace.vectors(dataset_id, key)
     sae_config = sae_config or suggest_config(len(vectors), vectors.shape[1])
     warnings = check_config(sae_config, len(vectors), vectors.shape[1])
-    resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
+    sae.resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
     run_id, run_dir = workspace.new_run_dir()
     seconds: dict[str, float] = {}
     try:
         with _timed(seconds, "train"):
-            result = train_sae(vectors, sae_config, progress, should_stop)
-            save_sae(result.model, result.config, run_dir)
+            result = sae.train_sae(vectors, sae_config, progress, should_stop)
+            sae.save_sae(result.model, result.config, run_dir)
         with _timed(seconds, "analyse"):
             codes = _store_codes(workspace, run_id, result.model, vectors)
             labeller = _store_features(
@@ -215,8 +206,8 @@ def _texts_of_dataset_still_there(workspace: Workspace, dataset_id: str) -> list
     return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
 
 
-def _store_codes(workspace: Workspace, run_id: str, model: TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
-    codes = feature_codes(model, vectors)
+def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
+    codes = sae.feature_codes(model, vectors)
     coo = codes.tocoo()
     workspace.save_activations(run_id, coo.row, coo.col, coo.data)
     return codes

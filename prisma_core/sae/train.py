@@ -13,6 +13,7 @@ from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae.config import SAEConfig, check_config
 from prisma_core.sae.loss import fvu, matryoshka_fvu, prefix_reconstructions, sae_loss, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
+from prisma_core.sae.weights import codes_matrix
 
 STAGE = "train_sae"
 MEDIAN_SAMPLE = 4096
@@ -327,18 +328,6 @@ def _final_metrics(
         "n_train": len(train_index),
         "n_holdout": len(holdout_index),
     }
-
-
-def codes_matrix(values: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_matrix:
-    """Top-k codes ([n, k] values and feature indices) as a sparse [n, n_features] matrix; zeros dropped."""
-    n_docs, k = values.shape
-    matrix = sp.csr_matrix(
-        (values.ravel(), indices.ravel(), np.arange(0, n_docs * k + 1, k)),
-        shape=(n_docs, n_features),
-    )
-    matrix.eliminate_zeros()
-    matrix.sort_indices()
-    return matrix
 
 
 def feature_codes(model: TopKSAE, embeddings: np.ndarray, batch_size: int = 4096) -> sp.csr_matrix:

@@ -213,3 +213,6 @@ def test_warm_run_embeds_nothing_and_loads_no_model(bbc, tmp_path):
     )
     assert cold_labels["score_embedding"].notna().any()
     pd.testing.assert_frame_equal(cold_labels, warm_labels)
+    # reading a run (here: exporting it, as the app's pages read it) needs no torch: the SAE is read as numpy arrays
+    assert imported_by("export", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "out")) == {"lancedb"}
+    assert (tmp_path / "out" / "sae.safetensors").is_file()

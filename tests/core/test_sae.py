@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +17,10 @@ from prisma_core.sae import (
     TrainResult,
     check_config,
     encode,
+    feature_codes,
     fvu,
     load_sae,
+    read_weights,
     save_sae,
     suggest_config,
     topk_aux_loss,
@@ -24,6 +28,7 @@ from prisma_core.sae import (
 )
 from prisma_core.sae import train as sae_train
 
+REPO = Path(__file__).resolve().parents[2]
 SMALL = SAEConfig(expansion_factor=2, k=16, epochs=2, batch_size=64)
 """Cheap settings for properties that do not need a good SAE."""
 
@@ -181,6 +186,30 @@ def test_save_load_round_trip_gives_identical_outputs(trained: TrainResult, tmp_
     x = torch.from_numpy(bbc_embeddings[:100])
     with torch.no_grad():
         assert all(torch.equal(a, b) for a, b in zip(model(x), trained.model(x), strict=True))
+
+
+def test_weights_read_without_torch_give_the_models_directions_and_codes(
+    trained: TrainResult, tmp_path: Path, bbc_embeddings
+) -> None:
+    """Showing a run reads its SAE as numpy arrays (sae/weights.py): the same feature directions, and the same codes
+    for new text as the torch model, so a server that never trains need not import torch."""
+    weights = read_weights(save_sae(trained, trained.config, tmp_path / "run"))
+    assert weights.config == trained.config and weights.n_latents == trained.model.n_latents
+    np.testing.assert_allclose(weights.decoder_directions(), trained.model.decoder_directions().numpy(), atol=1e-6)
+    vectors = bbc_embeddings[:300]
+    expected = feature_codes(trained.model, vectors)
+    codes = weights.feature_codes(vectors)
+    assert (codes.getnnz(axis=1) <= trained.config.k).all() and codes.nnz > 0.9 * trained.config.k * len(vectors)
+    assert (codes != 0).astype(int).sum() == (expected != 0).astype(int).sum()
+    assert ((codes != 0) != (expected != 0)).nnz <= 3  # the k-th activation may tie within float error
+    np.testing.assert_allclose(codes.toarray(), expected.toarray(), atol=1e-4)
+
+
+def test_showing_a_run_does_not_import_torch(tmp_path: Path) -> None:
+    """The read path (runs, explore) imports no torch: a fresh interpreter loads the modules and reads nothing else."""
+    code = "import sys, prisma_core.runs, prisma_core.explore, prisma_core.sae.weights; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert done.stdout.strip() == "False"
 
 
 @pytest.fixture

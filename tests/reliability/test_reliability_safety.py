@@ -101,9 +101,10 @@ def test_no_pickle_or_code_loading_anywhere_in_the_app() -> None:
 
 
 def test_weights_are_read_with_safetensors_only() -> None:
-    source = (REPO / "prisma_core" / "sae" / "io.py").read_text()
-    assert "from safetensors.torch import load, save" in source  # bytes in and out, local folder or object store
-    assert unsafe_loads(REPO / "prisma_core" / "sae" / "io.py") == []
+    written, read = (REPO / "prisma_core" / "sae" / name for name in ("io.py", "weights.py"))
+    assert "from safetensors.torch import save" in written.read_text()  # bytes out, local folder or object store
+    assert "from safetensors.numpy import load" in read.read_text()  # bytes in; torch takes the arrays from there
+    assert unsafe_loads(written) == [] and unsafe_loads(read) == []
     # A pickle disguised as sae.safetensors is refused without being unpickled:
     # tests/reliability/test_reliability_faults.py::test_damaged_or_foreign_weights_are_refused_with_a_message[pickle]
 
