@@ -16,6 +16,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
+
+MALLOC_ARENAS = 2
+"""glibc gives threads their own heaps (up to 8 per core), and a page freed in one heap serves only that heap: a
+server's sessions, jobs and OpenVINO's worker threads each grow their own. Two heaps: the 400-note demo in one
+process peaked at 994 MB instead of 1,058 (972 with MALLOC_ARENA_MAX=2 set before the process starts, which also
+covers threads started before the store is imported), embedding as fast (BENCHMARKS.md, section 8)."""
+_M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
 
 
 @functools.cache
@@ -28,10 +36,14 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def share_arrow_memory() -> None:
-    """Arrow allocates from the C heap (malloc) from now on, instead of its own pool."""
+    """Arrow allocates from the C heap (malloc) from now on, instead of its own pool; and glibc keeps at most
+    MALLOC_ARENAS heaps (see there)."""
     import pyarrow
 
     pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    libc = _libc()
+    if libc is not None and "MALLOC_ARENA_MAX" not in os.environ:  # a setting made for the process wins
+        libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
 
 
 def release_unused_memory() -> bool:

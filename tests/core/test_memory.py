@@ -1,9 +1,11 @@
-"""prisma_core.memory: freed C-heap pages go back to the operating system."""
+"""prisma_core.memory: freed C-heap pages go back to the operating system, and threads share a few heaps."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
-from prisma_core.memory import release_unused_memory
+from prisma_core.memory import MALLOC_ARENAS, release_unused_memory
 
 
 def resident_mb() -> float:
@@ -34,3 +36,50 @@ def test_the_store_puts_arrow_on_the_c_heap_where_trimming_returns_its_freed_buf
     del table
     release_unused_memory()
     assert resident_mb() < held - 150
+
+
+HEAPS_AFTER_EIGHT_THREADS = """
+import ctypes, ctypes.util, os, re, sys, tempfile, threading
+if sys.argv[1] == "store":
+    import prisma_core.store  # noqa: F401
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+barrier = threading.Barrier(8)
+
+def allocate():
+    barrier.wait()  # all eight threads allocate at once, so glibc would give each its own heap
+    blocks = [os.urandom(4096) for _ in range(2_000)]
+    barrier.wait()
+
+threads = [threading.Thread(target=allocate) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+report = tempfile.mktemp()
+libc.fopen.restype = ctypes.c_void_p
+stream = libc.fopen(report.encode(), b"w")
+libc.malloc_info(0, ctypes.c_void_p(stream))
+libc.fclose(ctypes.c_void_p(stream))
+print(len(re.findall(r"<heap nr=", open(report).read())))
+"""
+
+
+def heaps_after_eight_threads(*args: str) -> int:
+    """How many glibc heaps a fresh process has after eight threads allocated at the same moment."""
+    environment = {name: value for name, value in os.environ.items() if name != "MALLOC_ARENA_MAX"}
+    done = subprocess.run(
+        [sys.executable, "-c", HEAPS_AFTER_EIGHT_THREADS, *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
+
+
+def test_the_store_caps_the_heaps_that_threads_grow() -> None:
+    """A server's threads (sessions, jobs, OpenVINO's workers) each grow a heap of their own, whose freed pages no other
+    thread reuses; once the store is imported they share MALLOC_ARENAS heaps."""
+    assert heaps_after_eight_threads("plain") > MALLOC_ARENAS
+    assert heaps_after_eight_threads("store") <= MALLOC_ARENAS
