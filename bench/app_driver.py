@@ -47,11 +47,12 @@ def streamlit_server(
     **env: str,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """A fresh `streamlit run <script>` process on its own port and workspace, its output in log_path, with this
-    process's environment less the variables named in `unset` plus `env`; yields (url, process) once the server
+    process's environment less the variables named in `unset`, the settings scripts/app.sh makes, plus `env`; yields (url, process) once the server
     answers its health check. `app_dir`: the checkout whose app it runs (another commit's, for a baseline)."""
     port = free_port()
     inherited = {name: value for name, value in os.environ.items() if name not in unset}
-    environment = inherited | {"PRISMA_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"} | env
+    as_app_sh_starts_it = {"HF_HUB_OFFLINE": "1", "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
+    environment = inherited | {"PRISMA_WORKSPACE": str(workspace)} | as_app_sh_starts_it | env
     with log_path.open("w") as log:
         command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true"]
         process = subprocess.Popen(
