@@ -47,8 +47,9 @@ def streamlit_server(
     **env: str,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """A fresh `streamlit run <script>` process on its own port and workspace, its output in log_path, with this
-    process's environment less the variables named in `unset`, the settings scripts/app.sh makes, plus `env`; yields (url, process) once the server
-    answers its health check. `app_dir`: the checkout whose app it runs (another commit's, for a baseline)."""
+    process's environment less the variables named in `unset`, the settings scripts/app.sh makes, plus `env`; yields
+    (url, process) once the server answers its health check. `app_dir`: the checkout whose app it runs (another
+    commit's, for a baseline)."""
     port = free_port()
     inherited = {name: value for name, value in os.environ.items() if name not in unset}
     as_app_sh_starts_it = {"HF_HUB_OFFLINE": "1", "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
