@@ -34,11 +34,19 @@ MAX_BATCH_TOKENS = 4096
 256. A model's working memory grows with the tokens of a batch, not with its windows: label candidates embedded 1,024
 at a time took 580 MB more than 128 at a time, and ran no faster (BENCHMARKS.md, section 8)."""
 
-SHAPE_STEP = 32
-"""The OpenVINO backend pads a batch to a multiple of this many tokens, and `bounded` counts them so. OpenVINO's CPU
-plugin keeps compiled kernels and buffers for every input shape it meets: padded to the longest window, 2,000
-articles met some 600 shapes and held 600 MB more at int8 (210 MB at bf16); padded to steps of 32 they meet a few
-dozen, hold about 100 MB, and run 8% faster at the same vectors (cosine >= 0.9996; BENCHMARKS.md, section 8)."""
+SHORT_STEP, LONG_STEP, SHORT_UP_TO = 8, 32, 64
+
+
+def padded_length(longest: int) -> int:
+    """The length a batch whose longest window has `longest` tokens is padded to by the OpenVINO backend (and counted
+    at by `bounded`): the next multiple of 8 up to 64 tokens, of 32 above, so batches come in at most 14 lengths.
+
+    OpenVINO's CPU plugin keeps compiled kernels and buffers for every input shape it meets: padded to the longest
+    window, 2,000 articles met some 600 shapes and held 600 MB more at int8 (210 MB at bf16); padded to steps of 32
+    they held about 100 MB and ran 8% faster at the same vectors (cosine >= 0.9996). Short texts (label candidates,
+    a few tokens each) take the finer step: padded to 32 they cost 4x the compute (BENCHMARKS.md, section 8)."""
+    step = SHORT_STEP if longest <= SHORT_UP_TO else LONG_STEP
+    return -(-longest // step) * step
 
 
 class Encoder(Protocol):
@@ -92,8 +100,7 @@ def bounded(pool: Pooler, max_tokens: int = MAX_BATCH_TOKENS) -> Pooler:
     size (the last one shorter), so batches of short texts come in few shapes."""
 
     def pool_bounded(batch_ids: list[list[int]]) -> np.ndarray:
-        padded = -(-max(len(ids) for ids in batch_ids) // SHAPE_STEP) * SHAPE_STEP
-        step = max(1, max_tokens // padded)
+        step = max(1, max_tokens // padded_length(max(len(ids) for ids in batch_ids)))
         if step >= len(batch_ids):
             return pool(batch_ids)
         return np.concatenate([pool(batch_ids[start : start + step]) for start in range(0, len(batch_ids), step)])

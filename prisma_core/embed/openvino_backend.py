@@ -38,7 +38,7 @@ import numpy as np
 
 from prisma_core.embed import resolve_config_precision
 from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
-from prisma_core.embed.model import LOADING, SHAPE_STEP, Encoder, Pooler, load_model
+from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, padded_length
 from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.errors import EmbeddingError
 
@@ -196,7 +196,8 @@ def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
     """A pooler on the compiled model; each call has its own inference request, so concurrent jobs can share it."""
 
     def pool(batch_ids: list[list[int]]) -> np.ndarray:
-        padded = tokenizer.pad({"input_ids": batch_ids}, pad_to_multiple_of=SHAPE_STEP, return_tensors="np")
+        length = padded_length(max(len(ids) for ids in batch_ids))
+        padded = tokenizer.pad({"input_ids": batch_ids}, padding="max_length", max_length=length, return_tensors="np")
         inputs = {name: padded[name].astype(np.int64) for name in ("input_ids", "attention_mask")}
         return np.asarray(compiled.create_infer_request().infer(inputs)[0], dtype=np.float32)
 

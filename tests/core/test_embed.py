@@ -163,8 +163,8 @@ class ShapeRecorder:
 
 @pytest.mark.slow  # converts the model to OpenVINO
 def test_openvino_batches_come_in_few_shapes(bbc):
-    """OpenVINO keeps kernels for every input shape it meets: batches padded to steps of SHAPE_STEP tokens meet at most
-    window / step lengths, where padding to the longest chunk met one per distinct length (hundreds of MB)."""
+    """OpenVINO keeps kernels for every input shape it meets: batches padded by `padded_length` meet at most 14 lengths
+    (steps of 8 up to 64 tokens, of 32 above), where padding to the longest chunk met one per length."""
     compiled, cached = openvino_backend._compiled(DEFAULT_MODEL, "fp32")
     recorder = ShapeRecorder(compiled)
     texts = bbc["text"].head(120).tolist() + [text[: 40 * n] for n, text in enumerate(bbc["text"].head(60), 1)]
@@ -173,8 +173,8 @@ def test_openvino_batches_come_in_few_shapes(bbc):
     padded = encode_chunks(pool, chunking.chunk_ids, cached.get_embedding_dimension(), 16)
     lengths = {length for _, length in recorder.shapes}
     assert len({len(ids) for ids in chunking.chunk_ids}) > 40  # many distinct chunk lengths went in ...
-    assert all(length % embed_model.SHAPE_STEP == 0 for length in lengths)  # ... few batch lengths came out
-    assert len(lengths) <= 8  # windows of at most 256 tokens, in steps of 32
+    assert lengths <= {*range(8, 65, 8), *range(96, 257, 32)}  # ... and at most 14 batch lengths came out
+    assert {length for length in lengths if length <= 64} and {length for length in lengths if length > 64}
     exact = np.stack(
         [compiled.create_infer_request().infer(single(cached, ids))[0][0] for ids in chunking.chunk_ids[:8]]
     )
@@ -253,14 +253,13 @@ def test_sessions_asking_for_a_model_at_once_share_one_load(monkeypatch):
 
 def test_large_batches_are_pooled_in_parts_of_bounded_tokens(encoder):
     """A model's working memory grows with the tokens of a batch: 1,024 label candidates at once are pooled in parts
-    of at most the token budget, counted as OpenVINO pads them (to steps of SHAPE_STEP), into the vectors the whole
-    batch gives."""
+    of at most the token budget, counted as OpenVINO pads them (`padded_length`), into the vectors the whole batch
+    gives."""
     pool = torch_pooler(encoder)
     pooled_tokens: list[int] = []
-    step = embed_model.SHAPE_STEP
 
     def recording(batch: list[list[int]]) -> np.ndarray:
-        pooled_tokens.append(len(batch) * -(-max(len(ids) for ids in batch) // step) * step)
+        pooled_tokens.append(len(batch) * embed_model.padded_length(max(len(ids) for ids in batch)))
         return pool(batch)
 
     windows = encoder.tokenizer([f"note {i} on chest pain and shortness of breath" for i in range(1024)])["input_ids"]
