@@ -36,11 +36,14 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def share_arrow_memory() -> None:
-    """Arrow allocates from the C heap (malloc) from now on, instead of its own pool; and glibc keeps at most
-    MALLOC_ARENAS heaps (see there)."""
+    """Arrow allocates from the C heap (malloc) from now on, instead of its own pool."""
     import pyarrow
 
     pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+
+
+def limit_malloc_heaps() -> None:
+    """glibc keeps at most MALLOC_ARENAS heaps for the threads started from now on (see there)."""
     libc = _libc()
     if libc is not None and "MALLOC_ARENA_MAX" not in os.environ:  # a setting made for the process wins
         libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)

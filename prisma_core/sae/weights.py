@@ -35,7 +35,7 @@ class SAEWeights:
         return len(self.W_dec)
 
     def tensors(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, name) for name in parameter_shapes(1, 1)}
+        return {name: getattr(self, name) for name in PARAMETERS}
 
     def decoder_directions(self) -> np.ndarray:
         """Unit-norm feature directions [n_latents, d] (row i = feature i)."""
@@ -50,8 +50,11 @@ class SAEWeights:
         return codes_matrix(np.take_along_axis(pre, top, axis=1), top, self.n_latents)
 
 
+PARAMETERS = ("b_pre", "W_enc", "b_enc", "W_dec")
+
+
 def parameter_shapes(d: int, n_latents: int) -> dict[str, tuple[int, ...]]:
-    return {"b_pre": (d,), "W_enc": (n_latents, d), "b_enc": (n_latents,), "W_dec": (n_latents, d)}
+    return dict(zip(PARAMETERS, [(d,), (n_latents, d), (n_latents,), (n_latents, d)], strict=True))
 
 
 def codes_matrix(values: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_matrix:

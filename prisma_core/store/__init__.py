@@ -6,13 +6,14 @@ One job per module: `location` (where a workspace lives, its files through pyarr
 `runs`, `artefacts` (what a run derives), `stages` (what each stage made from what); `workspace` puts them together.
 """
 
-from prisma_core.memory import share_arrow_memory
+from prisma_core.memory import limit_malloc_heaps, share_arrow_memory
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.schemas import DatasetRecord, Family, NamedFamily, RunRecord, StageRecord
 from prisma_core.store.vectors import vectors_table_name
 from prisma_core.store.workspace import WORKSPACE_ENV, Workspace, resolve_workspace
 
 share_arrow_memory()  # freed Arrow buffers serve every library (prisma_core/memory.py)
+limit_malloc_heaps()  # threads share a few heaps, whose freed pages they all reuse
 
 __all__ = [
     "WORKSPACE_ENV",
