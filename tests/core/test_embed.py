@@ -26,6 +26,7 @@ from prisma_core.embed import (
     resolve_backend,
     resolve_precision,
 )
+from prisma_core.embed import chunking as chunking_module
 from prisma_core.embed import config as embed_config
 from prisma_core.embed import model as embed_model
 from prisma_core.embed.chunking import encode_chunks
@@ -77,13 +78,18 @@ def test_long_document_is_mean_of_its_chunks_encoded_one_by_one(bbc, encoder):
     np.testing.assert_allclose(embed_texts([text], FP32)[0], expected, atol=1e-5)
 
 
-def test_every_token_lands_in_exactly_one_chunk(bbc, encoder):
-    texts = bbc["text"].head(40).tolist()
+def test_every_token_lands_in_exactly_one_chunk_of_its_own_document(bbc, encoder):
+    texts = bbc["text"].head(150).tolist()  # more than two tokenizer groups (TOKENIZE_DOCUMENTS)
+    assert len(texts) > 2 * chunking_module.TOKENIZE_DOCUMENTS
     chunking = plan_chunks(encoder, texts)
-    token_counts = [len(ids) for ids in encoder.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    token_ids = encoder.tokenizer(texts, add_special_tokens=False)["input_ids"]
+    token_counts = [len(ids) for ids in token_ids]
     assert chunking.tokens_per_doc.tolist() == token_counts
     assert chunking.chunks_per_doc.tolist() == [-(-n // chunking.window) for n in token_counts]
     assert sum(len(ids) - 2 for ids in chunking.chunk_ids) == sum(token_counts)
+    for document in (0, 63, 64, 65, 128, 149):  # on both sides of each group boundary
+        windows = [chunking.chunk_ids[i][1:-1] for i in np.flatnonzero(chunking.chunk_owner == document)]
+        assert [token for window in windows for token in window] == token_ids[document]
 
 
 def test_short_documents_equal_plain_encode(encoder):
