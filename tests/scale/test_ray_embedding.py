@@ -1,0 +1,169 @@
+"""Embedding on a real Ray cluster: one local head node (2 CPUs, loopback) started with `ray start --head` for the
+module, reached by its address as a user would reach theirs."""
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prisma_core import pipeline
+from prisma_core.cli import build_parser, config_from_args
+from prisma_core.embed import EmbedConfig, model_key
+from prisma_core.errors import EmbeddingError
+from prisma_core.ingest import IngestConfig
+from prisma_core.progress import Progress
+from prisma_core.store import Workspace
+
+pytestmark = pytest.mark.slow  # starts a Ray cluster and its workers
+REPO = Path(__file__).resolve().parents[2]
+RAY = Path(sys.executable).with_name("ray")
+N_ARTICLES = 40
+INGEST = IngestConfig(text_column="text", id_column="id")
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """The address of a Ray head node started for this module (its own temporary folder), stopped afterwards."""
+    folder = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live under it
+    command = [str(RAY), "start", "--head", "--block", "--port=0", "--num-cpus=2", f"--temp-dir={folder}"]
+    command += ["--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=200000000"]
+    head = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield _wait_for_address(Path(folder) / "ray_current_cluster", head)
+    finally:
+        _stop(head)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop(head: subprocess.Popen) -> None:
+    """Stops the head node's processes (its process group: the node's servers and workers), then the group's rest."""
+    os.killpg(head.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        head.wait(timeout=20)
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(head.pid, signal.SIGKILL)
+    head.wait()
+
+
+def _wait_for_address(written: Path, head: subprocess.Popen, timeout_s: float = 120) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert head.poll() is None, "ray start --head exited"
+        if written.is_file() and written.read_text().strip():
+            return "127.0.0.1:" + written.read_text().strip().rsplit(":", 1)[1]
+        time.sleep(0.5)
+    raise AssertionError("the Ray head node did not start in time")
+
+
+@dataclass(frozen=True)
+class Local:
+    """The articles embedded on this machine: the reference the cluster's vectors are compared with."""
+
+    parquet: Path
+    key: str
+    vectors: np.ndarray
+
+
+@pytest.fixture(scope="module")
+def local(bbc: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) -> Local:
+    folder = tmp_path_factory.mktemp("local")
+    parquet = folder / "bbc40.parquet"
+    bbc.head(N_ARTICLES)[["id", "text", "label"]].to_parquet(parquet)
+    workspace = Workspace(folder / "ws")
+    dataset_id, _ = pipeline.ingest(workspace, [parquet], "bbc40", INGEST)
+    summary = pipeline.embed_dataset(workspace, dataset_id, EmbedConfig(ray_address=""))
+    return Local(parquet, summary.embedding_key, workspace.vectors(dataset_id, summary.embedding_key))
+
+
+def _fresh(local: Local, folder: Path) -> tuple[Workspace, str]:
+    workspace = Workspace(folder)
+    dataset_id, _ = pipeline.ingest(workspace, [local.parquet], "bbc40", INGEST)
+    return workspace, dataset_id
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_two_ray_workers_store_the_local_vectors_in_the_same_space(ray_address, local, tmp_path):
+    workspace, dataset_id = _fresh(local, tmp_path / "ws")
+    events: list[Progress] = []
+    config = EmbedConfig(ray_address=ray_address, ray_workers=2)
+    summary = pipeline.embed_dataset(workspace, dataset_id, config, events.append, slice_documents=16)
+    assert summary.embedding_key == local.key == model_key(EmbedConfig(ray_address=""))
+    assert (summary.n_computed, summary.n_cached) == (N_ARTICLES, 0)
+    assert summary.n_chunks >= N_ARTICLES and summary.n_tokens > 100 * N_ARTICLES
+    assert _cosines(workspace.vectors(dataset_id, summary.embedding_key), local.vectors).min() >= 0.9999
+    assert [event.done for event in events] == sorted(event.done for event in events)
+    assert events[-1] == Progress("embed", N_ARTICLES, N_ARTICLES, f"{N_ARTICLES} of {N_ARTICLES} documents")
+
+
+def test_documents_already_stored_are_not_sent_to_the_cluster(ray_address, local, tmp_path):
+    """An embedding interrupted half way (half the vectors stored) resumes on the cluster with the other half only."""
+    workspace, dataset_id = _fresh(local, tmp_path / "ws")
+    half = N_ARTICLES // 2
+    workspace.save_vectors(dataset_id, local.key, local.vectors[:half], np.arange(half))
+    events: list[Progress] = []
+    config = EmbedConfig(ray_address=ray_address, ray_workers=2)
+    summary = pipeline.embed_dataset(workspace, dataset_id, config, events.append)
+    assert (summary.n_computed, summary.n_cached) == (N_ARTICLES - half, half)
+    assert {event.total for event in events} == {N_ARTICLES - half}
+    stored = workspace.vectors(dataset_id, local.key)
+    assert np.array_equal(stored[:half], local.vectors[:half])
+    assert _cosines(stored, local.vectors).min() >= 0.9999
+
+
+def test_an_unreachable_cluster_is_a_clear_error_and_stores_nothing(local, tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    workspace, dataset_id = _fresh(local, tmp_path / "ws")
+    with pytest.raises(EmbeddingError, match=f"Cannot reach the Ray cluster at '{address}'.*ray start --head"):
+        pipeline.embed_dataset(workspace, dataset_id, EmbedConfig(ray_address=address))
+    assert workspace.stored_positions(dataset_id, local.key) == set()
+
+
+def test_without_ray_installed_an_address_says_how_to_install_it(local, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as it does where ray is not installed
+    workspace, dataset_id = _fresh(local, tmp_path / "ws")
+    with pytest.raises(EmbeddingError, match=r"Ray cluster at 'host:6379' needs the ray package: pip install"):
+        pipeline.embed_dataset(workspace, dataset_id, EmbedConfig(ray_address="host:6379"))
+    assert workspace.stored_positions(dataset_id, local.key) == set()
+    assert pipeline.embed_dataset(workspace, dataset_id, EmbedConfig(ray_address="")).n_computed == N_ARTICLES
+
+
+def test_the_address_defaults_to_the_environment_and_leaves_the_vector_space_alone(monkeypatch):
+    monkeypatch.setenv("PRISMA_RAY_ADDRESS", "ray://cluster:10001")
+    assert EmbedConfig().ray_address == "ray://cluster:10001"
+    assert EmbedConfig(ray_address="").ray_address == ""
+    assert model_key(EmbedConfig()) == model_key(EmbedConfig(ray_address=""))
+
+
+def test_cli_embeds_on_the_cluster_given_by_ray_address(ray_address, local, tmp_path):
+    workspace_dir = tmp_path / "ws"
+    workspace, dataset_id = _fresh(local, workspace_dir)
+    command = [sys.executable, "-m", "prisma_core", "embed", "--workspace", str(workspace_dir)]
+    command += ["--ray-address", ray_address, "--ray-workers", "2"]
+    environment = os.environ | {"PRISMA_RAY_ADDRESS": "ray://nowhere:1"}  # the flag wins over the environment
+    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert f"embedded {N_ARTICLES} documents ({local.key}): {N_ARTICLES} computed" in result.stdout
+    assert _cosines(workspace.vectors(dataset_id, local.key), local.vectors).min() >= 0.9999
+
+
+def test_run_takes_the_ray_address_flag_unprefixed():
+    """`run` prefixes its embedding flags (--embed-batch-size, beside the SAE's --batch-size) but not the Ray ones."""
+    args = build_parser().parse_args(["run", "notes.csv", "--ray-address", "auto", "--embed-batch-size", "8"])
+    assert config_from_args(EmbedConfig, args, "embed_") == EmbedConfig(ray_address="auto", batch_size=8)
