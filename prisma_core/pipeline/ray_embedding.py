@@ -145,8 +145,8 @@ class RayCluster:
         count, resources = self.workers(worker_config.device, config.ray_workers)
         blocks = max(math.ceil(len(missing) / CALL_DOCUMENTS), min(len(missing), CALLS_PER_WORKER * count))
         parts = [missing.iloc[rows] for rows in np.array_split(np.arange(len(missing)), blocks)]
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # progress is reported here, not by Ray's logs and bars
         ray.data.DataContext.get_current().enable_progress_bars = False
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # progress is reported here, not by Ray's logs and bars
         job = ray.data.from_pandas(parts).map_batches(
             Embedder,
             fn_constructor_kwargs={"config": worker_config},

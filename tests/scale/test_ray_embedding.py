@@ -1,15 +1,10 @@
 """Embedding on a real Ray cluster: one local head node (2 CPUs, loopback) started with `ray start --head` for the
 module, reached by its address as a user would reach theirs."""
 
-import contextlib
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.ray_scaling import local_cluster
 from prisma_core import pipeline
 from prisma_core.cli import build_parser, config_from_args
 from prisma_core.embed import EmbedConfig, model_key
@@ -28,43 +24,15 @@ from prisma_core.store import Workspace
 
 pytestmark = pytest.mark.slow  # starts a Ray cluster and its workers
 REPO = Path(__file__).resolve().parents[2]
-RAY = Path(sys.executable).with_name("ray")
 N_ARTICLES = 40
 INGEST = IngestConfig(text_column="text", id_column="id")
 
 
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    """The address of a Ray head node started for this module (its own temporary folder), stopped afterwards."""
-    folder = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live under it
-    command = [str(RAY), "start", "--head", "--block", "--port=0", "--num-cpus=2", f"--temp-dir={folder}"]
-    command += ["--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=200000000"]
-    head = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        yield _wait_for_address(Path(folder) / "ray_current_cluster", head)
-    finally:
-        _stop(head)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _stop(head: subprocess.Popen) -> None:
-    """Stops the head node's processes (its process group: the node's servers and workers), then the group's rest."""
-    os.killpg(head.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        head.wait(timeout=20)
-    with contextlib.suppress(ProcessLookupError):  # already gone
-        os.killpg(head.pid, signal.SIGKILL)
-    head.wait()
-
-
-def _wait_for_address(written: Path, head: subprocess.Popen, timeout_s: float = 120) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert head.poll() is None, "ray start --head exited"
-        if written.is_file() and written.read_text().strip():
-            return "127.0.0.1:" + written.read_text().strip().rsplit(":", 1)[1]
-        time.sleep(0.5)
-    raise AssertionError("the Ray head node did not start in time")
+    """The address of a Ray head node (2 CPUs) started for this module, stopped afterwards."""
+    with local_cluster(cpus=2) as address:
+        yield address
 
 
 @dataclass(frozen=True)
