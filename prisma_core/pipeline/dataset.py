@@ -80,7 +80,7 @@ def embed_dataset(
     With `config.ray_address` the texts are embedded on that Ray cluster (pipeline/ray_embedding.py, which imports
     ray), into the same vector space; without, on this machine."""
     if not config.ray_address:
-        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, local_slices)
+        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, _local_slices)
     from prisma_core.pipeline import ray_embedding
 
     with ray_embedding.connected(config.ray_address) as cluster:
@@ -123,7 +123,7 @@ def _embed_dataset(
     return summary
 
 
-def local_slices(
+def _local_slices(
     missing: pd.DataFrame, config: EmbedConfig, progress: ProgressCallback, slice_documents: int
 ) -> Iterator[ComputedSlice]:
     """Embeds on this machine, `slice_documents` texts at a time."""
