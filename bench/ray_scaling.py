@@ -125,14 +125,20 @@ def run(quick: bool = False, address: str = "") -> dict[str, Any]:
                 "tokens_per_s": summary.n_tokens / common.median(seconds[name]),
                 "cosine_to_local_min": float(common.cosine_rows(vectors[name], vectors["local"]).min()),
                 "start_seconds": starts.get(name, [0.0]),
-                "tokens_per_s_after_start": summary.n_tokens
-                / (common.median(seconds[name]) - common.median(starts.get(name, [0.0]))),
+                "tokens_per_s_after_start": _after_start(
+                    summary.n_tokens, common.median(seconds[name]), common.median(starts.get(name, [0.0]))
+                ),
             }
             for name in configs
         },
         "round_ratios_2_over_1": _ratios(seconds["ray, 1 worker"], seconds["ray, 2 workers"]),
         "round_ratios_2_over_local": _ratios(seconds["local"], seconds["ray, 2 workers"]),
     }
+
+
+def _after_start(tokens: int, seconds: float, start_seconds: float) -> float:
+    """Tokens/s once the job's fixed cost is paid (nan when the fixed cost took the whole call: too few documents)."""
+    return tokens / (seconds - start_seconds) if seconds > start_seconds else float("nan")
 
 
 def _ratios(baseline: list[float], faster: list[float]) -> list[float]:
