@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -63,8 +64,9 @@ class ComputedSlice:
     n_tokens: int
 
 
-ComputeSlices = Callable[[pd.DataFrame, EmbedConfig, ProgressCallback, int], Iterator[ComputedSlice]]
-"""Embeds the texts of (text_hash, text) rows and yields them a slice at a time, as they are computed."""
+ComputeSlices = Callable[[pd.DataFrame, ProgressCallback, int], Iterator[ComputedSlice]]
+"""Embeds the texts of (text_hash, text) rows and yields their vectors a slice (at least that many documents, or the
+last ones) at a time, as they are computed."""
 
 
 def embed_dataset(
@@ -80,11 +82,12 @@ def embed_dataset(
     With `config.ray_address` the texts are embedded on that Ray cluster (pipeline/ray_embedding.py, which imports
     ray), into the same vector space; without, on this machine."""
     if not config.ray_address:
-        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, _local_slices)
+        local = functools.partial(_local_slices, config)
+        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, local)
     from prisma_core.pipeline import ray_embedding
 
     with ray_embedding.connected(config.ray_address) as cluster:
-        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, cluster.embed_slices)
+        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, cluster.embedding(config))
 
 
 def _embed_dataset(
@@ -106,7 +109,7 @@ def _embed_dataset(
     _save_known(workspace, dataset_id, key, todo, cached)
     missing = todo[~todo["text_hash"].isin(cached)].drop_duplicates("text_hash")
     n_chunks = n_tokens = 0
-    for computed in compute(missing[["text_hash", "text"]], config, progress, slice_documents):
+    for computed in compute(missing[["text_hash", "text"]], progress, slice_documents):
         _save_known(workspace, dataset_id, key, todo, computed.vectors)
         n_chunks += computed.n_chunks
         n_tokens += computed.n_tokens
@@ -124,7 +127,7 @@ def _embed_dataset(
 
 
 def _local_slices(
-    missing: pd.DataFrame, config: EmbedConfig, progress: ProgressCallback, slice_documents: int
+    config: EmbedConfig, missing: pd.DataFrame, progress: ProgressCallback, slice_documents: int
 ) -> Iterator[ComputedSlice]:
     """Embeds on this machine, `slice_documents` texts at a time."""
     for start in range(0, len(missing), slice_documents):

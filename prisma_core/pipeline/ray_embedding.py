@@ -10,6 +10,7 @@ runs on them (the torch backend).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import socket
@@ -25,7 +26,7 @@ import pandas as pd
 import prisma_core
 from prisma_core.embed import EmbedConfig, embed_documents, load_encoder, resolve_backend, resolve_config_precision
 from prisma_core.errors import EmbeddingError
-from prisma_core.pipeline.dataset import ComputedSlice, report_documents
+from prisma_core.pipeline.dataset import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import ProgressCallback
 
 CPUS_PER_WORKER = 4
@@ -135,14 +136,25 @@ class RayCluster:
         count = requested or max(1, cpus // CPUS_PER_WORKER)
         return count, {"num_cpus": max(1, cpus // count)}
 
-    def embed_slices(
-        self, missing: pd.DataFrame, config: EmbedConfig, progress: ProgressCallback, slice_documents: int
-    ) -> Iterator[ComputedSlice]:
-        """Embeds the (text_hash, text) rows on the cluster, yielding the vectors `slice_documents` at a time (and
-        the last ones) in the order the workers finish them."""
-        ray = _ray(self.address)
+    def embedding(self, config: EmbedConfig) -> ComputeSlices:
+        """How `config` embeds on this cluster (`_embed_slices` with its workers' settings), checked before anything
+        is stored: a device the cluster lacks fails here."""
         worker_config = self.worker_config(config)
         count, resources = self.workers(worker_config.device, config.ray_workers)
+        return functools.partial(self._embed_slices, worker_config, count, resources)
+
+    def _embed_slices(
+        self,
+        worker_config: EmbedConfig,
+        count: int,
+        resources: dict[str, Any],
+        missing: pd.DataFrame,
+        progress: ProgressCallback,
+        slice_documents: int,
+    ) -> Iterator[ComputedSlice]:
+        """Embeds the (text_hash, text) rows on `count` workers, yielding the vectors `slice_documents` at a time
+        (and the last ones) in the order the workers finish them."""
+        ray = _ray(self.address)
         blocks = max(math.ceil(len(missing) / CALL_DOCUMENTS), min(len(missing), CALLS_PER_WORKER * count))
         parts = [missing.iloc[rows] for rows in np.array_split(np.arange(len(missing)), blocks)]
         ray.data.DataContext.get_current().enable_progress_bars = False

@@ -19,6 +19,7 @@ from prisma_core.cli import build_parser, config_from_args
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import EmbeddingError
 from prisma_core.ingest import IngestConfig
+from prisma_core.pipeline.ray_embedding import RayCluster
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
 
@@ -135,3 +136,29 @@ def test_run_takes_the_ray_address_flag_unprefixed():
     """`run` prefixes its embedding flags (--embed-batch-size, beside the SAE's --batch-size) but not the Ray ones."""
     args = build_parser().parse_args(["run", "notes.csv", "--ray-address", "auto", "--embed-batch-size", "8"])
     assert config_from_args(EmbedConfig, args, "embed_") == EmbedConfig(ray_address="auto", batch_size=8)
+
+
+def test_workers_take_the_clusters_gpus_when_the_vector_space_runs_on_torch():
+    """Which device and resources the workers get, from the cluster's resources (no cluster needed to decide it)."""
+    with_gpus = RayCluster("head:6379", {"CPU": 16.0, "GPU": 2.0})
+    on_torch = with_gpus.worker_config(EmbedConfig(backend="torch", precision="fp32", ray_address="head:6379"))
+    assert (on_torch.device, on_torch.backend, on_torch.precision) == ("cuda", "torch", "fp32")
+    assert on_torch.ray_address == ""  # the workers embed where they are
+    assert model_key(on_torch) == model_key(EmbedConfig(backend="torch", precision="fp32"))
+    assert with_gpus.workers("cuda", None) == (2, {"num_gpus": 1})
+    on_cpu = with_gpus.worker_config(EmbedConfig(backend="torch", precision="fp32", device="cpu"))
+    assert on_cpu.device == "cpu" and with_gpus.workers("cpu", None) == (4, {"num_cpus": 4})
+    assert with_gpus.workers("cpu", 3) == (3, {"num_cpus": 5})
+    cpus_only = RayCluster("head:6379", {"CPU": 2.0})
+    assert cpus_only.worker_config(EmbedConfig(backend="torch", precision="fp32")).device == "cpu"
+    assert cpus_only.workers("cpu", 2) == (2, {"num_cpus": 1})
+    with pytest.raises(EmbeddingError, match="The Ray cluster at 'head:6379' has no GPU"):
+        cpus_only.worker_config(EmbedConfig(device="cuda"))
+
+
+def test_a_gpu_asked_of_a_cluster_without_one_fails_before_anything_is_stored(ray_address, local, tmp_path):
+    workspace, dataset_id = _fresh(local, tmp_path / "ws")
+    config = EmbedConfig(ray_address=ray_address, device="cuda")
+    with pytest.raises(EmbeddingError, match=f"The Ray cluster at '{ray_address}' has no GPU"):
+        pipeline.embed_dataset(workspace, dataset_id, config)
+    assert workspace.stored_positions(dataset_id, model_key(config)) == set()
