@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,8 @@ CALLS_PER_WORKER = 4
 CONNECT_TIMEOUT_S = 5.0
 """How long to wait for the cluster's port to answer: ray.init itself waits minutes on a wrong address."""
 
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
+"""A line of a Python traceback that names an error and its message."""
 HOW_TO_START = (
     "Start a cluster on this machine with `ray start --head` and use the address it prints (e.g. 127.0.0.1:6379), "
     "give a remote cluster's address (host:6379, or ray://host:10001 for Ray Client), or leave the Ray cluster "
@@ -178,9 +181,18 @@ class RayCluster:
                     yield _computed(pending)
                     pending = []
         except ray.exceptions.RayError as error:
-            raise EmbeddingError(f"Embedding on the Ray cluster at {self.address!r} failed: {error}") from None
+            raise EmbeddingError(f"Embedding on the Ray cluster at {self.address!r} failed: {_reason(error)}") from None
         if pending:
             yield _computed(pending)
+
+
+def _reason(error: Exception) -> str:
+    """What went wrong on a worker, from Ray's error (which carries the worker's whole traceback as text): the last
+    error line, without its class name when it is one of Prisma's own messages."""
+    failures = [line for line in str(error).splitlines() if ERROR_LINE.match(line)]
+    if not failures:
+        return str(error).splitlines()[0]
+    return failures[-1].split(": ", 1)[1] if failures[-1].startswith("prisma_core.") else failures[-1]
 
 
 def _computed(batches: list[dict[str, np.ndarray]]) -> ComputedSlice:

@@ -19,6 +19,7 @@ from prisma_core.cli import build_parser, config_from_args
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import EmbeddingError
 from prisma_core.ingest import IngestConfig
+from prisma_core.pipeline import ray_embedding
 from prisma_core.pipeline.ray_embedding import RayCluster
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
@@ -162,3 +163,19 @@ def test_a_gpu_asked_of_a_cluster_without_one_fails_before_anything_is_stored(ra
     with pytest.raises(EmbeddingError, match=f"The Ray cluster at '{ray_address}' has no GPU"):
         pipeline.embed_dataset(workspace, dataset_id, config)
     assert workspace.stored_positions(dataset_id, model_key(config)) == set()
+
+
+def test_a_worker_that_cannot_load_the_model_fails_with_its_own_message(ray_address):
+    """An error raised on a worker (here: a model folder the workers cannot read) comes back as an EmbeddingError
+    with the worker's message, not Ray's traceback."""
+    missing = pd.DataFrame({"text_hash": ["a", "b"], "text": ["first note", "second note"]})
+    unreadable = EmbedConfig(model="/nonexistent/model", backend="torch", precision="fp32", device="cpu")
+    with ray_embedding.connected(ray_address) as cluster:
+        compute = cluster.embedding(unreadable)
+        with pytest.raises(EmbeddingError) as raised:
+            list(compute(missing, lambda event: None, 10))
+    assert str(raised.value) == (
+        f"Embedding on the Ray cluster at '{ray_address}' failed: Could not load the embedding model "
+        "'/nonexistent/model': Path /nonexistent/model not found. Use the bundled default 'all-MiniLM-L6-v2', a "
+        "local model folder, or a model id reachable from this machine."
+    )
