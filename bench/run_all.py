@@ -32,6 +32,7 @@ BENCHMARKS = [
     "gpu",
     "app_latency",
     "scale",
+    "ray_scaling",
 ]
 NOTES = """## Notes: conditions, gaps and what would close them
 

@@ -41,8 +41,10 @@ def settings_form(current: EmbedConfig) -> EmbedConfig | None:
     values = config_inputs(current, ["model"], KEY_PREFIX, columns=1)
     with st.expander("Advanced settings"):
         values |= config_inputs(current, ADVANCED_SETTINGS, KEY_PREFIX, columns=len(ADVANCED_SETTINGS))
+        values |= config_inputs(current, ["ray_address"], KEY_PREFIX, columns=1)
+    cleaned = {"model": values["model"].strip() or DEFAULT_MODEL, "ray_address": values["ray_address"].strip()}
     try:
-        return replace(current, **values | {"model": values["model"].strip() or DEFAULT_MODEL})
+        return replace(current, **values | cleaned)
     except PrismaError as error:
         st.error(md(error))
         return None
@@ -86,7 +88,8 @@ except PrismaError as error:
 device = resolve_device(config.device)
 precision = resolve_config_precision(config)
 speed = f"{runtime} {precision}" + (", the fast path" if precision in ("bf16", "int8") else "")
-st.caption(f"Runs on **{device}** with **{speed}**. Vector space: {md(vector_space(config))}")
+where = f"the Ray cluster at **{md(config.ray_address)}**" if config.ray_address else f"**{device}**"
+st.caption(f"Runs on {where} with **{speed}**. Vector space: {md(vector_space(config))}")
 
 with st.expander("Token statistics: how documents split into windows"):
     if st.toggle("Count tokens", key="count_tokens"):

@@ -64,7 +64,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix:
     for field in dataclasses.fields(config_type):
         if field.metadata.get("cli") is False:
             continue  # e.g. an API key: read from the environment, never typed where shell history keeps it
-        flag = "--" + (prefix + field.name).replace("_", "-")
+        flag = "--" + (("" if field.metadata.get("unprefixed_flag") else prefix) + field.name).replace("_", "-")
         kind, choices = field_kind(config_type, field.name), list(literal_values(config_type, field.name)) or None
         default = field.default if field.default is not dataclasses.MISSING else None
         help_text = f"{docs[field.name]} (default: {default})".strip().replace("%", "%%")

@@ -15,7 +15,7 @@ import sys
 import threading
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -60,8 +60,9 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 
 def setting(
-    default: Any,
+    default: Any = dataclasses.MISSING,
     *,
+    default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
     label: str = "",
     help: str = "",
     minimum: float | None = None,
@@ -72,6 +73,7 @@ def setting(
     step: float | None = None,
     number_format: str | None = None,
     slider: bool = False,
+    unprefixed_flag: bool = False,
 ) -> Any:
     """A config field with its bounds and, for a setting a form shows (one with a label), what the form needs to
     show it; the field's docstring stays the precise reference.
@@ -79,7 +81,9 @@ def setting(
     label and help are written for an analyst (help defaults to the docstring); minimum and maximum are inclusive
     bounds and `above` an exclusive lower bound, all checked by `range_problems`; choices are the values a form
     offers (a `Literal` field offers its own); empty says in words what leaving an optional field empty means
-    (e.g. "auto")."""
+    (e.g. "auto"). default_factory instead of default: a default read when a config is made (e.g. from the
+    environment). unprefixed_flag: the command line flag keeps the field's own name where the config's other flags
+    take a prefix (`run`'s --embed-batch-size, but --ray-address)."""
     metadata = {
         "label": label,
         "help": help,
@@ -91,8 +95,9 @@ def setting(
         "step": step,
         "number_format": number_format,
         "slider": slider,
+        "unprefixed_flag": unprefixed_flag,
     }
-    return dataclasses.field(default=default, metadata=metadata)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
 def field_help(config_type: type) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,14 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 Precision = Literal["auto", "fp32", "bf16", "int8"]
 Backend = Literal["auto", "torch", "openvino"]
+
+RAY_ADDRESS_ENV = "PRISMA_RAY_ADDRESS"
+
+
+def default_ray_address() -> str:
+    """The PRISMA_RAY_ADDRESS environment variable when set, else "" (embed on this machine), read when a config is
+    made."""
+    return os.environ.get(RAY_ADDRESS_ENV, "").strip()
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,20 @@ class EmbedConfig(CheckedConfig):
     """What runs the model. auto: OpenVINO on a CPU at int8 or bf16 when the openvino package is installed (bf16:
     about 2.7x torch fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py; int8: bench/int8.py), else
     torch."""
+    ray_address: str = setting(
+        default_factory=default_ray_address,
+        label="Ray cluster address (optional)",
+        help="Run the embedding on a Ray cluster (several computers, or several processes on this one) instead of "
+        "only on this computer, for large collections. Type the address the cluster gave when it was started, like "
+        "127.0.0.1:6379 or ray://my-cluster:10001. Leave it empty to embed here. The vectors are the same either way.",
+        unprefixed_flag=True,
+    )
+    """Embed on the Ray cluster at this address (host:6379, ray://host:10001, or auto for the cluster started on this
+    machine with `ray start --head`) as a Ray Data job; empty: on this machine. $PRISMA_RAY_ADDRESS by default. The
+    vector space (model_key) does not depend on it. Needs `pip install "ray[data]"`."""
+    ray_workers: int | None = setting(None, minimum=1, unprefixed_flag=True)
+    """Embedding workers on the Ray cluster, each loading the model once. Default: one per GPU when the cluster has
+    GPUs and the vector space runs on them (the torch backend), else one per 4 CPUs of the cluster."""
 
 
 def resolve_device(device: str = "auto") -> str:

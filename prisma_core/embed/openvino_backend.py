@@ -187,9 +187,14 @@ def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[o
 
 
 def compile_for(converted: openvino.Model, precision: Literal["fp32", "bf16", "int8"]) -> openvino.CompiledModel:
-    """The model compiled for the CPU. What int8 leaves in floating point runs at bf16 where the CPU has it."""
+    """The model compiled for the CPU. What int8 leaves in floating point runs at bf16 where the CPU has it. A process
+    given a share of the CPUs (OMP_NUM_THREADS, which Ray sets for each embedding worker) runs that many threads;
+    else OpenVINO takes every core."""
     bf16 = precision == "bf16" or (precision == "int8" and cpu_has_native_bf16())
-    return openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"})
+    properties: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        properties["INFERENCE_NUM_THREADS"] = int(os.environ["OMP_NUM_THREADS"])
+    return openvino.Core().compile_model(converted, "CPU", properties)
 
 
 def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -54,6 +55,20 @@ SLICE_DOCUMENTS = 2048
 slice's chunks at a time (windows are sorted by length within a slice, which costs almost no speed)."""
 
 
+@dataclass(frozen=True)
+class ComputedSlice:
+    """Vectors just computed (text hash -> vector), with the windows and tokens it took."""
+
+    vectors: dict[str, np.ndarray]
+    n_chunks: int
+    n_tokens: int
+
+
+ComputeSlices = Callable[[pd.DataFrame, ProgressCallback, int], Iterator[ComputedSlice]]
+"""Embeds the texts of (text_hash, text) rows and yields their vectors a slice (at least that many documents, or the
+last ones) at a time, as they are computed."""
+
+
 def embed_dataset(
     workspace: Workspace,
     dataset_id: str,
@@ -62,7 +77,27 @@ def embed_dataset(
     slice_documents: int = SLICE_DOCUMENTS,
 ) -> EmbedSummary:
     """Embed every document, computing only texts this embedding space has never seen (cache by text hash). Vectors
-    are stored slice by slice, so after a crash or a cancel embedding again resumes where it stopped."""
+    are stored slice by slice, so after a crash or a cancel embedding again resumes where it stopped.
+
+    With `config.ray_address` the texts are embedded on that Ray cluster (pipeline/ray_embedding.py, which imports
+    ray), into the same vector space; without, on this machine."""
+    if not config.ray_address:
+        local = functools.partial(_local_slices, config)
+        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, local)
+    from prisma_core.pipeline import ray_embedding
+
+    with ray_embedding.connected(config.ray_address) as cluster:
+        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, cluster.embedding(config))
+
+
+def _embed_dataset(
+    workspace: Workspace,
+    dataset_id: str,
+    config: EmbedConfig,
+    progress: ProgressCallback,
+    slice_documents: int,
+    compute: ComputeSlices,
+) -> EmbedSummary:
     started = time.perf_counter()
     key = model_key(config)
     docs = workspace.documents(dataset_id, ["position", "text", "text_hash"])
@@ -74,14 +109,10 @@ def embed_dataset(
     _save_known(workspace, dataset_id, key, todo, cached)
     missing = todo[~todo["text_hash"].isin(cached)].drop_duplicates("text_hash")
     n_chunks = n_tokens = 0
-    for start in range(0, len(missing), slice_documents):
-        part = missing.iloc[start : start + slice_documents]
-        report = _slice_progress(progress, start, len(part), len(missing))
-        embedded = embed_documents(part["text"].tolist(), config, report)
-        computed = dict(zip(part["text_hash"], embedded.vectors, strict=True))
-        _save_known(workspace, dataset_id, key, todo, computed)
-        n_chunks += int(embedded.chunking.chunks_per_doc.sum())
-        n_tokens += int(embedded.chunking.tokens_per_doc.sum())
+    for computed in compute(missing[["text_hash", "text"]], progress, slice_documents):
+        _save_known(workspace, dataset_id, key, todo, computed.vectors)
+        n_chunks += computed.n_chunks
+        n_tokens += computed.n_tokens
     summary = EmbedSummary(
         embedding_key=key,
         n_documents=len(docs),
@@ -93,6 +124,21 @@ def embed_dataset(
     )
     record_stage(workspace, "embedding", dataset_id, dataset_id, asdict(config), asdict(summary))
     return summary
+
+
+def _local_slices(
+    config: EmbedConfig, missing: pd.DataFrame, progress: ProgressCallback, slice_documents: int
+) -> Iterator[ComputedSlice]:
+    """Embeds on this machine, `slice_documents` texts at a time."""
+    for start in range(0, len(missing), slice_documents):
+        part = missing.iloc[start : start + slice_documents]
+        report = _slice_progress(progress, start, len(part), len(missing))
+        embedded = embed_documents(part["text"].tolist(), config, report)
+        yield ComputedSlice(
+            dict(zip(part["text_hash"], embedded.vectors, strict=True)),
+            int(embedded.chunking.chunks_per_doc.sum()),
+            int(embedded.chunking.tokens_per_doc.sum()),
+        )
 
 
 def _save_known(
@@ -109,7 +155,11 @@ def _slice_progress(progress: ProgressCallback, start: int, size: int, total: in
     """A slice's progress (tokens of the slice) reported as documents of the whole embedding."""
 
     def report(event: Progress) -> None:
-        done = start + round(size * event.done / max(event.total, 1))
-        progress(Progress("embed", done, total, f"{done:,} of {total:,} documents"))
+        report_documents(progress, start + round(size * event.done / max(event.total, 1)), total)
 
     return report
+
+
+def report_documents(progress: ProgressCallback, done: int, total: int) -> None:
+    """Reports `done` of the `total` documents to embed."""
+    progress(Progress("embed", done, total, f"{done:,} of {total:,} documents"))

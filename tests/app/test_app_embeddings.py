@@ -1,5 +1,7 @@
 """Embeddings page: precision shown, token statistics, embedding with live job, cache reuse, model errors."""
 
+import socket
+
 import numpy as np
 from app_helpers import new_app, open_page, texts, wait_for_job
 
@@ -96,3 +98,27 @@ def test_a_backend_that_cannot_run_here_is_explained(trained_app):
         "The OpenVINO backend runs on the CPU only, not on 'cuda': choose torch. Or set the backend back to auto."
     ]
     assert not [button for button in at.button if button.key == "embed_button"]
+
+
+def test_a_ray_cluster_address_that_does_not_answer_is_named_in_the_error(trained_app):
+    """The Ray address field of the advanced settings: embedding goes to that cluster, and an address where nothing
+    answers fails with an error naming it and saying how to start a cluster, storing nothing."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    subset = trained_app.frame.head(10)
+    dataset_id, _ = pipeline.ingest(
+        trained_app.workspace, [("ray.csv", subset.to_csv(index=False).encode())], "ray", IngestConfig("text")
+    )
+    at = new_app(dataset_id)
+    open_page(at, "embeddings")
+    at.text_input(key="embed_ray_address").input(f" {address} ").run()
+    assert not at.exception
+    assert texts(at.caption)[0].startswith(f"Runs on the Ray cluster at **{address}** with ")
+    at.button(key="embed_button").click().run()
+    job_registry().wait(f"embed:{dataset_id}:{model_key(EmbedConfig())}", 120)
+    at.run()
+    (error,) = texts(at.error)
+    assert error.startswith(f"Embedding “ray” failed: Cannot reach the Ray cluster at '{address}'")
+    assert "ray start --head" in error
+    assert not trained_app.workspace.has_vectors(dataset_id, model_key(EmbedConfig()))

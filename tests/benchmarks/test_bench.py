@@ -22,6 +22,7 @@ from bench import (
     fast_cpu,
     gpu,
     quality,
+    ray_scaling,
     run_all,
     sae_training,
     scale,
@@ -260,3 +261,16 @@ def test_scale_quick_times_and_measures_every_stage_in_its_own_process() -> None
     assert set(stages["run"]["seconds"]) == {"train", "analyse", "themes", "families"}
     assert stages["run"]["sae"]["epochs"] == 2 and fraction(stages["run"]["fvu_holdout"])
     assert "Peak resident memory of any stage" in scale.markdown(result)
+
+
+def test_ray_scaling_quick_embeds_the_same_vectors_on_every_path() -> None:
+    """Local, 1 and 2 Ray workers on a head node the benchmark starts and stops: the same vectors on every path."""
+    result = ray_scaling.run(quick=True)
+    paths = result["paths"]
+    assert set(paths) == set(ray_scaling.PATHS) and result["cluster"]["started_here"]
+    assert result["documents"] == ray_scaling.QUICK_DOCS and result["content_tokens"] > 0
+    for name, summary in paths.items():
+        assert positive(summary["tokens_per_s"]) and summary["cosine_to_local_min"] >= 0.9999
+        assert all(positive(s) for s in summary["start_seconds"]) or name == "local"
+    assert all(positive(r) for r in result["round_ratios_2_over_1"] + result["round_ratios_2_over_local"])
+    assert "2 workers / 1 worker" in ray_scaling.markdown(result)

@@ -17,7 +17,7 @@ SHOWN = {
         *("k_aux", "aux_alpha", "dead_after", "holdout_fraction", "grad_clip", "device"),
     ),
     FamilyConfig: ("tau", "iterations", "min_family_size"),
-    EmbedConfig: ("model", "batch_size", "normalize", "precision", "device", "backend"),
+    EmbedConfig: ("model", "batch_size", "normalize", "precision", "device", "backend", "ray_address"),
 }
 
 
