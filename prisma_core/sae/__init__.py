@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from prisma_core.sae.io import load_sae, save_sae
     from prisma_core.sae.loss import fvu, topk_aux_loss
     from prisma_core.sae.model import SAEOutput, TopKSAE
-    from prisma_core.sae.stream import VectorSource, train_from, train_streamed
+    from prisma_core.sae.stream import VectorSource, train_from
     from prisma_core.sae.train import TrainResult, encode, feature_codes, resolve_device, train_sae
     from prisma_core.sae.weights import SAEWeights, codes_matrix, read_weights
 
@@ -27,7 +27,6 @@ _LAZY = {
     "TopKSAE": "model",
     "VectorSource": "stream",
     "train_from": "stream",
-    "train_streamed": "stream",
     "TrainResult": "train",
     "encode": "train",
     "feature_codes": "train",
@@ -67,5 +66,4 @@ __all__ = [
     "topk_aux_loss",
     "train_from",
     "train_sae",
-    "train_streamed",
 ]

@@ -59,23 +59,13 @@ def train_from(
     progress: ProgressCallback = ignore_progress,
     should_stop: Callable[[], bool] | None = None,
 ) -> TrainResult:
-    """`train_sae` on all the vectors when they fit `config.vectors_memory_mb`, else `train_streamed`."""
+    """`train_sae` on all the vectors when they fit `config.vectors_memory_mb`; else the same training reading them a
+    slice at a time (see the module's docstring), holding about `config.vectors_memory_mb` of vectors at once.
+    Raises TrainingError as `train_sae` does."""
+    started = time.perf_counter()
     n_documents, dim = source.shape
     if config.holds_in_memory(n_documents, dim):
         return train_sae(source.rows(np.arange(n_documents)), config, progress, should_stop)
-    return train_streamed(source, config, progress, should_stop)
-
-
-def train_streamed(
-    source: VectorSource,
-    config: SAEConfig,
-    progress: ProgressCallback = ignore_progress,
-    should_stop: Callable[[], bool] | None = None,
-) -> TrainResult:
-    """Train a TopK SAE reading the vectors a slice at a time (see the module's docstring); raises TrainingError as
-    `train_sae` does. Holds about `config.vectors_memory_mb` of vectors at once."""
-    started = time.perf_counter()
-    n_documents, dim = source.shape
     config, device, generator, train_index, holdout_index = prepare(config, n_documents, dim)
     slices = Slices.of(source, config, train_index)
     train, holdout = slices.moments()

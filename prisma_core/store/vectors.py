@@ -53,8 +53,11 @@ class StoredVectors:
             return np.zeros((0, self.dim), np.float32)
         found = self.table.take_row_ids(self.row_ids[positions].tolist()).select(["position", "vector"]).to_arrow()
         vectors = found["vector"].combine_chunks().flatten().to_numpy().reshape(-1, self.dim)
-        by_position = np.argsort(found["position"].to_numpy(), kind="stable")
-        where = by_position[np.searchsorted(found["position"].to_numpy()[by_position], positions)]
+        found_positions = found["position"].to_numpy()
+        by_position = np.argsort(found_positions, kind="stable")
+        where = by_position[np.searchsorted(found_positions[by_position], positions).clip(0, len(found) - 1)]
+        if not np.array_equal(found_positions[where], positions):
+            raise StoreError("The stored vectors changed while they were read (compacted or deleted): start again.")
         return np.ascontiguousarray(vectors[where], dtype=np.float32)
 
 
@@ -124,7 +127,14 @@ class Vectors(Datasets):
 
     def _remove_second_copies(self, name: str, dataset_id: str) -> None:
         """Keeps the first-written row of each document position (every process picks the same rows to drop)."""
-        rows = (
+        rows = self._positions_oldest_first(name, dataset_id)
+        extra = rows.loc[rows["position"].duplicated(), "_rowid"]
+        if len(extra):
+            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False)
+
+    def _positions_oldest_first(self, name: str, dataset_id: str) -> pd.DataFrame:
+        """position and _rowid of the dataset's rows in a vectors table, in the order they were written."""
+        return (
             self.db.open_table(name)
             .search()
             .where(f"dataset_id = '{check_id(dataset_id)}'")
@@ -134,9 +144,6 @@ class Vectors(Datasets):
             .to_pandas()
             .sort_values("_rowid")
         )
-        extra = rows.loc[rows["position"].duplicated(), "_rowid"]
-        if len(extra):
-            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False)
 
     def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
         """[n_documents, d] float32 in document order."""
@@ -157,13 +164,7 @@ class Vectors(Datasets):
             raise NotFoundError(NOT_EMBEDDED)
         table = self.db.open_table(name)
         rows = (
-            table.search()
-            .where(f"dataset_id = '{check_id(dataset_id)}'")
-            .select(["position"])
-            .with_row_id(True)
-            .limit(None)
-            .to_pandas()
-            .sort_values("_rowid")
+            self._positions_oldest_first(name, dataset_id)
             .drop_duplicates("position")  # the first-written copy, the one `_remove_second_copies` keeps
             .sort_values("position")
         )

@@ -15,7 +15,7 @@ from prisma_core import analysis, pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import training
-from prisma_core.sae import SAEConfig, feature_codes, load_sae, train_from, train_sae, train_streamed
+from prisma_core.sae import SAEConfig, feature_codes, load_sae, train_from, train_sae
 from prisma_core.sae.moments import Moments
 from prisma_core.sae.stream import Slices
 from prisma_core.sae.train import MEDIAN_SAMPLE
@@ -120,11 +120,11 @@ def test_streamed_metrics_equal_those_of_the_whole_array(embedded: tuple[Path, s
 
 def test_the_same_seed_gives_the_same_weights_streamed(embedded: tuple[Path, str]) -> None:
     config = replace(CONFIG, vectors_memory_mb=TINY_BOUND_MB, epochs=2)
-    first, second = train_streamed(_stored(embedded), config), train_streamed(_stored(embedded), config)
+    first, second = train_from(_stored(embedded), config), train_from(_stored(embedded), config)
     for name, tensor in first.model.state_dict().items():
         assert torch.equal(tensor, second.model.state_dict()[name]), name
     assert first.metrics["fvu_holdout"] == second.metrics["fvu_holdout"]
-    other = train_streamed(_stored(embedded), replace(config, seed=4))
+    other = train_from(_stored(embedded), replace(config, seed=4))
     assert not torch.equal(first.model.W_dec, other.model.W_dec)
 
 
