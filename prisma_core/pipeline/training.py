@@ -87,7 +87,7 @@ def train_run(
             sae.save_sae(result.model, result.config, run_dir)
         with _timed(seconds, "analyse"):
             codes = _store_codes(workspace, run_id, result.model, source)
-            vectors = source.rows(np.arange(codes.shape[0]))
+            vectors = source.all()
             labeller = _store_features(
                 workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
             )

@@ -52,6 +52,10 @@ class VectorSource(Protocol):
         """Vectors of the documents at these positions, in the order given: [m, d] float32."""
         ...
 
+    def all(self) -> np.ndarray:
+        """Every vector in position order, [n_documents, d] float32."""
+        ...
+
 
 def train_from(
     source: VectorSource,
@@ -65,7 +69,7 @@ def train_from(
     started = time.perf_counter()
     n_documents, dim = source.shape
     if config.holds_in_memory(n_documents, dim):
-        return train_sae(source.rows(np.arange(n_documents)), config, progress, should_stop)
+        return train_sae(source.all(), config, progress, should_stop)
     config, device, generator, train_index, holdout_index = prepare(config, n_documents, dim)
     slices = Slices.of(source, config, train_index)
     train, holdout = slices.moments()

@@ -20,6 +20,7 @@ from prisma_core.sae.moments import Moments
 from prisma_core.sae.stream import Slices
 from prisma_core.sae.train import MEDIAN_SAMPLE
 from prisma_core.store import Workspace
+from prisma_core.store import vectors as vectors_module
 from prisma_core.store.vectors import StoredVectors
 
 PER_CATEGORY = 60
@@ -42,6 +43,9 @@ class _CountedReads:
         self.sizes.append(len(positions))
         return self.stored.rows(positions)
 
+    def all(self) -> np.ndarray:
+        return self.rows(np.arange(self.shape[0]))
+
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[Path, str]:
@@ -59,18 +63,21 @@ def _stored(embedded: tuple[Path, str]) -> StoredVectors:
     return Workspace(path).stored_vectors(dataset_id, model_key(EmbedConfig()))
 
 
-def test_stored_vectors_read_by_position_match_the_whole_table(embedded: tuple[Path, str]) -> None:
+def test_stored_vectors_read_by_position_match_the_whole_table(
+    embedded: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors_module, "READ_ROWS", 64)  # all() reads 5 slices
     path, dataset_id = embedded
     whole = Workspace(path).vectors(dataset_id, model_key(EmbedConfig()))
     stored = _stored(embedded)
     positions = np.array([299, 0, 17, 17, 150])
     assert stored.shape == whole.shape == (5 * PER_CATEGORY, 384)
     np.testing.assert_array_equal(stored.rows(positions), whole[positions])
-    np.testing.assert_array_equal(stored.rows(np.arange(len(whole))), whole)
+    np.testing.assert_array_equal(stored.all(), whole)
 
 
 def test_moments_merged_over_slices_equal_those_of_the_whole(embedded: tuple[Path, str]) -> None:
-    vectors = _stored(embedded).rows(np.arange(300))
+    vectors = _stored(embedded).all()
     whole, slices = Moments.of(vectors), Moments(384)
     for start in range(0, 300, 64):
         slices.add(vectors[start : start + 64])
@@ -108,7 +115,7 @@ def test_streamed_training_reads_bounded_slices_and_learns_as_well(embedded: tup
 def test_streamed_metrics_equal_those_of_the_whole_array(embedded: tuple[Path, str]) -> None:
     """The streamed FVUs, dead latents and L0 of one model equal the in-memory computation's."""
     stored = _stored(embedded)
-    result = train_sae(stored.rows(np.arange(300)), CONFIG)
+    result = train_sae(stored.all(), CONFIG)
     slices = Slices.of(stored, replace(CONFIG, vectors_memory_mb=TINY_BOUND_MB), result.train_index)
     train, holdout = slices.moments()
     streamed = slices.final_metrics(result.model, train, holdout)
