@@ -3,6 +3,7 @@
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -238,7 +239,7 @@ def optimise(
     config: SAEConfig,
     progress: ProgressCallback,
     should_stop: Callable[[], bool] | None,
-) -> dict:
+) -> dict[str, Any]:
     """Run all epochs in place on `model` (on the training device); returns history, steps and samples_per_second.
     Every epoch takes n_train // batch_size steps of `epoch_batches`."""
     started = time.perf_counter()
