@@ -9,7 +9,8 @@ whose peak resident memory (VmHWM) is reported:
 2. embed: the first `--embed-sample` documents embedded for real (content tokens/s, extrapolated to the whole corpus);
    every other document gets a vector resampled from the embedded ones (`common.resample`: mixtures of two real
    vectors plus noise), stored like real vectors, so that the later stages see the real size and shape;
-3. run: the SAE with the settings suggested for the corpus size, then features, keyword labels, themes and
+3. run: the SAE with the settings suggested for the corpus size (trained from the vectors table a slice at a time
+   above `SAEConfig.vectors_memory_mb`), then features, keyword labels, themes and
    families (`pipeline.train_run`), with the peak memory of each part (a sampler thread, attributed by progress).
 """
 
@@ -151,7 +152,13 @@ def run_stage(workspace_path: Path, quick: bool) -> dict[str, Any]:
     return {
         "seconds": summary.seconds,
         "peak_mb_by_part": sampler.peaks,
-        "sae": {"n_latents": config.n_latents(384), "k": config.k, "epochs": config.epochs},
+        "sae": {
+            "n_latents": config.n_latents(384),
+            "k": config.k,
+            "epochs": config.epochs,
+            "streamed": not config.holds_in_memory(dataset.n_documents, 384),
+            "vectors_memory_mb": config.vectors_memory_mb,
+        },
         "fvu_holdout": summary.metrics["fvu_holdout"],
         "dead_fraction": summary.metrics["dead_fraction"],
         "n_themes": summary.n_themes,
@@ -232,13 +239,22 @@ def markdown(result: dict[str, Any]) -> str:
     smaller = "" if result["documents"] >= DOCS else " (a smaller run)"
     return f"""{result["documents"]:,} documents of real sentences (median {result["median_words"]} words), generated in
 {result["generate_seconds"]:.0f} s. SAE: {run_part["sae"]["n_latents"]:,} features, k = {run_part["sae"]["k"]},
-{run_part["sae"]["epochs"]} epochs: held-out FVU {run_part["fvu_holdout"]:.3f}, dead {run_part["dead_fraction"]:.1%},
-{run_part["n_themes"]} themes, {run_part["n_families"]:,} families. Each stage ran in its own process.
+{run_part["sae"]["epochs"]} epochs, {_training_read(run_part["sae"])}: held-out FVU {run_part["fvu_holdout"]:.3f},
+dead {run_part["dead_fraction"]:.1%}, {run_part["n_themes"]} themes, {run_part["n_families"]:,} families.
+Each stage ran in its own process.
 
 {table}
 
 - Peak resident memory of any stage: **{peak:,.0f} MB**; target <= {TARGET_PEAK_MB:,.0f} MB at 200,000 documents:
   **{verdict}**{smaller}."""
+
+
+def _training_read(sae: dict[str, Any]) -> str:
+    """How training read the vectors (results from before the streamed path have no such entry)."""
+    if "streamed" not in sae:
+        return "vectors in memory"
+    where = "streamed from the table" if sae["streamed"] else "vectors in memory"
+    return f"{where} (bound {sae['vectors_memory_mb']:,.0f} MB)"
 
 
 def main() -> None:

@@ -48,19 +48,44 @@ def strong_density(codes: sp.csr_matrix) -> np.ndarray:
 
 def feature_stats(codes: sp.csr_matrix) -> pd.DataFrame:
     """Per feature: density (documents active), density fraction, mean activation when active, max activation."""
-    csc = codes.tocsc()
-    density = np.diff(csc.indptr)
-    sums = np.asarray(csc.sum(axis=0)).ravel()
-    maxima = csc.max(axis=0).toarray().ravel()
-    return pd.DataFrame(
-        {
-            "feature_id": np.arange(codes.shape[1], dtype=np.int32),
-            "density": density.astype(np.int64),
-            "density_fraction": density / max(codes.shape[0], 1),
-            "mean_activation": np.divide(sums, density, out=np.zeros_like(sums, dtype=float), where=density > 0),
-            "max_activation": maxima.astype(float),
-        }
-    )
+    coo = codes.tocoo()
+    totals = FeatureTotals(codes.shape[1])
+    totals.add(coo.data, coo.col, codes.shape[0])
+    return totals.stats()
+
+
+class FeatureTotals:
+    """`feature_stats` accumulated over slices of documents, so the codes of a large corpus need not be held to
+    compute them."""
+
+    def __init__(self, n_features: int) -> None:
+        self.n_documents = 0
+        self.density = np.zeros(n_features, dtype=np.int64)
+        self.sums = np.zeros(n_features, dtype=np.float64)
+        self.maxima = np.zeros(n_features, dtype=np.float64)
+
+    def add(self, values: np.ndarray, features: np.ndarray, n_documents: int | None = None) -> None:
+        """One slice's activations: values and feature ids of the same shape, [m, k] top-k codes of m documents (or
+        flat, with n_documents given); zeros count as inactive."""
+        self.n_documents += len(values) if n_documents is None else n_documents
+        active = values > 0
+        features, values = features[active], values[active]
+        n_features = len(self.density)
+        self.density += np.bincount(features, minlength=n_features)
+        self.sums += np.bincount(features, weights=values, minlength=n_features)
+        np.maximum.at(self.maxima, features, values)
+
+    def stats(self) -> pd.DataFrame:
+        density = self.density
+        return pd.DataFrame(
+            {
+                "feature_id": np.arange(len(density), dtype=np.int32),
+                "density": density,
+                "density_fraction": density / max(self.n_documents, 1),
+                "mean_activation": np.divide(self.sums, density, out=np.zeros_like(self.sums), where=density > 0),
+                "max_activation": self.maxima,
+            }
+        )
 
 
 def feature_column(codes: sp.csr_matrix, feature: int) -> tuple[np.ndarray, np.ndarray]:

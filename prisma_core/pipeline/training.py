@@ -33,7 +33,11 @@ from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, family_matrix, load_run
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
+from prisma_core.store.vectors import StoredVectors
 from prisma_core.themes import ThemeConfig, Themes, build_themes
+
+CODES_ROWS = 65_536
+"""Documents encoded and stored per slice: 2 million activations at k = 32, about 24 MB of rows to write."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class RunSummary:
 def suggested_sae_config(workspace: Workspace, dataset_id: str, embed_config: EmbedConfig = EmbedConfig()) -> SAEConfig:
     """SAE settings that suit the embedded dataset's size (the defaults of every entry point; explicit settings
     win)."""
-    return suggest_config(*workspace.vectors(dataset_id, model_key(embed_config)).shape)
+    return suggest_config(*workspace.stored_vectors(dataset_id, model_key(embed_config)).shape)
 
 
 def train_run(
@@ -71,18 +75,19 @@ def train_run(
     before the record is written, leaving no run.
     """
     key = model_key(embed_config)
-    vectors = workspace.vectors(dataset_id, key)
-    sae_config = sae_config or suggest_config(len(vectors), vectors.shape[1])
-    warnings = check_config(sae_config, len(vectors), vectors.shape[1])
+    source = workspace.stored_vectors(dataset_id, key)
+    sae_config = sae_config or suggest_config(*source.shape)
+    warnings = check_config(sae_config, *source.shape)
     sae.resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
     run_id, run_dir = workspace.new_run_dir()
     seconds: dict[str, float] = {}
     try:
         with _timed(seconds, "train"):
-            result = sae.train_sae(vectors, sae_config, progress, should_stop)
+            result = sae.train_from(source, sae_config, progress, should_stop)
             sae.save_sae(result.model, result.config, run_dir)
         with _timed(seconds, "analyse"):
-            codes = _store_codes(workspace, run_id, result.model, vectors)
+            codes = _store_codes(workspace, run_id, result.model, source)
+            vectors = source.all()
             labeller = _store_features(
                 workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
             )
@@ -126,8 +131,7 @@ def _store_features(
     keyword_config: KeywordConfig,
     progress: ProgressCallback,
 ) -> _KeywordLabeller:
-    """Store the features' statistics and keyword labels; returns the labeller, for the themes and families."""
-    workspace.save_features(run_id, analysis.feature_stats(codes))
+    """Store the features' keyword labels; returns the labeller, for the themes and families."""
     texts = _texts_of_dataset_still_there(workspace, dataset_id)
     labeller = _KeywordLabeller(workspace, texts, vectors, embed_config, keyword_config)
     progress(Progress("label", 0, 1, "keyword labels"))
@@ -206,11 +210,21 @@ def _texts_of_dataset_still_there(workspace: Workspace, dataset_id: str) -> list
     return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
 
 
-def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, vectors: np.ndarray) -> sp.csr_matrix:
-    codes = sae.feature_codes(model, vectors)
-    coo = codes.tocoo()
-    workspace.save_activations(run_id, coo.row, coo.col, coo.data)
-    return codes
+def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, source: StoredVectors) -> sp.csr_matrix:
+    """Encode every document, one slice of CODES_ROWS documents at a time, storing each slice's activations and the
+    features' statistics (accumulated over the slices); returns the codes [n_documents, n_features]."""
+    n_documents = source.shape[0]
+    totals = analysis.FeatureTotals(model.n_latents)
+    values, indices = [], []
+    for start in range(0, n_documents, CODES_ROWS):
+        positions = np.arange(start, min(start + CODES_ROWS, n_documents))
+        slice_values, slice_indices = sae.encode(model, source.rows(positions))
+        workspace.save_activations(run_id, np.repeat(positions, model.k), slice_indices.ravel(), slice_values.ravel())
+        totals.add(slice_values, slice_indices)
+        values.append(slice_values)
+        indices.append(slice_indices)
+    workspace.save_features(run_id, totals.stats())
+    return sae.codes_matrix(np.concatenate(values), np.concatenate(indices), model.n_latents)
 
 
 def _store_themes(

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from prisma_core.sae.io import load_sae, save_sae
     from prisma_core.sae.loss import fvu, topk_aux_loss
     from prisma_core.sae.model import SAEOutput, TopKSAE
+    from prisma_core.sae.stream import VectorSource, train_from
     from prisma_core.sae.train import TrainResult, encode, feature_codes, resolve_device, train_sae
     from prisma_core.sae.weights import SAEWeights, codes_matrix, read_weights
 
@@ -24,6 +25,8 @@ _LAZY = {
     "topk_aux_loss": "loss",
     "SAEOutput": "model",
     "TopKSAE": "model",
+    "VectorSource": "stream",
+    "train_from": "stream",
     "TrainResult": "train",
     "encode": "train",
     "feature_codes": "train",
@@ -49,6 +52,7 @@ __all__ = [
     "SAEWeights",
     "TopKSAE",
     "TrainResult",
+    "VectorSource",
     "check_config",
     "codes_matrix",
     "encode",
@@ -60,5 +64,6 @@ __all__ = [
     "save_sae",
     "suggest_config",
     "topk_aux_loss",
+    "train_from",
     "train_sae",
 ]

@@ -34,6 +34,8 @@ MAX_EXPANSION_FACTOR = 256
 check in `check_config` decides."""
 TRAINING_BYTES_PER_WEIGHT = 16
 """float32 bytes held per encoder/decoder weight while training: the weight, its gradient and Adam's two moments."""
+VECTOR_BYTES = 4
+"""Bytes per vector component (float32)."""
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -144,6 +146,11 @@ class SAEConfig(CheckedConfig):
         help="Any number. The same number, documents and settings give exactly the same result.",
     )
     """Seeds initialisation, the holdout split and shuffling: same seed, data and device -> same weights."""
+    vectors_memory_mb: float = setting(256.0, minimum=0.0)
+    """Training holds the vectors in memory when they take at most this many MB (float32: 1.5 KB per document at
+    384 dimensions, so 256 MB is about 175,000 documents); larger corpora are read from the vectors table in shuffled
+    slices, holding about this much at a time, so memory stays bounded whatever the corpus size. 0 always reads in
+    slices. The two ways shuffle differently, so the same seed gives the same features only on the same side."""
     device: str = setting(
         "auto",
         label="Device",
@@ -183,6 +190,10 @@ class SAEConfig(CheckedConfig):
             k_aux=min(self.k_aux if self.k_aux is not None else 2 * self.k, n_latents),
             dead_after=self.dead_after if self.dead_after is not None else min(n_train, DEAD_AFTER_MAX),
         )
+
+    def holds_in_memory(self, n_documents: int, dim: int) -> bool:
+        """Whether training keeps all n_documents vectors of size dim in memory (see `vectors_memory_mb`)."""
+        return n_documents * dim * VECTOR_BYTES <= self.vectors_memory_mb * 2**20
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

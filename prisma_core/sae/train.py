@@ -1,8 +1,9 @@
 """Training loop of the TopK SAE: holdout split, data-centred init, AuxK, decoder constraints, metrics."""
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,6 +14,7 @@ from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae.config import SAEConfig, check_config
 from prisma_core.sae.loss import fvu, matryoshka_fvu, prefix_reconstructions, sae_loss, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
+from prisma_core.sae.moments import Moments
 from prisma_core.sae.weights import codes_matrix
 
 STAGE = "train_sae"
@@ -22,10 +24,13 @@ EPOCH_HOLDOUT_SAMPLE = 1024
 """Held-out documents scored at the end of every epoch (all of them are scored once training ends)."""
 HISTORY_POINTS = 100
 """About this many history entries (and progress reports) per run, whatever its length."""
-MIN_RELATIVE_VARIANCE = 1e-10
-"""Vectors whose variance around their mean is below this share of their mean squared norm are treated as
-identical: float32 rounding alone leaves about 1e-14, and an FVU divided by it would read 1e12."""
 NO_HOLDOUT_VARIANCE = "the held-out documents do not vary: no variance to explain"
+NO_VARIANCE = (
+    "All embeddings are identical (no variance to explain), so there is nothing to learn: the documents are probably "
+    "all the same text."
+)
+EpochBatches = Callable[[int], Iterator[torch.Tensor]]
+"""batch size -> one epoch of shuffled training batches [batch, d], scaled, on the training device."""
 
 
 @dataclass
@@ -95,31 +100,52 @@ def train_sae(
     """
     started = time.perf_counter()
     data = _validated(embeddings)
-    n_documents, dim = data.shape
+    config, device, generator, train_index, holdout_index = prepare(config, *data.shape)
+    scale = input_scale(Moments.of(data[train_index]))
+    x_train = torch.from_numpy(data[train_index] * scale).to(device)
+    x_holdout_sample = holdout_sample(data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]], scale, device)
+
+    def epoch_batches(batch_size: int) -> Iterator[torch.Tensor]:
+        order = torch.randperm(len(x_train), generator=generator).to(device)
+        for start in range(0, len(x_train) - batch_size + 1, batch_size):
+            yield x_train[order[start : start + batch_size]]
+
+    model = initial_model(data.shape[1], len(x_train), config, generator, lambda rows: x_train.cpu()[rows]).to(device)
+    loop = optimise(model, epoch_batches, len(x_train), x_holdout_sample, config, progress, should_stop)
+    fold_input_scale(model, scale)
+    metrics = _final_metrics(model, data, train_index, holdout_index)
+    return finished(model, config, metrics | loop, started, train_index, holdout_index)
+
+
+def prepare(
+    config: SAEConfig, n_documents: int, dim: int
+) -> tuple[SAEConfig, torch.device, torch.Generator, np.ndarray, np.ndarray]:
+    """The checked, resolved config, the device, the seeded generator and the holdout split (train rows, held-out
+    rows): the first uses of the generator, the same whichever way the vectors are read."""
     check_config(config, n_documents, dim)
     config = config.resolved(n_documents, dim)
     device = resolve_device(config.device)
     generator = torch.Generator().manual_seed(config.seed)
-    train_index, holdout_index = _split(n_documents, config, generator)
-    scale = _input_scale(data[train_index])
-    x_train = torch.from_numpy(data[train_index] * scale).to(device)
-    holdout_sample = data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]]
-    holdout_sample = holdout_sample if len(holdout_sample) > 1 and has_variance(holdout_sample) else holdout_sample[:0]
-    x_holdout_sample = torch.from_numpy(holdout_sample * scale).to(device)
+    return config, device, generator, *_split(n_documents, config, generator)
 
-    model = _initial_model(x_train, config, generator).to(device)
-    loop_started = time.perf_counter()
-    history, steps, batch_size = _optimise(model, x_train, x_holdout_sample, config, generator, progress, should_stop)
-    loop_seconds = time.perf_counter() - loop_started
-    _fold_input_scale(model, scale)
 
-    metrics = _final_metrics(model, data, train_index, holdout_index)
-    metrics.update(
-        steps=steps,
-        seconds=time.perf_counter() - started,
-        samples_per_second=steps * batch_size / loop_seconds,
-        device=str(device),
-    )
+def holdout_sample(holdout: np.ndarray, scale: float, device: torch.device) -> torch.Tensor:
+    """The held-out documents scored every epoch, scaled; none when fewer than two or identical."""
+    kept = holdout if len(holdout) > 1 and has_variance(holdout) else holdout[:0]
+    return torch.from_numpy(kept * scale).to(device)
+
+
+def finished(
+    model: TopKSAE,
+    config: SAEConfig,
+    metrics: dict[str, float | int | str],
+    started: float,
+    train_index: np.ndarray,
+    holdout_index: np.ndarray,
+) -> TrainResult:
+    """The result, the whole training's seconds added to its metrics."""
+    history = metrics.pop("history")
+    metrics["seconds"] = time.perf_counter() - started
     return TrainResult(model.cpu(), config, metrics, history, train_index, holdout_index)
 
 
@@ -145,22 +171,21 @@ def _validated(embeddings: np.ndarray) -> np.ndarray:
     data = np.asarray(embeddings, dtype=np.float32)
     if data.ndim != 2:
         raise TrainingError(f"Embeddings must be a table of documents x dimensions, got shape {data.shape}.")
-    bad_rows = int((~np.isfinite(data)).any(axis=1).sum())
-    if bad_rows:
-        raise TrainingError(f"{bad_rows} embeddings contain NaN or infinite values; embed those documents again.")
+    check_finite(int((~np.isfinite(data)).any(axis=1).sum()))
     if len(data) > 1 and not has_variance(data):
-        raise TrainingError(
-            "All embeddings are identical (no variance to explain), so there is nothing to learn: the documents "
-            "are probably all the same text."
-        )
+        raise TrainingError(NO_VARIANCE)
     return data
 
 
+def check_finite(bad_rows: int) -> None:
+    """Raises TrainingError when some embeddings (bad_rows of them) hold NaN or infinite values."""
+    if bad_rows:
+        raise TrainingError(f"{bad_rows} embeddings contain NaN or infinite values; embed those documents again.")
+
+
 def has_variance(x: np.ndarray) -> bool:
-    """Whether the rows of x [m, d] differ by more than float rounding (see MIN_RELATIVE_VARIANCE)."""
-    x = x.astype(np.float64)
-    variance = np.mean(np.sum((x - x.mean(axis=0)) ** 2, axis=1))
-    return bool(variance > MIN_RELATIVE_VARIANCE * max(np.mean(np.sum(x**2, axis=1)), np.finfo(np.float64).tiny))
+    """Whether the rows of x [m, d] differ by more than float rounding (see `Moments.has_variance`)."""
+    return Moments.of(x).has_variance()
 
 
 def _split(n_documents: int, config: SAEConfig, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -170,18 +195,25 @@ def _split(n_documents: int, config: SAEConfig, generator: torch.Generator) -> t
     return np.sort(order[n_holdout:]), np.sort(order[:n_holdout])
 
 
-def _input_scale(x: np.ndarray) -> float:
+def input_scale(train: Moments) -> float:
     """Factor that gives the training vectors unit mean squared norm."""
-    return float(1.0 / np.sqrt(np.mean(np.sum(x.astype(np.float64) ** 2, axis=1))))
+    return float(1.0 / np.sqrt(train.squared_norm / train.count))
 
 
-def _initial_model(x_train: torch.Tensor, config: SAEConfig, generator: torch.Generator) -> TopKSAE:
-    """Random tied weights; b_pre at the geometric median of (a sample of) the training data."""
-    n_train, dim = x_train.shape
+def initial_model(
+    dim: int,
+    n_train: int,
+    config: SAEConfig,
+    generator: torch.Generator,
+    training_rows: Callable[[np.ndarray], torch.Tensor],
+) -> TopKSAE:
+    """Random tied weights; b_pre at the geometric median of (a sample of) the training data.
+
+    training_rows: indices into the training documents -> their scaled vectors [m, d] on the CPU."""
     model = TopKSAE(dim, config.n_latents(dim), config.k, generator=generator)
-    sample = torch.randperm(n_train, generator=generator)[:MEDIAN_SAMPLE]
+    sample = torch.randperm(n_train, generator=generator)[:MEDIAN_SAMPLE].numpy()
     with torch.no_grad():
-        model.b_pre.copy_(_geometric_median(x_train.cpu()[sample]))
+        model.b_pre.copy_(_geometric_median(training_rows(sample)))
     return model
 
 
@@ -199,35 +231,36 @@ def _geometric_median(points: torch.Tensor, iterations: int = 100, tolerance: fl
     return median.float()
 
 
-def _optimise(
+def optimise(
     model: TopKSAE,
-    x_train: torch.Tensor,
+    epoch_batches: EpochBatches,
+    n_train: int,
     x_holdout_sample: torch.Tensor,
     config: SAEConfig,
-    generator: torch.Generator,
     progress: ProgressCallback,
     should_stop: Callable[[], bool] | None,
-) -> tuple[list[dict[str, float]], int, int]:
-    """Run all epochs in place on `model`; returns (history, steps taken, batch size used)."""
-    n_train = x_train.shape[0]
+) -> dict[str, Any]:
+    """Run all epochs in place on `model` (on the training device); returns history, steps and samples_per_second.
+    Every epoch takes n_train // batch_size steps of `epoch_batches`."""
+    started = time.perf_counter()
+    device = model.W_dec.device
     batch_size = min(config.batch_size, n_train)
     steps_per_epoch = n_train // batch_size
     total_steps = config.epochs * steps_per_epoch
     log_every = max(1, total_steps // HISTORY_POINTS)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=x_train.device.type in ("cpu", "cuda"))
-    tracker = _DeadLatentTracker(model.n_latents, config.dead_after, x_train.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=device.type in ("cpu", "cuda"))
+    tracker = _DeadLatentTracker(model.n_latents, config.dead_after, device)
     prefixes = config.prefixes(model.d)
     history: list[dict[str, float]] = []
-    sums = torch.zeros(3, device=x_train.device)
+    sums = torch.zeros(3, device=device)
     since_log = 0
     step = 0
     for epoch in range(1, config.epochs + 1):
-        order = torch.randperm(n_train, generator=generator).to(x_train.device)
+        batches = epoch_batches(batch_size)
         for batch_number in range(steps_per_epoch):
             if should_stop is not None and should_stop():
                 raise TrainingError(f"Training was cancelled at step {step} of {total_steps}; nothing was saved.")
-            batch = x_train[order[batch_number * batch_size : (batch_number + 1) * batch_size]]
-            sums += _train_step(model, optimizer, tracker, batch, config, prefixes)
+            sums += _train_step(model, optimizer, tracker, next(batches), config, prefixes)
             step += 1
             since_log += 1
             epoch_done = batch_number == steps_per_epoch - 1
@@ -248,7 +281,9 @@ def _optimise(
             progress(Progress(STAGE, step, total_steps, f"Epoch {epoch} of {config.epochs}", _progress_metrics(entry)))
             sums.zero_()
             since_log = 0
-    return history, step, batch_size
+        batches.close()
+    seconds = time.perf_counter() - started
+    return {"history": history, "steps": step, "samples_per_second": step * batch_size / seconds, "device": str(device)}
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
@@ -298,7 +333,7 @@ def _fvu_of(model: TopKSAE, x: torch.Tensor, batch_size: int = 4096) -> float:
         return fvu(x, recon).item()
 
 
-def _fold_input_scale(model: TopKSAE, scale: float) -> None:
+def fold_input_scale(model: TopKSAE, scale: float) -> None:
     """Make a model trained on scale * x take x: TopK and ReLU commute with positive scaling, so dividing both
     biases by `scale` gives activations / scale and reconstructions of x itself, with the same directions."""
     with torch.no_grad():
@@ -318,15 +353,24 @@ def _final_metrics(
     holdout = data[holdout_index]
     scored = len(holdout) > 1 and has_variance(holdout)
     fvu_holdout = _fvu_of(model, torch.from_numpy(holdout).to(device)) if scored else np.nan
+    n_active = int(active.sum())
+    return quality_metrics(_fvu_of(model, x_train), fvu_holdout, fired, n_active, len(train_index), len(holdout_index))
+
+
+def quality_metrics(
+    fvu_train: float, fvu_holdout: float, fired: np.ndarray, n_active: int, n_train: int, n_holdout: int
+) -> dict[str, float | int | str]:
+    """The metrics of a trained SAE (see `TrainResult.metrics`) from its FVUs (fvu_holdout NaN when the held-out
+    documents were not scored), which latents fired on a training document and the activations counted over them."""
     return {
-        "fvu_train": _fvu_of(model, x_train),
+        "fvu_train": fvu_train,
         "fvu_holdout": fvu_holdout,
         "variance_explained_holdout": 1.0 - fvu_holdout,
-        **({"fvu_holdout_note": NO_HOLDOUT_VARIANCE} if len(holdout) and not scored else {}),
+        **({"fvu_holdout_note": NO_HOLDOUT_VARIANCE} if n_holdout and np.isnan(fvu_holdout) else {}),
         "dead_fraction": float(1.0 - fired.mean()),
-        "mean_l0": float(active.sum(axis=1).mean()),
-        "n_train": len(train_index),
-        "n_holdout": len(holdout_index),
+        "mean_l0": n_active / n_train,
+        "n_train": n_train,
+        "n_holdout": n_holdout,
     }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -13,6 +15,9 @@ from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.store.datasets import Datasets
 from prisma_core.store.ids import check_id
 
+if TYPE_CHECKING:
+    import lancedb
+
 INDEX_MIN_ROWS = 1_000_000
 """Vectors in a table before `save_vectors` builds an IVF-PQ index. bench/search.py at 200,000 x 384: the build takes
 about a minute, and even with SEARCH_NPROBES and SEARCH_REFINE the index finds only about 78% of the true top 10,
@@ -21,6 +26,49 @@ SEARCH_NPROBES = 50
 SEARCH_REFINE = 10
 """Once a table is indexed: partitions probed and candidates re-ranked exactly. At 200,000 x 384 (bench/search.py)
 they raise recall@10 from LanceDB's default 0.24 to 0.78 at about the same latency; a flat search ignores them."""
+
+
+READ_ROWS = 65_536
+"""Vectors `StoredVectors.all` reads at a time (96 MB at 384 dimensions)."""
+NOT_EMBEDDED = "This dataset has not been embedded with this model yet: run the embedding step."
+
+
+@dataclass(frozen=True)
+class StoredVectors:
+    """A dataset's vectors in one embedding space, read from the vectors table by document position, a slice at a
+    time (`Vectors.stored_vectors`): what training and analysis read when the vectors need not all be in memory.
+    Holds one row id per document (8 bytes), not the vectors."""
+
+    table: lancedb.table.Table
+    row_ids: np.ndarray
+    """[n_documents] uint64: the row holding each position's vector (its first-written copy)."""
+    dim: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.row_ids), self.dim
+
+    def all(self) -> np.ndarray:
+        """Every vector in position order, [n_documents, d] float32, read READ_ROWS at a time into one array (no
+        second copy of the whole)."""
+        vectors = np.empty(self.shape, dtype=np.float32)
+        for start in range(0, len(vectors), READ_ROWS):
+            vectors[start : start + READ_ROWS] = self.rows(np.arange(start, min(start + READ_ROWS, len(vectors))))
+        return vectors
+
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """Vectors of the documents at these positions, in the order given: [m, d] float32."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if not len(positions):
+            return np.zeros((0, self.dim), np.float32)
+        found = self.table.take_row_ids(self.row_ids[positions].tolist()).select(["position", "vector"]).to_arrow()
+        vectors = found["vector"].combine_chunks().flatten().to_numpy().reshape(-1, self.dim)
+        found_positions = found["position"].to_numpy()
+        by_position = np.argsort(found_positions, kind="stable")
+        where = by_position[np.searchsorted(found_positions[by_position], positions).clip(0, len(found) - 1)]
+        if not np.array_equal(found_positions[where], positions):
+            raise StoreError("The stored vectors changed while they were read (compacted or deleted): start again.")
+        return np.ascontiguousarray(vectors[where], dtype=np.float32)
 
 
 def vectors_table_name(embedding_key: str) -> str:
@@ -89,7 +137,14 @@ class Vectors(Datasets):
 
     def _remove_second_copies(self, name: str, dataset_id: str) -> None:
         """Keeps the first-written row of each document position (every process picks the same rows to drop)."""
-        rows = (
+        rows = self._positions_oldest_first(name, dataset_id)
+        extra = rows.loc[rows["position"].duplicated(), "_rowid"]
+        if len(extra):
+            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False)
+
+    def _positions_oldest_first(self, name: str, dataset_id: str) -> pd.DataFrame:
+        """position and _rowid of the dataset's rows in a vectors table, in the order they were written."""
+        return (
             self.db.open_table(name)
             .search()
             .where(f"dataset_id = '{check_id(dataset_id)}'")
@@ -99,9 +154,6 @@ class Vectors(Datasets):
             .to_pandas()
             .sort_values("_rowid")
         )
-        extra = rows.loc[rows["position"].duplicated(), "_rowid"]
-        if len(extra):
-            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False)
 
     def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
         """[n_documents, d] float32 in document order."""
@@ -109,9 +161,27 @@ class Vectors(Datasets):
         frame = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position", "vector"])
         frame = frame.drop_duplicates("position")  # a second copy from a concurrent write, about to be removed
         if len(frame) != self.dataset(dataset_id).n_documents:
-            raise NotFoundError("This dataset has not been embedded with this model yet: run the embedding step.")
+            raise NotFoundError(NOT_EMBEDDED)
         frame = frame.sort_values("position")
         return np.stack(frame["vector"].to_numpy()).astype(np.float32)
+
+    def stored_vectors(self, dataset_id: str, embedding_key: str) -> StoredVectors:
+        """The dataset's vectors in this space, to read by position a slice at a time (see `StoredVectors`); reads
+        only each document's row id."""
+        name = vectors_table_name(embedding_key)
+        n_documents = self.dataset(dataset_id).n_documents
+        if not self._has_table(name):
+            raise NotFoundError(NOT_EMBEDDED)
+        table = self.db.open_table(name)
+        rows = (
+            self._positions_oldest_first(name, dataset_id)
+            .drop_duplicates("position")  # the first-written copy, the one `_remove_second_copies` keeps
+            .sort_values("position")
+        )
+        if len(rows) != n_documents or not np.array_equal(rows["position"].to_numpy(), np.arange(n_documents)):
+            raise NotFoundError(NOT_EMBEDDED)
+        dim = table.schema.field("vector").type.list_size
+        return StoredVectors(table, rows["_rowid"].to_numpy(dtype=np.uint64), dim)
 
     def search_documents(self, dataset_id: str, embedding_key: str, query: np.ndarray, limit: int = 10) -> pd.DataFrame:
         """Nearest documents by cosine distance: position, doc_id, distance."""
