@@ -3,11 +3,12 @@ search from vectors in memory against LanceDB's search through the store.
 
 The workspace is built headlessly with the command line's `run` (AG News test set, BBC and a few MTSamples notes:
 10,000 real documents; kept under --cache, so later runs reuse it and its embeddings). Two apps are timed side by
-side on it, interleaved: this checkout and the baseline commit's (`git archive`), each its own `streamlit run`
-server driven in headless Chromium. First paint: a fresh server each time, from opening the address to Home's heading
-on screen. Page switches: one server per app, every page opened ROUNDS times, the apps taking turns page by page, each
-switch timed in the browser from the click on the sidebar link to the page's heading and to the end of its script
-run; the first visit of a page fills its caches, so it is reported apart from the p50/p95 of the later visits.
+side, interleaved: this checkout and the baseline commit's (`git archive`), each its own `streamlit run` server
+driven in headless Chromium, each on a workspace its own code built from the same documents (an older app cannot
+read the settings a newer run records). First paint: a fresh server each time, from opening the address to Home's
+heading on screen. Page switches: one server per app, every page opened ROUNDS times, the apps taking turns page by
+page, each switch timed in the browser from the click on the sidebar link to the page's heading and to the end of its
+script run; the first visit of a page fills its caches, so it is reported apart from the p50/p95 of the later visits.
 Search: exact numpy cosine search over vectors held in memory (`prisma_core.explore.DocumentVectors`) against
 `Workspace.search_documents` (LanceDB), query by query in turn, at the run's 10,000 vectors and at 200,000.
 
@@ -108,18 +109,20 @@ def corpus(n_docs: int) -> pd.DataFrame:
     return everything.head(n_docs).reset_index(drop=True)
 
 
-def trained_workspace(folder: Path, n_docs: int) -> Path:
-    """A workspace holding n_docs documents and a run trained with the defaults; built once by the command line."""
-    path = folder / f"app_latency_{n_docs}"
+def trained_workspace(folder: Path, n_docs: int, code: Path = common.REPO, name: str = "") -> Path:
+    """A workspace holding n_docs documents and a run trained with the defaults; built once by the command line of
+    the checkout `code` (`name` tells another checkout's workspace apart)."""
+    path = (folder / f"app_latency_{n_docs}{name and '_' + name}").resolve()
     if path.exists() and Workspace(path).runs():
         return path
-    csv = folder / f"app_latency_{n_docs}.csv"
+    csv = (folder / f"app_latency_{n_docs}.csv").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     corpus(n_docs).to_csv(csv, index=False)
     command = [sys.executable, "-m", "prisma_core", "run", "--workspace", str(path), "--text-column", "text"]
     subprocess.run(
         [*command, "--id-column", "id", "--title-column", "title", "--name", f"{n_docs:,} news and notes", str(csv)],
         check=True,
+        cwd=code,
     )
     return path
 
@@ -171,17 +174,17 @@ def switch(page: Page, link: str) -> dict[str, float]:
     return {"heading_s": (heading - clicked) / 1000, "done_s": (max(done, heading) - clicked) / 1000}
 
 
-def browse(workspace: Path, apps: dict[str, Path], scratch: Path, rounds: int, paints: int) -> dict[str, Any]:
-    """For each app (name -> checkout), interleaved: first paints on fresh servers, then one server per app whose
-    pages are all opened `rounds` times, the apps taking turns page by page."""
+def browse(apps: dict[str, tuple[Path, Path]], scratch: Path, rounds: int, paints: int) -> dict[str, Any]:
+    """For each app (name -> its checkout and workspace), interleaved: first paints on fresh servers, then one server
+    per app whose pages are all opened `rounds` times, the apps taking turns page by page."""
     paint_s: dict[str, list[float]] = {name: [] for name in apps}
     visits: dict[str, dict[str, list[dict[str, float]]]] = {name: {link: [] for link in PAGES} for name in apps}
     with chromium() as browser, ExitStack() as stack:
         for attempt in range(paints):
-            for name, app_dir in apps.items():
+            for name, (app_dir, workspace) in apps.items():
                 paint_s[name].append(first_paint(browser, workspace, app_dir, scratch / f"{name}_paint{attempt}.log"))
         pages = {}
-        for name, app_dir in apps.items():
+        for name, (app_dir, workspace) in apps.items():
             url, _ = stack.enter_context(streamlit_server(workspace, scratch / f"{name}.log", app_dir=app_dir))
             pages[name] = browser.new_page(viewport={"width": 1400, "height": 1000})
             open_home(pages[name], url)
@@ -258,12 +261,16 @@ def run(
     quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache", baseline: str = BASELINE
 ) -> dict[str, Any]:
     n_docs = QUICK_DOCS if quick else DOCS
-    workspace = trained_workspace(cache_dir, n_docs).resolve()  # the baseline's server runs in another folder
+    workspace = trained_workspace(cache_dir, n_docs)
     with tempfile.TemporaryDirectory(prefix="prisma_app_latency_") as folder:
         scratch = Path(folder)
-        apps = {"baseline": baseline_checkout(baseline, scratch / "baseline"), "prisma": common.REPO}
+        baseline_code = baseline_checkout(baseline, scratch / "baseline")
+        apps = {
+            "baseline": (baseline_code, trained_workspace(cache_dir, n_docs, baseline_code, baseline)),
+            "prisma": (common.REPO, workspace),
+        }
         rounds, paints = (QUICK_ROUNDS, 1) if quick else (ROUNDS, PAINTS)
-        browsing = browse(workspace, apps, scratch, rounds, paints)
+        browsing = browse(apps, scratch, rounds, paints)
         searches = search(workspace, scratch, quick)
     return {
         "device": common.device_report(),

@@ -156,14 +156,9 @@ class Vectors(Datasets):
         )
 
     def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
-        """[n_documents, d] float32 in document order."""
-        name = vectors_table_name(embedding_key)
-        frame = self._read(name, f"dataset_id = '{check_id(dataset_id)}'", ["position", "vector"])
-        frame = frame.drop_duplicates("position")  # a second copy from a concurrent write, about to be removed
-        if len(frame) != self.dataset(dataset_id).n_documents:
-            raise NotFoundError(NOT_EMBEDDED)
-        frame = frame.sort_values("position")
-        return np.stack(frame["vector"].to_numpy()).astype(np.float32)
+        """[n_documents, d] float32 in document order, read in slices into one array: through a pandas column of
+        per-row arrays, reading 200,000 vectors (300 MB) peaked at 2.2 GB instead of 1.2 (BENCHMARKS.md, section 12)."""
+        return self.stored_vectors(dataset_id, embedding_key).all()
 
     def stored_vectors(self, dataset_id: str, embedding_key: str) -> StoredVectors:
         """The dataset's vectors in this space, to read by position a slice at a time (see `StoredVectors`); reads
