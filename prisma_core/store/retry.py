@@ -12,23 +12,36 @@ _LANCE_NOISE = re.compile(r"^lance error: LanceError\(\w+\): |, /\S+\.rs:\d+:\d+
 
 T = TypeVar("T")
 
+CONFLICT_PATIENCE_S = 120.0
+"""How long a write keeps retrying while other sessions commit to the same table.
 
-def retry(write: Callable[[], T], attempts: int = 8) -> T:
+A budget in time rather than in attempts: on object storage one commit takes a round trip or more, so a busy
+table can take many attempts to win, and a fixed count gave up within seconds."""
+
+LONGEST_WAIT_S = 2.0
+
+
+def retry(write: Callable[[], T], patience_s: float = CONFLICT_PATIENCE_S) -> T:
     """Concurrent writers on one table can hit a commit conflict; LanceDB wants the loser to retry.
 
     The random factor in the back-off keeps two sessions from retrying in lockstep. A write that still fails (a
     full disk, a read-only folder) raises StoreError; LanceDB commits are atomic, so the stored data is unchanged.
     """
-    for attempt in range(attempts):
+    give_up_at = time.monotonic() + patience_s
+    attempt = 0
+    while True:
         try:
             return write()
         except (OSError, RuntimeError, ValueError) as error:
-            conflict = "conflict" in str(error).lower()
-            if conflict and attempt < attempts - 1:
-                time.sleep(0.05 * 2**attempt * (0.5 + random.random()))
+            if "conflict" in str(error).lower():
+                wait = min(LONGEST_WAIT_S, 0.05 * 2**attempt) * (0.5 + random.random())
+                if time.monotonic() + wait > give_up_at:
+                    raise StoreError(
+                        "The workspace is busy: other sessions kept writing to it. Try again."
+                    ) from error
+                time.sleep(wait)
+                attempt += 1
                 continue
-            if conflict:
-                raise StoreError("The workspace is busy: other sessions kept writing to it. Try again.") from error
             if isinstance(error, ValueError):
                 raise
             reason = _LANCE_NOISE.sub("", str(error))
@@ -36,4 +49,3 @@ def retry(write: Callable[[], T], attempts: int = 8) -> T:
                 f"Could not write to the workspace: {reason}. What was stored before is unchanged; "
                 "free some disk space or check the folder's permissions, then try again."
             ) from error
-    raise AssertionError("unreachable")

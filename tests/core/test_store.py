@@ -12,13 +12,14 @@ from small_run import SMALL_SAE, SmallRun
 from prisma_core import pipeline
 from prisma_core.cli import main as cli_main
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.errors import NotFoundError
+from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.keywords import corpus_terms
 from prisma_core.pipeline import training
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
+from prisma_core.store.retry import retry
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +218,41 @@ def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_pat
     resumed_vectors = workspace.vectors(dataset_id, key)
     cosine = np.einsum("ij,ij->i", resumed_vectors, whole) / np.linalg.norm(resumed_vectors, axis=1)
     assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
+
+
+def conflicting_write(conflicts: int):
+    """A write that loses `conflicts` commit races (LanceDB's own message) and then commits."""
+    calls = []
+
+    def write() -> str:
+        calls.append(1)
+        if len(calls) <= conflicts:
+            raise RuntimeError("lance error: Retryable commit conflict for version 7: This Append transaction ...")
+        return "committed"
+
+    return write, calls
+
+
+def test_a_write_keeps_retrying_past_many_conflicts_within_its_patience():
+    write, calls = conflicting_write(conflicts=12)  # more than the old fixed 8 attempts allowed
+    assert retry(write, patience_s=60) == "committed"
+    assert len(calls) == 13
+
+
+def test_a_write_that_never_wins_says_the_workspace_is_busy_once_its_patience_runs_out():
+    write, calls = conflicting_write(conflicts=10**6)
+    with pytest.raises(StoreError, match="workspace is busy"):
+        retry(write, patience_s=1.0)
+    assert 3 <= len(calls) < 20
+
+
+def test_a_failure_that_is_not_a_conflict_is_not_retried():
+    calls = []
+
+    def full_disk() -> None:
+        calls.append(1)
+        raise OSError("No space left on device (os error 28)")
+
+    with pytest.raises(StoreError, match="No space left on device.*stored before is unchanged"):
+        retry(full_disk)
+    assert len(calls) == 1
