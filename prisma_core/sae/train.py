@@ -11,6 +11,7 @@ import torch
 
 from prisma_core.errors import TrainingError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.sae.adam import FusedAdam
 from prisma_core.sae.config import SAEConfig, check_config
 from prisma_core.sae.loss import fvu, matryoshka_fvu, prefix_reconstructions, sae_loss, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
@@ -248,7 +249,7 @@ def optimise(
     steps_per_epoch = n_train // batch_size
     total_steps = config.epochs * steps_per_epoch
     log_every = max(1, total_steps // HISTORY_POINTS)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=device.type in ("cpu", "cuda"))
+    optimizer = FusedAdam(model.parameters(), lr=config.lr)
     tracker = _DeadLatentTracker(model.n_latents, config.dead_after, device)
     prefixes = config.prefixes(model.d)
     history: list[dict[str, float]] = []
@@ -294,7 +295,7 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
 
 def _train_step(
     model: TopKSAE,
-    optimizer: torch.optim.Optimizer,
+    optimizer: FusedAdam,
     tracker: _DeadLatentTracker,
     x: torch.Tensor,
     config: SAEConfig,
@@ -311,7 +312,7 @@ def _train_step(
         objective = matryoshka_fvu(x, reconstructions)
         aux = topk_aux_loss(x - recon, pre_acts, tracker.dead_mask(), model.W_dec, config.k_aux)
         loss = sae_loss(objective, aux.float(), config.aux_alpha)
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad()
     loss.backward()
     model.project_decoder_grad()
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
