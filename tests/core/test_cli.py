@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from prisma_core.cli import main as cli_main
 from prisma_core.sae import suggest_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -216,3 +217,12 @@ def test_warm_run_embeds_nothing_and_loads_no_model(bbc, tmp_path):
     # reading a run (here: exporting it, as the app's pages read it) needs no torch: the SAE is read as numpy arrays
     assert imported_by("export", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "out")) == {"lancedb"}
     assert (tmp_path / "out" / "sae.safetensors").is_file()
+
+
+def test_help_names_the_environment_default_of_a_setting_read_from_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli_main(["embed", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    ray_help = help_text.split("--ray-address RAY_ADDRESS", 2)[2].split("--ray-workers")[0]
+    assert "$PRISMA_RAY_ADDRESS by default" in ray_help and "(default: None)" not in ray_help
+    assert "(default: 16)" in help_text  # a plain default is still shown (the embedding batch size)
