@@ -66,7 +66,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix:
             continue  # e.g. an API key: read from the environment, never typed where shell history keeps it
         flag = "--" + (("" if field.metadata.get("unprefixed_flag") else prefix) + field.name).replace("_", "-")
         kind, choices = field_kind(config_type, field.name), list(literal_values(config_type, field.name)) or None
-        shown_default = "" if field.default is dataclasses.MISSING else f" (default: {field.default})"  # else its doc says
+        shown_default = "" if field.default is dataclasses.MISSING else f" (default: {field.default})"
         help_text = f"{docs[field.name]}{shown_default}".strip().replace("%", "%%")
         if kind is bool:
             group.add_argument(

@@ -13,7 +13,11 @@ from torch import nn
 
 class FusedAdam:
     def __init__(
-        self, parameters: Iterable[nn.Parameter], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+        self,
+        parameters: Iterable[nn.Parameter],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
     ) -> None:
         self.parameters = list(parameters)
         self.lr, self.betas, self.eps = lr, betas, eps

@@ -36,9 +36,7 @@ def retry(write: Callable[[], T], patience_s: float = CONFLICT_PATIENCE_S) -> T:
             if "conflict" in str(error).lower():
                 wait = min(LONGEST_WAIT_S, 0.05 * 2**attempt) * (0.5 + random.random())
                 if time.monotonic() + wait > give_up_at:
-                    raise StoreError(
-                        "The workspace is busy: other sessions kept writing to it. Try again."
-                    ) from error
+                    raise StoreError("The workspace is busy: other sessions kept writing to it. Try again.") from error
                 time.sleep(wait)
                 attempt += 1
                 continue

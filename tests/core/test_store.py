@@ -253,6 +253,6 @@ def test_a_failure_that_is_not_a_conflict_is_not_retried():
         calls.append(1)
         raise OSError("No space left on device (os error 28)")
 
-    with pytest.raises(StoreError, match="No space left on device.*stored before is unchanged"):
+    with pytest.raises(StoreError, match=r"No space left on device.*stored before is unchanged"):
         retry(full_disk)
     assert len(calls) == 1
