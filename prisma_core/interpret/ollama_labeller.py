@@ -150,7 +150,7 @@ class OllamaConfig(CheckedConfig):
     settings_name = "Ollama"
 
     host: str = field(default_factory=default_ollama_host)
-    """Ollama server URL; OLLAMA_HOST overrides the default."""
+    """Ollama server URL: $OLLAMA_HOST when set, else http://localhost:11434 (this machine)."""
     model: str = "llama3.2"
     """Any chat model pulled on that server (llama3.2 is 3B: quick on a laptop)."""
     timeout_s: float = setting(60.0, above=0)
