@@ -50,7 +50,10 @@ def guess_id_column(frame: pd.DataFrame) -> str | None:
 
 
 def choose_columns(
-    name: str, columns: Sequence[str], text_scores: tuple[Mapping[str, int], Set[str]], config: IngestConfig,
+    name: str,
+    columns: Sequence[str],
+    text_scores: tuple[Mapping[str, int], Set[str]],
+    config: IngestConfig,
     warnings: list[str],
 ) -> tuple[str, str | None, str | None]:
     """(text, id, title) columns: the configured ones, else the most text-like (by `text_lengths`, summed over the
@@ -114,4 +117,3 @@ def _cell_text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return str(value)
-

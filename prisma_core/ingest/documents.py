@@ -7,6 +7,7 @@ import pandas as pd
 from prisma_core.errors import IngestError
 from prisma_core.ingest.config import IngestConfig
 
+
 def text_document(name: str, text: str) -> pd.DataFrame:
     """A text-like file is one document; its id is the file name (the path inside a zip)."""
     return pd.DataFrame(

@@ -73,7 +73,11 @@ class DocumentStream:
     read) and "ingest" (second pass, in rows)."""
 
     def __init__(
-        self, names: list[str], files: list[_File], config: IngestConfig, progress: ProgressCallback,
+        self,
+        names: list[str],
+        files: list[_File],
+        config: IngestConfig,
+        progress: ProgressCallback,
         warnings: list[str],
     ) -> None:
         self.names, self.files, self.config, self.progress = names, files, config, progress

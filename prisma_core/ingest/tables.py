@@ -76,7 +76,9 @@ class TableStats:
         metadata = [column for column in columns if column not in (text_column, id_column, title_column)]
         renames = {column: f"{column}_original" for column in metadata if column in RESERVED_COLUMNS}
         warnings.extend(f"{self.name}: column '{old}' kept as '{new}'" for old, new in renames.items())
-        dates = {column for column in metadata if column not in self.not_dates and len(self.date_zones.get(column, ())) == 1}
+        dates = {
+            column for column in metadata if column not in self.not_dates and len(self.date_zones.get(column, ())) == 1
+        }
         kinds = {renames.get(column, column): self.kinds[column] for column in metadata}
         source_file = self.name if several else None
         if source_file:
