@@ -241,7 +241,7 @@ def _read_parquet(name: str, data: bytes, config: IngestConfig, warnings: list[s
 def _parquet_batches(name: str, path: Path, config: IngestConfig, warnings: list[str]) -> Iterator[Batch]:
     """config.batch_rows rows at a time; the bytes read are estimated from the rows read."""
     size = path.stat().st_size
-    with _parquet_errors(name), pq.ParquetFile(path) as parquet:
+    with _parquet_errors(name), pq.ParquetFile(path, pre_buffer=False) as parquet:  # True: keeps every batch read
         total, done = parquet.metadata.num_rows, 0
         for batch in parquet.iter_batches(batch_size=config.batch_rows):
             done += batch.num_rows

@@ -126,16 +126,17 @@ class DocumentStream:
 
     def documents(self) -> Iterator[pd.DataFrame]:
         warnings = list(self.warnings)
-        plans = self._check(warnings)
-        ids, renamed_ids = unique_ids([doc_id for _, file_ids in plans for doc_id in file_ids])
-        kinds = [plan.metadata_kinds if plan else _TEXT_KINDS for plan, _ in plans]
+        plans, given_ids = self._check(warnings)
+        ids, renamed_ids = unique_ids(given_ids)
+        del given_ids
+        kinds = [plan.metadata_kinds if plan else _TEXT_KINDS for plan in plans]
         floats = float_columns(kinds)
         columns = _all_columns(kinds)
         empty_ids: list[str] = []
         duplicates: list[str] = []
         seen: set[bytes] = set()
         done = 0
-        for file, (plan, _) in zip(self.files, plans, strict=True):
+        for file, plan in zip(self.files, plans, strict=True):
             for content, _ in file.contents([]):
                 n_rows = 1 if isinstance(content, str) else len(content)
                 documents = _documents(file.name, content, plan, ids[done : done + n_rows], floats)
@@ -154,11 +155,12 @@ class DocumentStream:
             raise IngestError(f"{', '.join(self.names)}: no non-empty documents were found")
         self._report = IngestReport(self.names, done - len(empty_ids), empty_ids, duplicates, renamed_ids, warnings)
 
-    def _check(self, warnings: list[str]) -> list[tuple[TablePlan | None, list[str]]]:
-        """First pass: every file's plan (None: a text file) and its ids as given."""
+    def _check(self, warnings: list[str]) -> tuple[list[TablePlan | None], list[str]]:
+        """First pass: every file's plan (None: a text file), and the ids of all files as given."""
         several = len(self.files) > 1
         total, before = sum(file.size for file in self.files), 0
-        plans: list[tuple[TablePlan | None, list[str]]] = []
+        plans: list[TablePlan | None] = []
+        ids: list[str] = []
         for file in self.files:
             stats = TableStats(file.name, self.config, f"{PurePosixPath(file.name).stem}:" if several else "")
             text = False
@@ -169,8 +171,9 @@ class DocumentStream:
                     stats.add(content)
                 self.progress(Progress("check", before + read, total, f"{len(stats.ids):,} rows of {file.name}"))
             before += file.size
-            plans.append((None, [file.name]) if text else (stats.plan(several, warnings), stats.ids))
-        return plans
+            plans.append(None if text else stats.plan(several, warnings))
+            ids += [file.name] if text else stats.ids
+        return plans, ids
 
 
 def _existing(path: str | Path) -> Path:
