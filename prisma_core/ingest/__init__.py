@@ -1,7 +1,8 @@
 """Read an analyst's files (tables, text files, PDFs, Word documents, zips of these) into one document table.
 
 Pure: nothing is stored here. Every function returns a complete result or raises an IngestError that names the
-file and the problem, so the caller never persists half an upload.
+file and the problem; `DocumentStream` (stream.py) yields documents a batch at a time and raises, naming the file,
+when a later batch fails, so a caller that stores batches deletes them then (`Workspace.add_dataset_batches` does).
 """
 
 from collections.abc import Sequence
