@@ -3,7 +3,6 @@ the file read whole, nothing stored after an error in a late batch, progress up 
 
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -128,7 +127,7 @@ def test_a_bad_line_late_in_a_file_stores_nothing(tmp_path: Path, news: pd.DataF
 def test_progress_increases_to_the_total(tmp_path: Path, news: pd.DataFrame) -> None:
     path = write(news, tmp_path / "news.parquet")
     events: list[Progress] = []
-    dataset_id, report = pipeline.ingest(Workspace(tmp_path / "ws"), [path], "progress", TINY_BATCHES, events.append)
+    _, report = pipeline.ingest(Workspace(tmp_path / "ws"), [path], "progress", TINY_BATCHES, events.append)
     for stage, total in (("check", path.stat().st_size), ("ingest", len(news))):
         done = [event.done for event in events if event.stage == stage]
         assert done == sorted(done) and len(done) >= 9
