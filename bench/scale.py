@@ -1,6 +1,6 @@
 """10. Scale: a large corpus of real sentences through every stage, time and peak memory per stage.
 
-    .venv/bin/python -m bench.scale [--quick] [--docs N] [--embed-sample N]
+    .venv/bin/python -m bench.scale [--quick] [--docs N] [--embed-sample N] [--ingest-only]
 
 The corpus: each document draws 4 to 16 sentences of one label of the shared corpora (BBC News, AG News and
 MTSamples, so topics stay coherent and lengths realistic), in `--docs` documents. Stages, each in a fresh process
@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from bench import common
 
@@ -40,26 +42,30 @@ QUICK_DOCS = 3_000
 QUICK_EMBED_SAMPLE = 200
 CORPORA = ("bbc_news.parquet", "ag_news_test.parquet", "mtsamples.parquet")
 SENTENCES_PER_DOCUMENT = (4, 16)
+CORPUS_ROWS = 50_000
 TARGET_PEAK_MB = 4096.0
 """Issue 14: 200,000 real-length documents end to end with peak memory <= 4 GB."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def run(quick: bool = False, n_docs: int | None = None, embed_sample: int | None = None) -> dict[str, Any]:
+def run(
+    quick: bool = False, n_docs: int | None = None, embed_sample: int | None = None, ingest_only: bool = False
+) -> dict[str, Any]:
     n_docs = n_docs or (QUICK_DOCS if quick else DOCS)
     embed_sample = min(n_docs, embed_sample or (QUICK_EMBED_SAMPLE if quick else EMBED_SAMPLE))
     with tempfile.TemporaryDirectory(prefix="prisma-bench-scale-") as folder:
         source, workspace = Path(folder) / "corpus.parquet", Path(folder) / "workspace"
         generated_seconds, words = common.timed(lambda: write_corpus(source, n_docs))
-        stages = {
-            "ingest": _worker("ingest", workspace, source),
-            "embed": _worker("embed", workspace, source, str(embed_sample)),
-            "run": _worker("run", workspace, source, *(["--quick"] if quick else [])),
-        }
+        corpus_mb = source.stat().st_size / 2**20
+        stages = {"ingest": _worker("ingest", workspace, source)}
+        if not ingest_only:
+            stages["embed"] = _worker("embed", workspace, source, str(embed_sample))
+            stages["run"] = _worker("run", workspace, source, *(["--quick"] if quick else []))
     return {
         "device": common.device_report(),
         "quick": quick,
         "documents": n_docs,
+        "corpus_mb": corpus_mb,
         "median_words": words,
         "generate_seconds": generated_seconds,
         "embed_sample": embed_sample,
@@ -68,15 +74,21 @@ def run(quick: bool = False, n_docs: int | None = None, embed_sample: int | None
 
 
 def write_corpus(path: Path, n_docs: int, seed: int = 0) -> int:
-    """Writes n_docs documents of real sentences (one label each) to a parquet file; returns their median words."""
+    """Writes n_docs documents of real sentences (one label each) to a parquet file, CORPUS_ROWS at a time (one row
+    group each, so a million documents never sit in memory); returns the median words of the first 10,000."""
     rng = np.random.default_rng(seed)
     pools = [pool for name in CORPORA for pool in _sentences_by_label(common.CORPORA_DIR / name).values()]
-    which = rng.integers(0, len(pools), n_docs)
-    lengths = rng.integers(*SENTENCES_PER_DOCUMENT, n_docs, endpoint=True)
-    texts = [" ".join(rng.choice(pools[pool], length)) for pool, length in zip(which, lengths, strict=True)]
-    labels = [f"topic {pool}" for pool in which]
-    pd.DataFrame({"id": [f"doc{i}" for i in range(n_docs)], "text": texts, "label": labels}).to_parquet(path)
-    return int(np.median([len(text.split()) for text in texts[:10_000]]))
+    words: list[int] = []
+    with pq.ParquetWriter(path, pa.schema({"id": pa.string(), "text": pa.string(), "label": pa.string()})) as writer:
+        for start in range(0, n_docs, CORPUS_ROWS):
+            size = min(CORPUS_ROWS, n_docs - start)
+            which = rng.integers(0, len(pools), size)
+            lengths = rng.integers(*SENTENCES_PER_DOCUMENT, size, endpoint=True)
+            texts = [" ".join(rng.choice(pools[pool], length)) for pool, length in zip(which, lengths, strict=True)]
+            ids = [f"doc{i}" for i in range(start, start + size)]
+            writer.write_table(pa.table({"id": ids, "text": texts, "label": [f"topic {pool}" for pool in which]}))
+            words += [len(text.split()) for text in texts[: max(0, 10_000 - len(words))]]
+    return int(np.median(words))
 
 
 def _sentences_by_label(path: Path) -> dict[str, np.ndarray]:
@@ -105,10 +117,16 @@ def ingest_stage(workspace: Path, source: Path) -> dict[str, Any]:
     from prisma_core.ingest import IngestConfig
     from prisma_core.store import Workspace
 
-    seconds, (dataset_id, _) = common.timed(
-        lambda: pipeline.ingest(Workspace(workspace), [source], "scale", IngestConfig(id_column="id"))
+    config = IngestConfig(id_column="id")
+    seconds, (dataset_id, report) = common.timed(
+        lambda: pipeline.ingest(Workspace(workspace), [source], "scale", config)
     )
-    return {"seconds": seconds, "dataset_id": dataset_id}
+    return {
+        "seconds": seconds,
+        "dataset_id": dataset_id,
+        "n_documents": report.n_documents,
+        "batch_rows": config.batch_rows,
+    }
 
 
 def embed_stage(workspace_path: Path, embed_sample: int) -> dict[str, Any]:
@@ -221,6 +239,8 @@ def _worker_main(stage: str, workspace: Path, source: Path, extra: list[str]) ->
 
 def markdown(result: dict[str, Any]) -> str:
     stages = result["stages"]
+    if "embed" not in stages:
+        return _ingest_markdown(result)
     embed, run_part = stages["embed"], stages["run"]
     rows = [
         ["ingest (read, hash, store)", stages["ingest"]["seconds"], stages["ingest"]["peak_mb"]],
@@ -249,6 +269,24 @@ Each stage ran in its own process.
   **{verdict}**{smaller}."""
 
 
+def _ingest_markdown(result: dict[str, Any]) -> str:
+    """`--ingest-only`: the ingest stage alone."""
+    ingest = result["stages"]["ingest"]
+    table = common.markdown_table(
+        ["documents", "corpus MB", "batch rows", "seconds", "peak MB"],
+        [
+            [
+                f"{result['documents']:,}",
+                result.get("corpus_mb", "-"),
+                ingest.get("batch_rows", "-"),
+                ingest["seconds"],
+                ingest["peak_mb"],
+            ]
+        ],
+    )
+    return f"Ingest only (`--ingest-only`), in its own process:\n\n{table}"
+
+
 def _training_read(sae: dict[str, Any]) -> str:
     """How training read the vectors (results from before the streamed path have no such entry)."""
     if "streamed" not in sae:
@@ -264,8 +302,9 @@ def main() -> None:
     arguments = common.parser(__doc__.splitlines()[0])
     arguments.add_argument("--docs", type=int, help=f"documents to generate (default {DOCS:,}; quick {QUICK_DOCS:,})")
     arguments.add_argument("--embed-sample", type=int, help=f"documents embedded for real (default {EMBED_SAMPLE:,})")
+    arguments.add_argument("--ingest-only", action="store_true", help="stop after the ingest stage")
     args = arguments.parse_args()
-    common.publish(NAME, run(args.quick, args.docs, args.embed_sample), args, markdown)
+    common.publish(NAME, run(args.quick, args.docs, args.embed_sample, args.ingest_only), args, markdown)
 
 
 if __name__ == "__main__":

@@ -116,13 +116,13 @@ def create(sources: list[Source], name: str, config: IngestConfig, upload: tuple
     st.session_state[CREATED_KEY] = (upload, None)  # set first: a rerun by a second click sees it
     try:
         with st.spinner("Reading and storing the documents…"):
-            dataset_id, ingested = pipeline.ingest(workspace(), sources, name, config)
+            dataset_id, report = pipeline.ingest(workspace(), sources, name, config)
     except PrismaError as error:
         st.session_state.pop(CREATED_KEY, None)
         st.error(f"{md(error)}. Nothing was stored.", icon=":material/error:")
         return
     st.session_state[CREATED_KEY] = (upload, dataset_id)
-    st.session_state[REPORT_KEY] = {"name": name, **asdict(ingested.report)}
+    st.session_state[REPORT_KEY] = {"name": name, **asdict(report)}
     select(dataset_id)
     st.rerun()
 

@@ -129,8 +129,9 @@ def _ingest_config(args: argparse.Namespace) -> IngestConfig:
 def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
     from prisma_core import pipeline
 
-    dataset_id, dataset = pipeline.ingest(workspace, args.files, args.name, _ingest_config(args))
-    report = dataset.report
+    bars = ProgressBars()
+    dataset_id, report = pipeline.ingest(workspace, args.files, args.name, _ingest_config(args), bars)
+    bars.close()
     print(f"dataset {dataset_id}: {report.n_documents} documents from {len(report.files)} file(s)")
     if report.empty_ids:
         print(f"  {len(report.empty_ids)} empty documents left out: {', '.join(report.empty_ids[:10])}")

@@ -1,31 +1,23 @@
 """Read an analyst's files (tables, text files, PDFs, Word documents, zips of these) into one document table.
 
 Pure: nothing is stored here. Every function returns a complete result or raises an IngestError that names the
-file and the problem, so the caller never persists half an upload.
+file and the problem; `DocumentStream` (stream.py) yields documents a batch at a time and raises, naming the file,
+when a later batch fails, so a caller that stores batches deletes them then (`Workspace.add_dataset_batches` does).
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from prisma_core.errors import IngestError
-from prisma_core.ingest.archives import check_file_size, check_total_size, unpack
+from prisma_core.ingest.archives import check_file_size, check_total_size, extension, unpack
 from prisma_core.ingest.columns import guess_id_column, guess_text_column, guess_title_column
 from prisma_core.ingest.config import SUPPORTED_EXTENSIONS, IngestConfig, Source
-from prisma_core.ingest.documents import documents_of, text_document, unique_ids
-from prisma_core.ingest.readers import read_file
-
-
-@dataclass(frozen=True)
-class IngestReport:
-    files: list[str]  # the files given, in order (a zip counts as one)
-    n_documents: int
-    empty_ids: list[str]  # empty, whitespace-only or missing texts: excluded from the documents, listed here
-    duplicate_text_ids: list[str]  # documents whose text repeats an earlier document's: kept, listed here
-    renamed_ids: dict[str, str]  # new id -> repeated original id it replaced ("7#2" -> "7")
-    warnings: list[str] = field(default_factory=list)  # e.g. "notes.csv: not UTF-8, decoded as cp1252"
+from prisma_core.ingest.documents import text_document
+from prisma_core.ingest.readers import STREAMED_EXTENSIONS, read_file, table_batches
+from prisma_core.ingest.stream import DocumentStream, IngestReport
 
 
 @dataclass(frozen=True)
@@ -35,37 +27,30 @@ class IngestedDataset:
 
 
 def read_sources(sources: Sequence[Source], config: IngestConfig = IngestConfig()) -> IngestedDataset:
-    warnings: list[str] = []
-    files = unpack(sources, config, warnings)
-    several = len(files) > 1
-    parts = [documents_of(name, data, config, several, warnings) for name, data in files]
-    documents = pd.concat(parts, ignore_index=True)
-    ids, renamed_ids = unique_ids(documents["doc_id"].tolist())
-    documents["doc_id"] = pd.Series(ids, dtype="str")
-    empty = documents["text"].str.strip().eq("")
-    empty_ids = documents.loc[empty, "doc_id"].tolist()
-    documents = documents.loc[~empty].reset_index(drop=True)
-    if documents.empty:
-        raise IngestError(f"{', '.join(name for name, _ in sources)}: no non-empty documents were found")
-    report = IngestReport(
-        files=[name for name, _ in sources],
-        n_documents=len(documents),
-        empty_ids=empty_ids,
-        duplicate_text_ids=documents.loc[documents["text"].duplicated(), "doc_id"].tolist(),
-        renamed_ids=renamed_ids,
-        warnings=warnings,
-    )
-    return IngestedDataset(documents, report)
+    """Uploads read whole into one document table."""
+    return _read_whole(DocumentStream.of_sources(sources, config))
 
 
 def read_paths(paths: Sequence[str | Path], config: IngestConfig = IngestConfig()) -> IngestedDataset:
-    """Like read_sources, for files on disk; sizes are checked before anything is read."""
-    return read_sources(_sources_on_disk(paths, config), config)
+    """Like read_sources, for files on disk (Parquet, CSV, TSV and JSON lines read in batches, then put together)."""
+    return _read_whole(DocumentStream.of_paths(paths, config))
+
+
+def _read_whole(stream: DocumentStream) -> IngestedDataset:
+    documents = pd.concat(list(stream.documents()), ignore_index=True)
+    return IngestedDataset(documents, stream.report)
 
 
 def preview_paths(paths: Sequence[str | Path], n_rows: int = 20) -> pd.DataFrame:
-    """Like preview_sources, for files on disk."""
-    return preview_sources(_sources_on_disk(paths, IngestConfig()), n_rows)
+    """Like preview_sources, for files on disk: only the first batch of a Parquet, CSV, TSV or JSON lines file is
+    read, whatever its size."""
+    frames = []
+    for path in map(Path, paths):
+        if extension(path.name) in STREAMED_EXTENSIONS and path.is_file():
+            frames.append(next(table_batches(path, IngestConfig(batch_rows=n_rows), []))[0].head(n_rows))
+        else:
+            frames.append(preview_sources(_sources_on_disk([path], IngestConfig()), n_rows))
+    return pd.concat(frames, ignore_index=True).head(n_rows)
 
 
 def _sources_on_disk(paths: Sequence[str | Path], config: IngestConfig) -> list[Source]:
@@ -85,7 +70,7 @@ def preview_sources(sources: Sequence[Source], n_rows: int = 20) -> pd.DataFrame
     config = IngestConfig(max_rows=n_rows)
     warnings: list[str] = []
     frames = []
-    for name, data in unpack(sources, config, warnings):
+    for name, data in (file for group in unpack(sources, config, warnings) for file in group):
         content = read_file(name, data, config, warnings)
         frames.append(
             content.head(n_rows)
@@ -97,6 +82,7 @@ def preview_sources(sources: Sequence[Source], n_rows: int = 20) -> pd.DataFrame
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
+    "DocumentStream",
     "IngestConfig",
     "IngestReport",
     "IngestedDataset",

@@ -15,26 +15,28 @@ _OS_CLUTTER = re.compile(r"(^|/)(__MACOSX/|\.[^/]*$)")  # macOS resource forks, 
 _UNSAFE_PATH = re.compile(r"^[/\\]|^[A-Za-z]:|(^|[/\\])\.\.([/\\]|$)")
 
 
-def unpack(sources: Sequence[Source], config: IngestConfig, warnings: list[str]) -> list[Source]:
-    """Checks names and sizes, and replaces each zip by its members (names are paths inside the zip)."""
-    if not sources:
-        raise IngestError("no files were given")
+def unpack(sources: Sequence[Source], config: IngestConfig, warnings: list[str]) -> list[list[Source]]:
+    """Checks names and sizes; each source's files: itself, or a zip's members (names are paths inside the zip)."""
     for name, data in sources:
-        _check_extension(name)
+        check_extension(name)
         check_file_size(name, len(data), config)
-        if not data:
-            raise IngestError(f"{name}: the file is empty (0 bytes)")
+        check_not_empty(name, len(data))
     check_total_size(sum(len(data) for _, data in sources), config)
     budget = config.max_total_bytes - sum(len(data) for name, data in sources if not _is_zip(name))
-    files: list[Source] = []
+    files: list[list[Source]] = []
     for name, data in sources:
         if _is_zip(name):
             members = _unzip(name, data, config, budget, warnings)
             budget -= sum(len(content) for _, content in members)
-            files.extend(members)
+            files.append(members)
         else:
-            files.append((name, data))
+            files.append([(name, data)])
     return files
+
+
+def check_not_empty(name: str, size: int) -> None:
+    if not size:
+        raise IngestError(f"{name}: the file is empty (0 bytes)")
 
 
 def _unzip(name: str, data: bytes, config: IngestConfig, budget: int, warnings: list[str]) -> list[Source]:
@@ -101,7 +103,7 @@ def check_unpacked_size(name: str, data: bytes, limit: int, what: str) -> None:
             limit -= sum(len(chunk) for chunk in unpacked_chunks(archive, info, limit, name))
 
 
-def _check_extension(name: str) -> None:
+def check_extension(name: str) -> None:
     if extension(name) not in SUPPORTED_EXTENSIONS:
         raise IngestError(f"{name}: unsupported file type; supported: {', '.join(SUPPORTED_EXTENSIONS)}")
 

@@ -1,5 +1,6 @@
 """Which column of a table holds the text, the ids and the titles; cells as text."""
 
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 import pandas as pd
@@ -13,13 +14,28 @@ _ID_NAMES = ("id", "doc_id", "document_id", "identifier", "uid")
 
 def guess_text_column(frame: pd.DataFrame) -> str:
     """The column with the longest mean text length (missing values count as empty) among those holding words."""
-    scores = {}
+    lengths, worded = text_lengths(frame)
+    return best_text_column([str(column) for column in frame.columns], lengths, worded)
+
+
+def text_lengths(frame: pd.DataFrame) -> tuple[dict[str, int], set[str]]:
+    """Per column, the summed length of its string values; and the columns with a string holding a letter.
+
+    Summed over a table's batches, they choose the same column as the whole table would."""
+    lengths, worded = {}, set()
     for column in frame.columns:
         strings = string_values(frame[column])
+        lengths[str(column)] = int(strings.str.len().sum()) if len(strings) else 0
         if len(strings) and strings.str.contains(r"[^\W\d_]", regex=True).any():
-            scores[column] = strings.str.len().sum() / len(frame)
+            worded.add(str(column))
+    return lengths, worded
+
+
+def best_text_column(columns: Sequence[str], lengths: Mapping[str, int], worded: Set[str]) -> str:
+    """The worded column with the most text (every column has as many rows: the longest sum is the longest mean)."""
+    scores = {column: lengths[column] for column in columns if column in worded}
     if not scores:
-        raise IngestError(f"no text-like column; the columns are: {column_list(frame)}")
+        raise IngestError(f"no text-like column; the columns are: {', '.join(columns) or '(none)'}")
     return max(scores, key=scores.__getitem__)
 
 
@@ -34,34 +50,42 @@ def guess_id_column(frame: pd.DataFrame) -> str | None:
 
 
 def choose_columns(
-    name: str, frame: pd.DataFrame, config: IngestConfig, warnings: list[str]
+    name: str,
+    columns: Sequence[str],
+    text_scores: tuple[Mapping[str, int], Set[str]],
+    config: IngestConfig,
+    warnings: list[str],
 ) -> tuple[str, str | None, str | None]:
-    """(text, id, title) columns: the configured ones, else the most text-like and a column named title/headline."""
-    id_column = _named_column(name, frame, config.id_column)
-    title_column = _named_column(name, frame, config.title_column)
-    text_column = _named_column(name, frame, config.text_column)
+    """(text, id, title) columns: the configured ones, else the most text-like (by `text_lengths`, summed over the
+    table) and a column named title/headline."""
+    id_column = _named_column(name, columns, config.id_column)
+    title_column = _named_column(name, columns, config.title_column)
+    text_column = _named_column(name, columns, config.text_column)
     if text_column is None:
-        candidates = frame.drop(columns=[column for column in (id_column, title_column) if column])
+        candidates = [column for column in columns if column not in (id_column, title_column)]
         try:
-            text_column = guess_text_column(candidates)
+            text_column = best_text_column(candidates, *text_scores)
         except IngestError as error:
             raise IngestError(f"{name}: {error}") from None
         warnings.append(f"{name}: text column auto-detected as '{text_column}'")
     if title_column is None:
-        title_column = guess_title_column(frame, exclude={text_column, id_column})
+        title_column = _title_among(columns, exclude={text_column, id_column})
     return text_column, id_column, title_column
 
 
-def _named_column(name: str, frame: pd.DataFrame, column: str | None) -> str | None:
-    if column is not None and column not in frame.columns:
-        raise IngestError(f"{name}: no column named '{column}'; the columns are: {column_list(frame)}")
+def _named_column(name: str, columns: Sequence[str], column: str | None) -> str | None:
+    if column is not None and column not in columns:
+        raise IngestError(f"{name}: no column named '{column}'; the columns are: {', '.join(columns) or '(none)'}")
     return column
 
 
 def guess_title_column(frame: pd.DataFrame, exclude: set[str | None] | None = None) -> str | None:
     """The first column named title or headline (any case, spaces ignored) that is not excluded, else None."""
-    exclude = exclude or set()
-    matches = [c for c in frame.columns if str(c).strip().lower() in _TITLE_NAMES and c not in exclude]
+    return _title_among(list(frame.columns), exclude or set())
+
+
+def _title_among(columns: Sequence[str], exclude: set[str | None]) -> str | None:
+    matches = [c for c in columns if str(c).strip().lower() in _TITLE_NAMES and c not in exclude]
     return matches[0] if matches else None
 
 
@@ -93,7 +117,3 @@ def _cell_text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return str(value)
-
-
-def column_list(frame: pd.DataFrame) -> str:
-    return ", ".join(str(column) for column in frame.columns) or "(none)"

@@ -22,12 +22,16 @@ class IngestConfig(CheckedConfig):
     title_column: str | None = None
     """None: a column named title/headline if present; text files: file name stem."""
     max_file_bytes: int = setting(200 * 2**20, minimum=1)
-    """Per file, and per file unpacked from a zip."""
+    """Per file, and per file unpacked from a zip (not for Parquet, CSV, TSV and JSON lines files read from disk,
+    which are read a batch at a time)."""
     max_total_bytes: int = setting(500 * 2**20, minimum=1)
-    """All files together, counting zip contents as actually unpacked."""
+    """All files together, counting zip contents as actually unpacked (files read a batch at a time not counted)."""
     max_zip_members: int = setting(10_000, minimum=1)
     """Files a zip may hold; a zip with more is refused."""
     max_document_chars: int = setting(2_000_000, minimum=1)
     """A longer document is refused, naming it."""
     max_rows: int = setting(1_000_000, minimum=1)
     """Per table file; a longer table is refused, reading no more than this many rows."""
+    batch_rows: int = setting(10_000, minimum=1)
+    """Rows read and stored at a time from a Parquet, CSV, TSV or JSON lines file on disk: memory holds about one
+    batch of texts, whatever the file's size."""

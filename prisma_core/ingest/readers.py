@@ -1,10 +1,12 @@
 """Readers: bytes -> a raw table (tabular formats) or one text (text-like formats)."""
 
 import codecs
+import contextlib
 import io
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import ParseError
 
@@ -25,6 +27,9 @@ from prisma_core.ingest.config import IngestConfig
 _DELIMITERS = ",;\t|"
 _SAMPLE_CHARS = 65_536  # how much of a decoded file the binary-content check looks at
 _MAX_UNPRINTABLE_SHARE = 0.05  # real text has almost no control characters; binary data has ~25%
+_BLOCK_BYTES = 2**22  # read at a time when checking a file's encoding
+
+Batch = tuple[pd.DataFrame, int]  # rows of a table file on disk, and the file's bytes read so far
 
 
 def read_file(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame | str:
@@ -36,12 +41,34 @@ def read_file(name: str, data: bytes, config: IngestConfig, warnings: list[str])
 
 def _read_delimited(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
     encoding = _text_encoding(name, data, "a text table", warnings)
-    header = data[:_SAMPLE_CHARS].decode(encoding, errors="ignore")
+    options = _delimited_options(name, data[:_SAMPLE_CHARS], encoding, config)
+    with _table_errors(name):
+        return pd.read_csv(io.BytesIO(data), nrows=config.max_rows + 1, **options)
+
+
+def _delimited_batches(name: str, path: Path, config: IngestConfig, warnings: list[str]) -> Iterator[Batch]:
+    encoding = file_encoding(name, path, "a text table", warnings)
+    with path.open("rb") as handle:
+        options = _delimited_options(name, handle.read(_SAMPLE_CHARS), encoding, config)
+        handle.seek(0)
+        with _table_errors(name), pd.read_csv(handle, chunksize=config.batch_rows, **options) as chunks:
+            for chunk in chunks:
+                yield chunk, handle.tell()
+
+
+def _delimited_options(name: str, head: bytes, encoding: str, config: IngestConfig) -> dict[str, Any]:
+    """pandas.read_csv's separator, encoding and column types; the named columns are read as text (keeps ids like
+    "007" and numeric texts verbatim)."""
+    header = head.decode(encoding, errors="ignore")
     separator = "\t" if extension(name) == ".tsv" else _sniff_delimiter(header)
     named = (config.text_column, config.id_column, config.title_column)
-    as_text = {column: "str" for column in named if column}  # keeps ids like "007" and numeric texts verbatim
+    return {"sep": separator, "dtype": {column: "str" for column in named if column}, "encoding": encoding}
+
+
+@contextlib.contextmanager
+def _table_errors(name: str) -> Iterator[None]:
     try:
-        return pd.read_csv(io.BytesIO(data), sep=separator, dtype=as_text, encoding=encoding, nrows=config.max_rows + 1)
+        yield
     except pd.errors.EmptyDataError as error:
         raise IngestError(f"{name}: the table has no columns") from error
     except (pd.errors.ParserError, ValueError) as error:
@@ -126,23 +153,43 @@ def _read_jsonl(name: str, data: bytes, config: IngestConfig, warnings: list[str
         if len(records) > config.max_rows:
             break
         if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise IngestError(f"{name}: line {number} is not valid JSON ({error.msg})") from error
-            except RecursionError:
-                raise IngestError(f"{name}: line {number} is nested too deeply to read") from None
+            records.append(_json_line(name, number, line))
     return _records_frame(name, records, warnings)
 
 
-def _records_frame(name: str, records: list[Any], warnings: list[str]) -> pd.DataFrame:
-    """Records -> a table; nested objects become dotted columns, lists become JSON text.
+def _jsonl_batches(name: str, path: Path, config: IngestConfig, warnings: list[str]) -> Iterator[Batch]:
+    """config.batch_rows records at a time (record numbers in errors count from the file's start)."""
+    encoding = file_encoding(name, path, "JSON lines", warnings)
+    with path.open(encoding=encoding) as handle:
+        records: list[Any] = []
+        first = 1
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                records.append(_json_line(name, number, line))
+            if len(records) == config.batch_rows:
+                yield _records_frame(name, records, warnings, first), handle.buffer.tell()
+                first, records = first + len(records), []
+        if records or first == 1:
+            yield _records_frame(name, records, warnings, first), handle.buffer.tell()
+
+
+def _json_line(name: str, number: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise IngestError(f"{name}: line {number} is not valid JSON ({error.msg})") from error
+    except RecursionError:
+        raise IngestError(f"{name}: line {number} is nested too deeply to read") from None
+
+
+def _records_frame(name: str, records: list[Any], warnings: list[str], first: int = 1) -> pd.DataFrame:
+    """Records (numbered from `first` in errors) -> a table; nested objects become dotted columns, lists JSON text.
 
     A dotted field and a nested one that flatten to the same name ("a.b" and {"a": {"b": ...}}) both keep their
     values: the later one becomes "a.b (2)", with a warning."""
     if records and all(isinstance(record, str) for record in records):
         return pd.DataFrame({"text": records})
-    for number, record in enumerate(records, start=1):
+    for number, record in enumerate(records, start=first):
         if not isinstance(record, dict):
             raise IngestError(f"{name}: record {number} is not an object with named fields")
     collisions: set[str] = set()
@@ -181,7 +228,7 @@ def _json_if_list(value: Any) -> Any:
 
 def _read_parquet(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
     """The first config.max_rows + 1 rows: only the row groups holding them are read."""
-    try:
+    with _parquet_errors(name):
         parquet = pq.ParquetFile(pa.BufferReader(data))
         wanted, groups = config.max_rows + 1, []
         for index in range(parquet.num_row_groups):
@@ -189,6 +236,24 @@ def _read_parquet(name: str, data: bytes, config: IngestConfig, warnings: list[s
                 break
             groups.append(index)
         return parquet.read_row_groups(groups).slice(0, wanted).to_pandas()
+
+
+def _parquet_batches(name: str, path: Path, config: IngestConfig, warnings: list[str]) -> Iterator[Batch]:
+    """config.batch_rows rows at a time; the bytes read are estimated from the rows read."""
+    size = path.stat().st_size
+    with _parquet_errors(name), pq.ParquetFile(path, pre_buffer=False) as parquet:  # True: keeps every batch read
+        total, done = parquet.metadata.num_rows, 0
+        for batch in parquet.iter_batches(batch_size=config.batch_rows):
+            done += batch.num_rows
+            yield batch.to_pandas(), size * done // total
+        if not total:
+            yield parquet.schema_arrow.empty_table().to_pandas(), size
+
+
+@contextlib.contextmanager
+def _parquet_errors(name: str) -> Iterator[None]:
+    try:
+        yield
     except (pa.ArrowException, OSError) as error:
         raise IngestError(f"{name}: is not a valid Parquet file ({error})") from error
 
@@ -230,6 +295,23 @@ def _read_docx(name: str, data: bytes, config: IngestConfig, warnings: list[str]
     return "\n".join(paragraphs + cells)
 
 
+_BATCH_READERS: dict[str, Callable[[str, Path, IngestConfig, list[str]], Iterator[Batch]]] = {
+    ".csv": _delimited_batches,
+    ".tsv": _delimited_batches,
+    ".jsonl": _jsonl_batches,
+    ".parquet": _parquet_batches,
+}
+STREAMED_EXTENSIONS = tuple(_BATCH_READERS)
+"""Formats read from disk a batch at a time; the others are read whole."""
+
+
+def table_batches(path: Path, config: IngestConfig, warnings: list[str]) -> Iterator[Batch]:
+    """A table file on disk as raw tables of config.batch_rows rows, each with the file's bytes read so far."""
+    for frame, bytes_read in _BATCH_READERS[extension(path.name)](path.name, path, config, warnings):
+        frame.columns = [str(column) for column in frame.columns]
+        yield frame, bytes_read
+
+
 _READERS: dict[str, Callable[[str, bytes, IngestConfig, list[str]], pd.DataFrame | str]] = {
     ".csv": _read_delimited,
     ".tsv": _read_delimited,
@@ -249,24 +331,51 @@ def _decode(name: str, data: bytes, what: str, warnings: list[str]) -> str:
 
 
 def _text_encoding(name: str, data: bytes, what: str, warnings: list[str]) -> str:
+    return _encoding_of(name, lambda: iter((data,)), what, warnings)
+
+
+def file_encoding(name: str, path: Path, what: str, warnings: list[str]) -> str:
+    """Like the encoding of a file read whole, reading the file a block at a time."""
+    return _encoding_of(name, lambda: _file_blocks(path), what, warnings)
+
+
+def _file_blocks(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        while block := handle.read(_BLOCK_BYTES):
+            yield block
+
+
+def _encoding_of(name: str, blocks: Callable[[], Iterator[bytes]], what: str, warnings: list[str]) -> str:
     """UTF-8 (BOM or not), UTF-16 with a BOM, else cp1252/latin-1 with a warning; binary content is refused."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+    if next(blocks(), b"").startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         encodings = ["utf-16"]
     else:
         encodings = ["utf-8-sig", "cp1252", "latin-1"]
     for encoding in encodings:
-        try:
-            text = data.decode(encoding)
+        sample = _decoded_sample(blocks(), encoding)
+        if sample is not None:
             break
-        except UnicodeDecodeError:
-            continue
     else:
         raise IngestError(f"{name}: starts with a UTF-16 mark but is not valid UTF-16 text")
     if encoding in ("cp1252", "latin-1"):
         warnings.append(f"{name}: not UTF-8, decoded as {encoding}")
-    if not _looks_like_text(text[:_SAMPLE_CHARS]):
+    if not _looks_like_text(sample):
         raise IngestError(f"{name}: does not look like {what} (binary content); save it as UTF-8 text")
     return encoding
+
+
+def _decoded_sample(blocks: Iterator[bytes], encoding: str) -> str | None:
+    """The first characters of the content decoded with this encoding, or None if it is not in this encoding."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    sample = ""
+    try:
+        for block in blocks:
+            text = decoder.decode(block)
+            sample += text[: _SAMPLE_CHARS - len(sample)]
+        sample += decoder.decode(b"", final=True)[: _SAMPLE_CHARS - len(sample)]
+    except UnicodeDecodeError:
+        return None
+    return sample
 
 
 def _looks_like_text(sample: str) -> bool:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from prisma_core.embed import EmbedConfig, embed_documents, model_key
-from prisma_core.ingest import IngestConfig, IngestedDataset, Source, read_paths, read_sources
+from prisma_core.ingest import DocumentStream, IngestConfig, IngestReport, Source
 from prisma_core.lineage import record_stage
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Workspace
@@ -34,20 +34,24 @@ def ingest(
     files: Sequence[str | Path] | Sequence[Source],
     name: str | None = None,
     config: IngestConfig = IngestConfig(),
-) -> tuple[str, IngestedDataset]:
-    """Read files (paths, or (name, bytes) uploads) into a new dataset. Nothing is stored unless all files read."""
+    progress: ProgressCallback = ignore_progress,
+) -> tuple[str, IngestReport]:
+    """Read files (paths, or (name, bytes) uploads) into a new dataset. Nothing is stored unless all files read.
+
+    Parquet, CSV, TSV and JSON lines files on disk are read and stored `config.batch_rows` rows at a time, so memory
+    does not grow with their size (see ingest/stream.py); uploads and other formats are read whole."""
     uploads = bool(files) and isinstance(files[0], tuple)
-    dataset = read_sources(files, config) if uploads else read_paths(files, config)  # type: ignore[arg-type]
-    default_name = Path(dataset.report.files[0]).stem if dataset.report.files else "dataset"
-    dataset_id = workspace.add_dataset(
-        name or default_name,
-        dataset.documents,
-        dataset.report.files,
-        asdict(dataset.report),
+    if uploads:
+        stream = DocumentStream.of_sources(files, config, progress)  # type: ignore[arg-type]
+    else:
+        stream = DocumentStream.of_paths(files, config, progress)  # type: ignore[arg-type]
+    dataset_id = workspace.add_dataset_batches(
+        name or Path(stream.names[0]).stem, stream.documents(), stream.names, lambda: asdict(stream.report)
     )
-    summary = {"n_documents": len(dataset.documents), "files": dataset.report.files}
+    report = stream.report
+    summary = {"n_documents": report.n_documents, "files": report.files}
     record_stage(workspace, "ingest", "", dataset_id, asdict(config), summary, record_id=dataset_id)
-    return dataset_id, dataset
+    return dataset_id, report
 
 
 SLICE_DOCUMENTS = 2048

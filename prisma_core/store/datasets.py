@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,35 +29,37 @@ class Datasets(Runs):
 
     def add_dataset(self, name: str, documents: pd.DataFrame, sources: Sequence[str], report: dict[str, Any]) -> str:
         """Store documents (doc_id, title, text, metadata columns...) and then the dataset record."""
+        return self.add_dataset_batches(name, [documents], sources, lambda: report)
+
+    def add_dataset_batches(
+        self,
+        name: str,
+        batches: Iterable[pd.DataFrame],
+        sources: Sequence[str],
+        report: Callable[[], dict[str, Any]],
+    ) -> str:
+        """Store documents a batch at a time (every batch with the same columns), then the dataset record, with the
+        report as it is once the batches are done. Until the record is added the rows are invisible; if anything
+        fails, the batches' exceptions included, the rows written are deleted."""
         name = name.strip() or "dataset"
         dataset_id = new_id("ds")
-        metadata_columns = [c for c in documents.columns if c not in ("doc_id", "title", "text")]
-        metadata = documents[metadata_columns].astype(object).where(documents[metadata_columns].notna(), None)
-        rows = pa.table(
-            {
-                "dataset_id": [dataset_id] * len(documents),
-                "position": np.arange(len(documents), dtype=np.int64),
-                "doc_id": documents["doc_id"].astype(str).tolist(),
-                "title": [None if pd.isna(t) else str(t) for t in documents.get("title", [None] * len(documents))],
-                "text": documents["text"].tolist(),
-                "text_hash": [text_hash(t) for t in documents["text"]],
-                "metadata": [json.dumps(r, default=str) for r in metadata.to_dict(orient="records")],
-            },
-            schema=SCHEMAS["documents"],
-        )
-        self._add("documents", rows)
-        record = {
-            "dataset_id": dataset_id,
-            "name": name,
-            "created_at": now_iso(),
-            "n_documents": len(documents),
-            "sources": json.dumps(list(sources)),
-            "report": json.dumps(report, default=str),
-            "metadata_columns": json.dumps(metadata_columns),
-        }
+        n_documents, metadata_columns = 0, []
         try:
+            for documents in batches:
+                metadata_columns = [c for c in documents.columns if c not in ("doc_id", "title", "text")]
+                self._add("documents", _document_rows(dataset_id, documents, n_documents, metadata_columns))
+                n_documents += len(documents)
+            record = {
+                "dataset_id": dataset_id,
+                "name": name,
+                "created_at": now_iso(),
+                "n_documents": n_documents,
+                "sources": json.dumps(list(sources)),
+                "report": json.dumps(report(), default=str),
+                "metadata_columns": json.dumps(metadata_columns),
+            }
             self._add("datasets", [record])
-        except StoreError:
+        except BaseException:  # an interrupt too: nothing half-written stays behind
             with contextlib.suppress(StoreError):  # unlisted documents are invisible; this only frees the space
                 self._delete("documents", f"dataset_id = '{dataset_id}'")
             raise
@@ -110,3 +112,20 @@ class Datasets(Runs):
         frame = pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
         mixed = [column for column in frame.columns if frame[column].dtype == object]
         return frame.astype(dict.fromkeys(mixed, "string"))
+
+
+def _document_rows(dataset_id: str, documents: pd.DataFrame, first: int, metadata_columns: list[str]) -> pa.Table:
+    """The rows of the documents table, at positions from `first` on; metadata as JSON (missing values as null)."""
+    metadata = documents[metadata_columns].astype(object).where(documents[metadata_columns].notna(), None)
+    return pa.table(
+        {
+            "dataset_id": [dataset_id] * len(documents),
+            "position": np.arange(first, first + len(documents), dtype=np.int64),
+            "doc_id": documents["doc_id"].astype(str).tolist(),
+            "title": [None if pd.isna(t) else str(t) for t in documents.get("title", [None] * len(documents))],
+            "text": documents["text"].tolist(),
+            "text_hash": [text_hash(t) for t in documents["text"]],
+            "metadata": [json.dumps(r, default=str) for r in metadata.to_dict(orient="records")],
+        },
+        schema=SCHEMAS["documents"],
+    )

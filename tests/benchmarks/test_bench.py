@@ -251,6 +251,13 @@ def test_scale_corpus_documents_draw_real_sentences_of_one_label(tmp_path: Path)
     assert corpus["label"].nunique() > 20  # BBC's 5, AG News' 4 and MTSamples' 40 labels are all drawn from
 
 
+def test_scale_ingest_only_stops_after_ingest() -> None:
+    result = scale.run(quick=True, n_docs=300, ingest_only=True)
+    ingest = result["stages"]["ingest"]
+    assert set(result["stages"]) == {"ingest"} and ingest["n_documents"] == 300 and positive(ingest["peak_mb"])
+    assert result["corpus_mb"] > 0 and "| 300 |" in scale.markdown(result)
+
+
 def test_scale_quick_times_and_measures_every_stage_in_its_own_process() -> None:
     result = scale.run(quick=True, n_docs=600, embed_sample=40)
     stages = result["stages"]

@@ -1,0 +1,144 @@
+"""A table's raw rows -> documents, batch by batch: what the choice of columns and types needs is first summed over
+every batch (TableStats), so that each batch then becomes documents exactly as the whole table would (TablePlan)."""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from prisma_core.ingest.columns import choose_columns, column_text, string_values, text_lengths
+from prisma_core.ingest.config import IngestConfig
+from prisma_core.ingest.readers import check_rows
+
+RESERVED_COLUMNS = ("doc_id", "title", "text", "source_file")
+_ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+_INTEGER_KINDS = frozenset("iu")
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """How every batch of one table becomes documents."""
+
+    columns: tuple[str, ...]  # the table's columns (a batch of JSON lines may lack some)
+    text_column: str
+    id_column: str | None
+    title_column: str | None
+    renames: dict[str, str]  # metadata columns named like a reserved column -> the name they are kept as
+    date_columns: frozenset[str]  # text columns holding only ISO dates (as CSV and JSON store them)
+    source_file: str | None  # the file's name, as a metadata column, when several files are read
+    metadata_kinds: dict[str, set[str]]  # metadata column (as kept) -> the numpy kinds of its batches ("i", "f"...)
+
+
+@dataclass
+class TableStats:
+    """One table's rows summed up batch by batch: its row ids, and what choosing its columns and types needs."""
+
+    name: str
+    config: IngestConfig
+    prefix: str  # of row-number ids: "notes:" when several files are read
+    ids: list[str] = field(default_factory=list)
+    columns: dict[str, None] = field(default_factory=dict)  # in order of appearance
+    lengths: Counter[str] = field(default_factory=Counter)
+    worded: set[str] = field(default_factory=set)
+    kinds: dict[str, set[str]] = field(default_factory=dict)
+    date_zones: dict[str, set[str]] = field(default_factory=dict)  # the time zones of columns read as ISO dates
+    not_dates: set[str] = field(default_factory=set)
+
+    def add(self, frame: pd.DataFrame) -> None:
+        check_rows(self.name, len(self.ids) + len(frame), self.config)
+        id_column = self.config.id_column if self.config.id_column in frame.columns else None
+        self.ids += row_ids(frame, id_column, self.prefix, len(self.ids) + 1)
+        self.columns.update(dict.fromkeys(frame.columns))
+        lengths, worded = text_lengths(frame)
+        self.lengths.update(lengths)
+        self.worded |= worded
+        for column in frame.columns:
+            self.kinds.setdefault(column, set()).add(frame[column].dtype.kind)
+            if column not in self.not_dates:
+                self._add_dates(column, frame[column])
+
+    def _add_dates(self, column: str, values: pd.Series) -> None:
+        strings = string_values(values)
+        if len(strings) < values.notna().sum():
+            self.not_dates.add(column)
+        elif len(strings):
+            zone = _iso_date_zone(values, strings)
+            if zone is None:
+                self.not_dates.add(column)
+            else:
+                self.date_zones.setdefault(column, set()).add(zone)
+
+    def plan(self, several: bool, warnings: list[str]) -> TablePlan:
+        columns = list(self.columns)
+        text_column, id_column, title_column = choose_columns(
+            self.name, columns, (self.lengths, self.worded), self.config, warnings
+        )
+        metadata = [column for column in columns if column not in (text_column, id_column, title_column)]
+        renames = {column: f"{column}_original" for column in metadata if column in RESERVED_COLUMNS}
+        warnings.extend(f"{self.name}: column '{old}' kept as '{new}'" for old, new in renames.items())
+        dates = {
+            column for column in metadata if column not in self.not_dates and len(self.date_zones.get(column, ())) == 1
+        }
+        kinds = {renames.get(column, column): self.kinds[column] for column in metadata}
+        source_file = self.name if several else None
+        if source_file:
+            kinds["source_file"] = {"O"}
+        return TablePlan(
+            tuple(columns), text_column, id_column, title_column, renames, frozenset(dates), source_file, kinds
+        )
+
+
+def _iso_date_zone(values: pd.Series, strings: pd.Series) -> str | None:
+    """The time zone of a column of ISO dates as parsed ("None" for dates without one), else None."""
+    if not (strings.head(100).str.fullmatch(_ISO_DATE).all() and strings.str.fullmatch(_ISO_DATE).all()):
+        return None
+    try:
+        return str(getattr(pd.to_datetime(values, format="ISO8601").dtype, "tz", None))
+    except (ValueError, TypeError, OverflowError):
+        return None  # e.g. mixed time zones: kept as text
+
+
+def row_ids(frame: pd.DataFrame, id_column: str | None, prefix: str, first_row: int) -> list[str]:
+    """The id column's values, else (and where empty) 1-based row numbers."""
+    ids = pd.Series([f"{prefix}{row}" for row in range(first_row, first_row + len(frame))], dtype="str")
+    if id_column:
+        given = column_text(frame[id_column])
+        ids = given.where(given.ne(""), ids)
+    return ids.tolist()
+
+
+def table_documents(frame: pd.DataFrame, plan: TablePlan, ids: list[str], float_columns: set[str]) -> pd.DataFrame:
+    """doc_id, title, text, then the metadata columns (`float_columns` as floats: integers that the whole table, or
+    the files together, hold with missing values)."""
+    if tuple(frame.columns) != plan.columns:
+        frame = frame.reindex(columns=list(plan.columns))
+    titles = pd.Series([None] * len(frame), dtype=object)
+    if plan.title_column:
+        given = column_text(frame[plan.title_column])
+        titles = given.astype(object).where(given.ne(""), None)
+    text = column_text(frame[plan.text_column])
+    documents = pd.DataFrame({"doc_id": pd.Series(ids, dtype="str"), "title": titles, "text": text})
+    chosen = {plan.text_column, plan.id_column, plan.title_column} - {None}
+    metadata = frame.drop(columns=list(chosen)).reset_index(drop=True)
+    for column in plan.date_columns:
+        metadata[column] = pd.to_datetime(metadata[column], format="ISO8601")
+    metadata = metadata.rename(columns=plan.renames)
+    if plan.source_file:
+        metadata["source_file"] = plan.source_file
+    for column in float_columns & set(metadata.columns):
+        if metadata[column].dtype.kind in _INTEGER_KINDS:
+            metadata[column] = metadata[column].astype(float)
+    return pd.concat([documents, metadata], axis=1)
+
+
+def float_columns(kinds: list[dict[str, set[str]]]) -> set[str]:
+    """Metadata columns that concatenating every file's documents whole would turn from integers into floats: those
+    that also hold floats (missing values), or that some file lacks."""
+    every = set().union(*kinds) if kinds else set()
+    floats = set()
+    for column in every:
+        seen = set().union(*(file.get(column, set()) for file in kinds))
+        missing = any(column not in file for file in kinds)
+        if seen & _INTEGER_KINDS and ("f" in seen or missing):
+            floats.add(column)
+    return floats
