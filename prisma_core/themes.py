@@ -45,6 +45,7 @@ _SMOOTHING = 0.5
 
 
 PROBABILITY_ROWS = 65_536
+"""Documents whose theme scores are computed at a time (float64 working copies of a slice only)."""
 KMEANS_SAMPLE = 50_000
 """Documents k-means is fitted on when the vectors are read a slice at a time (`build_themes` on stored vectors)."""
 
@@ -119,9 +120,8 @@ def build_themes(
     n_themes = int(assignment.max()) + 1
     for _ in range(_REFINE_ROUNDS):
         evidence = feature_evidence(codes, assignment, n_themes)
-        scores = np.asarray(codes @ evidence)
         has_features = np.diff(codes.indptr) > 0
-        refined = np.where(has_features, scores.argmax(axis=1), assignment)
+        refined = np.where(has_features, _best_scores(codes, evidence), assignment)
         if np.array_equal(refined, assignment):
             break
         assignment = refined
@@ -149,11 +149,21 @@ def feature_evidence(codes: sp.csr_matrix, assignment: np.ndarray, n_themes: int
     return evidence.astype(np.float32)
 
 
+def _best_scores(codes: sp.csr_matrix, evidence: np.ndarray) -> np.ndarray:
+    """[n_documents] each document's highest-scoring theme, PROBABILITY_ROWS documents at a time."""
+    return np.concatenate(
+        [np.asarray(codes[start : start + PROBABILITY_ROWS] @ evidence).argmax(axis=1) for start in _row_starts(codes)]
+    )
+
+
+def _row_starts(codes: sp.csr_matrix) -> range:
+    return range(0, max(codes.shape[0], 1), PROBABILITY_ROWS)
+
+
 def _probabilities(codes: sp.csr_matrix, evidence: np.ndarray) -> np.ndarray:
-    """[n_documents, n_themes] float32, computed PROBABILITY_ROWS documents at a time (float64 working copies of a
-    slice only)."""
+    """[n_documents, n_themes] float32, PROBABILITY_ROWS documents at a time."""
     probabilities = np.zeros((codes.shape[0], evidence.shape[1]), np.float32)
-    for start in range(0, codes.shape[0], PROBABILITY_ROWS):
+    for start in _row_starts(codes):
         rows = codes[start : start + PROBABILITY_ROWS]
         scores = np.asarray(rows @ evidence, dtype=np.float64)
         scores -= scores.max(axis=1, keepdims=True)
