@@ -9,9 +9,10 @@ whose peak resident memory (VmHWM) is reported:
 2. embed: the first `--embed-sample` documents embedded for real (content tokens/s, extrapolated to the whole corpus);
    every other document gets a vector resampled from the embedded ones (`common.resample`: mixtures of two real
    vectors plus noise), stored like real vectors, so that the later stages see the real size and shape;
-3. run: the SAE with the settings suggested for the corpus size (trained from the vectors table a slice at a time
-   above `SAEConfig.vectors_memory_mb`), then features, keyword labels, themes and
-   families (`pipeline.train_run`), with the peak memory of each part (a sampler thread, attributed by progress).
+3. run: the SAE with the settings suggested for the corpus size, then features, keyword labels, themes and families
+   (`pipeline.train_run`), with the peak memory of each part (a sampler thread, attributed by progress). Above
+   `SAEConfig.vectors_memory_mb` training reads the vectors from the table a slice at a time, and the analysis reads
+   the vectors in slices and the texts in batches.
 """
 
 from __future__ import annotations
@@ -291,7 +292,7 @@ def _training_read(sae: dict[str, Any]) -> str:
     """How training read the vectors (results from before the streamed path have no such entry)."""
     if "streamed" not in sae:
         return "vectors in memory"
-    where = "streamed from the table" if sae["streamed"] else "vectors in memory"
+    where = "vectors and texts read in slices" if sae["streamed"] else "vectors in memory"
     return f"{where} (bound {sae['vectors_memory_mb']:,.0f} MB)"
 
 

@@ -27,6 +27,7 @@ from sklearn.metrics import silhouette_score
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.store.vectors import DocumentVectors, StoredVectors, unit_rows
 
 STAGE = "themes"
 NO_THEME = -1
@@ -42,6 +43,11 @@ _CANDIDATES = 12
 _SMOOTHING = 0.5
 """Pseudo-activation spread over the themes by their size, so a rarely active feature is weak evidence."""
 
+
+PROBABILITY_ROWS = 65_536
+"""Documents whose theme scores are computed at a time (float64 working copies of a slice only)."""
+KMEANS_SAMPLE = 50_000
+"""Documents k-means is fitted on when the vectors are read a slice at a time (`build_themes` on stored vectors)."""
 
 MIN_THEMES = 3
 MAX_THEMES = 100
@@ -99,20 +105,23 @@ def max_themes(n_documents: int) -> int:
 
 def build_themes(
     codes: sp.spmatrix,
-    doc_vectors: np.ndarray,
+    doc_vectors: DocumentVectors,
     config: ThemeConfig = ThemeConfig(),
     progress: ProgressCallback = ignore_progress,
 ) -> Themes:
-    """Themes of a run. codes: [n_documents, n_features] activations; doc_vectors: [n_documents, d] embeddings."""
+    """Themes of a run. codes: [n_documents, n_features] activations; doc_vectors: [n_documents, d] embeddings, in
+    memory (k-means on every document) or stored (k-means on a seeded sample, every document then assigned a slice
+    at a time: see `_sampled_assignment`)."""
     codes = sp.csr_matrix(codes, dtype=np.float32)
-    points = _document_points(doc_vectors)
-    assignment = _seed_assignment(points, config, progress)
+    if isinstance(doc_vectors, StoredVectors):
+        assignment = _sampled_assignment(doc_vectors, config, progress)
+    else:
+        assignment = _seed_assignment(_document_points(doc_vectors), len(doc_vectors), config, progress).labels_
     n_themes = int(assignment.max()) + 1
     for _ in range(_REFINE_ROUNDS):
         evidence = feature_evidence(codes, assignment, n_themes)
-        scores = np.asarray(codes @ evidence)
         has_features = np.diff(codes.indptr) > 0
-        refined = np.where(has_features, scores.argmax(axis=1), assignment)
+        refined = np.where(has_features, _best_scores(codes, evidence), assignment)
         if np.array_equal(refined, assignment):
             break
         assignment = refined
@@ -140,38 +149,71 @@ def feature_evidence(codes: sp.csr_matrix, assignment: np.ndarray, n_themes: int
     return evidence.astype(np.float32)
 
 
+def _best_scores(codes: sp.csr_matrix, evidence: np.ndarray) -> np.ndarray:
+    """[n_documents] each document's highest-scoring theme, PROBABILITY_ROWS documents at a time."""
+    return np.concatenate(
+        [np.asarray(codes[start : start + PROBABILITY_ROWS] @ evidence).argmax(axis=1) for start in _row_starts(codes)]
+    )
+
+
+def _row_starts(codes: sp.csr_matrix) -> range:
+    return range(0, max(codes.shape[0], 1), PROBABILITY_ROWS)
+
+
 def _probabilities(codes: sp.csr_matrix, evidence: np.ndarray) -> np.ndarray:
-    scores = np.asarray(codes @ evidence, dtype=np.float64)
-    scores -= scores.max(axis=1, keepdims=True)
-    weights = np.exp(scores)
-    probabilities = weights / weights.sum(axis=1, keepdims=True)
-    probabilities[np.diff(codes.indptr) == 0] = 0.0
-    return probabilities.astype(np.float32)
+    """[n_documents, n_themes] float32, PROBABILITY_ROWS documents at a time."""
+    probabilities = np.zeros((codes.shape[0], evidence.shape[1]), np.float32)
+    for start in _row_starts(codes):
+        rows = codes[start : start + PROBABILITY_ROWS]
+        scores = np.asarray(rows @ evidence, dtype=np.float64)
+        scores -= scores.max(axis=1, keepdims=True)
+        weights = np.exp(scores)
+        share = weights / weights.sum(axis=1, keepdims=True)
+        share[np.diff(rows.indptr) == 0] = 0.0
+        probabilities[start : start + len(share)] = share
+    return probabilities
 
 
 def _document_points(vectors: np.ndarray) -> np.ndarray:
     """Documents at unit length, corpus mean removed, on their first principal components (k-means and the
     silhouette then run several times faster at the same grouping), at unit length again."""
-    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    unit = unit_rows(vectors)
     reduced = PCA(n_components=min(_COMPONENTS, *unit.shape), random_state=_SEED).fit_transform(unit)
-    return (reduced / np.maximum(np.linalg.norm(reduced, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    return unit_rows(reduced).astype(np.float32)
 
 
-def _seed_assignment(points: np.ndarray, config: ThemeConfig, progress: ProgressCallback) -> np.ndarray:
-    """k-means labels [n_documents] for the given number of themes, or for the number chosen from the data: the
-    largest whose separation is within SEPARATION_TOLERANCE of the best one. Separations that close are within the
-    noise of a sampled silhouette, and merging two real subjects costs an analyst more than splitting one."""
-    candidates = _candidate_counts(config, len(points))
+def _sampled_assignment(source: StoredVectors, config: ThemeConfig, progress: ProgressCallback) -> np.ndarray:
+    """k-means labels [n_documents] for a corpus read a slice at a time: the principal components and k-means are
+    fitted on a seeded sample of KMEANS_SAMPLE documents, then every document goes to its nearest centre, one slice
+    at a time. Memory: the sample and one slice, whatever the corpus size."""
+    n_documents = source.shape[0]
+    sample = np.sort(np.random.default_rng(_SEED).choice(n_documents, min(KMEANS_SAMPLE, n_documents), replace=False))
+    unit = unit_rows(source.rows(sample))
+    pca = PCA(n_components=min(_COMPONENTS, *unit.shape), random_state=_SEED).fit(unit)
+    model = _seed_assignment(_projected(pca, unit), n_documents, config, progress)
+    return np.concatenate([model.predict(_projected(pca, unit_rows(rows))) for _, rows in source.slices()])
+
+
+def _projected(pca: PCA, unit: np.ndarray) -> np.ndarray:
+    return unit_rows(pca.transform(unit)).astype(np.float32)
+
+
+def _seed_assignment(points: np.ndarray, n_documents: int, config: ThemeConfig, progress: ProgressCallback) -> KMeans:
+    """The fitted k-means for the given number of themes, or for the number chosen from the data: the largest whose
+    separation is within SEPARATION_TOLERANCE of the best one. Separations that close are within the noise of a
+    sampled silhouette, and merging two real subjects costs an analyst more than splitting one. points: the
+    documents', or a sample's of a corpus of n_documents (which sets the range of numbers tried)."""
+    candidates = _candidate_counts(config, n_documents)
     rng = np.random.default_rng(_SEED)
     sample = rng.choice(len(points), size=min(_SILHOUETTE_SAMPLE, len(points)), replace=False)
     found = []
     for done, n_themes in enumerate(candidates, start=1):
-        labels = KMeans(n_themes, n_init=4, random_state=_SEED).fit_predict(points)
-        score = _silhouette(points[sample], labels[sample]) if len(candidates) > 1 else 0.0
-        found.append((score, labels))
+        model = KMeans(n_themes, n_init=4, random_state=_SEED).fit(points)
+        score = _silhouette(points[sample], model.labels_[sample]) if len(candidates) > 1 else 0.0
+        found.append((score, model))
         progress(Progress(STAGE, done, len(candidates), f"Trying {n_themes} themes", {"separation": score}))
     best = max(score for score, _ in found)
-    return [labels for score, labels in found if score >= best - SEPARATION_TOLERANCE * abs(best)][-1]
+    return [model for score, model in found if score >= best - SEPARATION_TOLERANCE * abs(best)][-1]
 
 
 def _candidate_counts(config: ThemeConfig, n_documents: int) -> list[int]:

@@ -16,8 +16,9 @@ built in three steps:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ from sklearn.feature_extraction.text import CountVectorizer
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.store.schemas import KEYWORD_SOURCE
+from prisma_core.store.vectors import DocumentVectors, unit_rows, vector_slices
 
 SEPARATOR = " · "
 INACTIVE_LABEL = "(inactive feature)"
@@ -83,50 +85,112 @@ def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(rows_all), np.float32), (rows_all, cols_all)), shape=(csc.shape[1], csc.shape[0]))
 
 
+TextBatches = Callable[[], Iterator[tuple[np.ndarray, list[str]]]]
+"""Each call scans a corpus once: (positions [m], their texts) a batch at a time, in any order."""
+
+VOCABULARY_SAMPLE = 20_000
+"""Documents whose words make the vocabulary of a corpus counted in batches (`streamed_corpus_terms`)."""
+CLASS_SAMPLE = 2_000
+"""Documents of a larger class (a theme's) whose words are counted, for a corpus counted in batches."""
+
+
 @dataclass(frozen=True)
 class CorpusTerms:
-    """The words and two-word phrases of a corpus (English stop words left out) and which documents contain them."""
+    """The words and two-word phrases of a corpus (English stop words left out), in how many documents each is, and
+    which terms the documents of a class contain."""
 
     vocabulary: np.ndarray
-    presence: sp.csr_matrix
-    """[n_docs, vocab] 0/1."""
+    frequency: np.ndarray
+    """[vocab] documents of the corpus containing each term."""
+    n_documents: int
+    presence_of: Callable[[np.ndarray], sp.csr_matrix]
+    """Positions [m] (ascending) -> [m, vocab] 0/1: the terms of those documents."""
+    class_sample: int | None = None
+    """At most this many documents of a class are read (a seeded sample); None reads them all."""
 
 
 def corpus_terms(texts: Sequence[str], config: KeywordConfig) -> CorpusTerms:
     """Counting a corpus's terms is the costliest step of keyword labels (about 1 s per 1,000 news articles): a run
     labels its features, themes and families from one count."""
-    vectorizer = CountVectorizer(
+    vectorizer = _vectorizer(config, len(texts))
+    try:
+        presence = vectorizer.fit_transform(texts).tocsr()
+    except ValueError:  # no word at all (e.g. only numbers, or a script without spaces between words)
+        return _no_terms(len(texts))
+    frequency = np.asarray(presence.sum(axis=0)).ravel()
+    return CorpusTerms(vectorizer.get_feature_names_out(), frequency, len(texts), lambda positions: presence[positions])
+
+
+def streamed_corpus_terms(
+    batches: TextBatches, n_documents: int, config: KeywordConfig, sample: int = VOCABULARY_SAMPLE
+) -> CorpusTerms:
+    """The terms of a corpus too large to hold, read `batches` at a time: the vocabulary is chosen on a seeded
+    sample of `sample` documents, then counted over every document; a class's terms are read when asked for (one
+    scan), at most CLASS_SAMPLE documents of it. Memory: the sample's texts once, then one batch at a time."""
+    chosen = np.sort(np.random.default_rng(0).choice(n_documents, size=min(sample, n_documents), replace=False))
+    vectorizer = _vectorizer(config, len(chosen))
+    try:
+        vectorizer.fit(_texts_at(batches, chosen))
+    except ValueError:
+        return _no_terms(n_documents)
+    frequency = np.zeros(len(vectorizer.vocabulary_), np.float32)
+    for _, texts in batches():
+        frequency += np.asarray(vectorizer.transform(texts).sum(axis=0), dtype=np.float32).ravel()
+
+    def presence_of(positions: np.ndarray) -> sp.csr_matrix:
+        return vectorizer.transform(_texts_at(batches, positions)).tocsr()
+
+    return CorpusTerms(vectorizer.get_feature_names_out(), frequency, n_documents, presence_of, CLASS_SAMPLE)
+
+
+def _vectorizer(config: KeywordConfig, n_documents: int) -> CountVectorizer:
+    return CountVectorizer(
         stop_words="english",
         token_pattern=_TOKEN,
         ngram_range=(1, 2),
         binary=True,
-        min_df=min(config.min_document_frequency, len(texts)),
+        min_df=min(config.min_document_frequency, n_documents),
         max_features=config.max_vocabulary,
         dtype=np.float32,
     )
-    try:
-        doc_terms = vectorizer.fit_transform(texts)
-    except ValueError:  # no word at all (e.g. only numbers, or a script without spaces between words)
-        return CorpusTerms(np.array([], dtype=object), sp.csr_matrix((len(texts), 0), dtype=np.float32))
-    return CorpusTerms(vectorizer.get_feature_names_out(), doc_terms.tocsr())
+
+
+def _no_terms(n_documents: int) -> CorpusTerms:
+    return CorpusTerms(
+        np.array([], dtype=object),
+        np.zeros(0, np.float32),
+        n_documents,
+        lambda positions: sp.csr_matrix((len(positions), 0), dtype=np.float32),
+    )
+
+
+def _texts_at(batches: TextBatches, positions: np.ndarray) -> list[str]:
+    """The texts at these positions (ascending), in that order, from one scan keeping only them."""
+    found: dict[int, str] = {}
+    for batch_positions, texts in batches():
+        for i in np.flatnonzero(np.isin(batch_positions, positions)):
+            found[int(batch_positions[i])] = texts[i]
+    return [found[int(position)] for position in positions]
 
 
 def keyword_labels(
     corpus: Sequence[str] | CorpusTerms,
     members: sp.spmatrix,
-    doc_vectors: np.ndarray,
+    doc_vectors: DocumentVectors,
     embed: Embedder,
     config: KeywordConfig = KeywordConfig(),
 ) -> pd.DataFrame:
     """One unique label per concept (row of members [n_units, n_docs], 0/1): unit, label, description, source.
-    corpus: the documents' texts, or their terms counted once by `corpus_terms` with the same config."""
+    corpus: the documents' texts, or their terms counted once by `corpus_terms` (or `streamed_corpus_terms`) with
+    the same config. doc_vectors: in memory, or read a slice at a time."""
     members = sp.csr_matrix(members)
     terms = corpus if isinstance(corpus, CorpusTerms) else corpus_terms(corpus, config)
-    vocabulary, doc_terms = terms.vocabulary, terms.presence
-    candidates = _candidates(members, doc_terms, config)
-    terms = sorted({int(t) for ranked in candidates for t in ranked})
-    term_vectors = _unit_rows(embed([vocabulary[t] for t in terms])) if terms else np.zeros((0, doc_vectors.shape[1]))
-    vector_of = dict(zip(terms, term_vectors, strict=True))
+    vocabulary = terms.vocabulary
+    candidates = _candidates(members, terms, config)
+    chosen = sorted({int(t) for ranked in candidates for t in ranked})
+    dim = doc_vectors.shape[1]
+    term_vectors = unit_rows(embed([vocabulary[t] for t in chosen])) if chosen else np.zeros((0, dim))
+    vector_of = dict(zip(chosen, term_vectors, strict=True))
     directions = _distinctive_directions(members, doc_vectors)
     ranked = [_rerank(c, vector_of, directions[u], config.diversity) for u, c in enumerate(candidates)]
     labels = _unique_labels(ranked, np.asarray(members.sum(axis=1)).ravel(), vocabulary, config.n_terms)
@@ -143,11 +207,13 @@ def keyword_labels(
     )
 
 
-def _candidates(members: sp.csr_matrix, doc_terms: sp.csr_matrix, config: KeywordConfig) -> list[np.ndarray]:
+def _candidates(members: sp.csr_matrix, terms: CorpusTerms, config: KeywordConfig) -> list[np.ndarray]:
     """Per unit, term ids shared by enough class documents, most over-represented first (at most n_candidates)."""
+    members = _class_sample(members, terms.class_sample)
+    read = np.unique(members.indices)
     class_size = np.diff(members.indptr).astype(np.float64)
-    class_df = (members @ doc_terms).tocsr()
-    corpus_rate = np.asarray(doc_terms.sum(axis=0)).ravel() / max(doc_terms.shape[0], 1)
+    class_df = (members[:, read] @ terms.presence_of(read)).tocsr()
+    corpus_rate = terms.frequency / max(terms.n_documents, 1)
     found = []
     for unit in range(members.shape[0]):
         start, end = class_df.indptr[unit], class_df.indptr[unit + 1]
@@ -160,12 +226,28 @@ def _candidates(members: sp.csr_matrix, doc_terms: sp.csr_matrix, config: Keywor
     return found
 
 
-def _distinctive_directions(members: sp.csr_matrix, doc_vectors: np.ndarray) -> np.ndarray:
-    """[n_units, d] unit vectors: mean of a unit's documents minus the corpus mean (documents at unit length)."""
-    unit_docs = _unit_rows(np.asarray(doc_vectors, dtype=np.float32))
+def _class_sample(members: sp.csr_matrix, most: int | None) -> sp.csr_matrix:
+    """members with each class cut to a seeded sample of at most `most` documents (unchanged when None)."""
+    if most is None or np.diff(members.indptr).max(initial=0) <= most:
+        return members
+    rng = np.random.default_rng(0)
+    rows = [np.sort(rng.permutation(members.indices[s:e])[:most]) for s, e in pairwise(members.indptr)]
+    units = np.repeat(np.arange(members.shape[0]), [len(r) for r in rows])
+    documents = np.concatenate(rows) if rows else np.empty(0, np.int64)
+    return sp.csr_matrix((np.ones(len(units), np.float32), (units, documents)), shape=members.shape)
+
+
+def _distinctive_directions(members: sp.csr_matrix, doc_vectors: DocumentVectors) -> np.ndarray:
+    """[n_units, d] unit vectors: mean of a unit's documents minus the corpus mean (documents at unit length); the
+    sums are taken over slices of the vectors, so stored vectors are never all in memory."""
+    sums = np.zeros((members.shape[0], doc_vectors.shape[1]), np.float32)
+    corpus_sum = np.zeros(doc_vectors.shape[1], np.float32)
+    for start, vectors in vector_slices(doc_vectors):
+        unit_docs = unit_rows(np.asarray(vectors, dtype=np.float32))
+        sums += np.asarray(members[:, start : start + len(unit_docs)] @ unit_docs)
+        corpus_sum += unit_docs.sum(axis=0)
     sizes = np.maximum(np.asarray(members.sum(axis=1)).ravel(), 1.0)
-    means = np.asarray(members @ unit_docs) / sizes[:, None]
-    return _unit_rows(means - unit_docs.mean(axis=0))
+    return unit_rows(sums / sizes[:, None] - corpus_sum / doc_vectors.shape[0])
 
 
 def _rerank(
@@ -225,7 +307,3 @@ def _description(ranked: list[int], vocabulary: np.ndarray, n_documents: int, co
         return "Its strongest documents share no distinctive word (read them to name it, or label it with an LLM)."
     terms = [str(vocabulary[t]) for t in ranked[: config.n_description_terms]]
     return "Words its strongest documents share: " + ", ".join(terms) + "."
-
-
-def _unit_rows(matrix: np.ndarray) -> np.ndarray:
-    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)

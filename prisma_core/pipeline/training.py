@@ -23,8 +23,10 @@ from prisma_core.interpret.keywords import (
     KEYWORD_SOURCE,
     CorpusTerms,
     KeywordConfig,
+    TextBatches,
     corpus_terms,
     keyword_labels,
+    streamed_corpus_terms,
     top_document_members,
 )
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
@@ -33,7 +35,7 @@ from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, family_matrix, load_run
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
-from prisma_core.store.vectors import StoredVectors
+from prisma_core.store.vectors import DocumentVectors, StoredVectors
 from prisma_core.themes import ThemeConfig, Themes, build_themes
 
 CODES_ROWS = 65_536
@@ -87,7 +89,7 @@ def train_run(
             sae.save_sae(result.model, result.config, run_dir)
         with _timed(seconds, "analyse"):
             codes = _store_codes(workspace, run_id, result.model, source)
-            vectors = source.all()
+            vectors = _analysis_vectors(source, result.config)
             labeller = _store_features(
                 workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
             )
@@ -126,13 +128,14 @@ def _store_features(
     run_id: str,
     dataset_id: str,
     codes: sp.csr_matrix,
-    vectors: np.ndarray,
+    vectors: DocumentVectors,
     embed_config: EmbedConfig,
     keyword_config: KeywordConfig,
     progress: ProgressCallback,
 ) -> _KeywordLabeller:
     """Store the features' keyword labels; returns the labeller, for the themes and families."""
-    texts = _texts_of_dataset_still_there(workspace, dataset_id)
+    _check_dataset_still_there(workspace, dataset_id)
+    texts = _corpus_texts(workspace, dataset_id, vectors)
     labeller = _KeywordLabeller(workspace, texts, vectors, embed_config, keyword_config)
     progress(Progress("label", 0, 1, "keyword labels"))
     labels = _feature_labels(labeller, codes, vectors, embed_config, keyword_config)
@@ -144,7 +147,7 @@ def _write_run_records(workspace: Workspace, record: RunRecord, should_stop: Cal
     """The training's stage record, then the run record, last: unless cancelled or the dataset is gone."""
     if should_stop is not None and should_stop():
         raise TrainingError("Training was cancelled after the SAE was trained; nothing was saved.")
-    _texts_of_dataset_still_there(workspace, record.dataset_id)
+    _check_dataset_still_there(workspace, record.dataset_id)
     parent = embedding_parent(workspace, record.dataset_id, record.embedding_key)
     config, metrics = record.config, record.metrics
     record_stage(workspace, "training", parent, record.dataset_id, config, metrics, record.run_id, record.run_id)
@@ -159,14 +162,32 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
     seconds[step] = time.perf_counter() - started
 
 
+def _analysis_vectors(source: StoredVectors, config: SAEConfig) -> DocumentVectors:
+    """The vectors the labels, their scores and the themes read: all in memory when training held them
+    (`SAEConfig.holds_in_memory`), else the stored vectors, read a slice at a time (memory bounded by the slice)."""
+    return source.all() if config.holds_in_memory(*source.shape) else source
+
+
+def _corpus_texts(workspace: Workspace, dataset_id: str, vectors: DocumentVectors) -> list[str] | TextBatches:
+    """The dataset's texts in position order when its vectors are in memory, else a scan of them in batches."""
+    if isinstance(vectors, np.ndarray):
+        return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
+
+    def batches() -> Iterator[tuple[np.ndarray, list[str]]]:
+        for batch in workspace.document_batches(dataset_id, ["position", "text"]):
+            yield batch["position"].to_numpy(), batch["text"].tolist()
+
+    return batches
+
+
 class _KeywordLabeller:
     """Keyword labels for any group of documents, on one corpus (the vocabulary is counted once)."""
 
     def __init__(
         self,
         workspace: Workspace,
-        texts: list[str],
-        vectors: np.ndarray,
+        texts: list[str] | TextBatches,
+        vectors: DocumentVectors,
         embed_config: EmbedConfig,
         config: KeywordConfig,
     ) -> None:
@@ -180,13 +201,15 @@ class _KeywordLabeller:
 
     @functools.cached_property
     def terms(self) -> CorpusTerms:
-        return corpus_terms(self.texts, self.config)
+        if isinstance(self.texts, list):
+            return corpus_terms(self.texts, self.config)
+        return streamed_corpus_terms(self.texts, self.vectors.shape[0], self.config)
 
 
 def _feature_labels(
     labeller: _KeywordLabeller,
     codes: sp.csr_matrix,
-    vectors: np.ndarray,
+    vectors: DocumentVectors,
     embed_config: EmbedConfig,
     keyword_config: KeywordConfig,
 ) -> pd.DataFrame:
@@ -201,13 +224,12 @@ def _feature_labels(
     return labels
 
 
-def _texts_of_dataset_still_there(workspace: Workspace, dataset_id: str) -> list[str]:
-    """The dataset's texts; NotFoundError when it was deleted (say, from another session) while its SAE trained."""
+def _check_dataset_still_there(workspace: Workspace, dataset_id: str) -> None:
+    """NotFoundError when the dataset was deleted (say, from another session) while its SAE trained."""
     try:
         workspace.dataset(dataset_id)
     except NotFoundError:
         raise NotFoundError("The dataset was deleted while its SAE was training; nothing was saved.") from None
-    return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
 
 
 def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, source: StoredVectors) -> sp.csr_matrix:
@@ -231,7 +253,7 @@ def _store_themes(
     workspace: Workspace,
     run_id: str,
     codes: sp.csr_matrix,
-    vectors: np.ndarray,
+    vectors: DocumentVectors,
     labeller: _KeywordLabeller,
     config: ThemeConfig,
     progress: ProgressCallback,
@@ -303,15 +325,17 @@ def rebuild_themes(
     """Regroup a run's features into another number of themes (no retraining; replaces the stored themes); their
     record makes `config` the run's theme settings from now on."""
     run = load_run(workspace, run_id)
-    vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
-    themes = _store_themes(workspace, run_id, run.codes, vectors, _run_labeller(workspace, run), config, progress)
+    labeller = _run_labeller(workspace, run)
+    themes = _store_themes(workspace, run_id, run.codes, labeller.vectors, labeller, config, progress)
     summary = {"n_themes": themes.n_themes}
     record_stage(workspace, "themes", run_id, run.record.dataset_id, asdict(config), summary, run_id)
     return themes
 
 
 def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
-    texts = workspace.documents(run.record.dataset_id, ["position", "text"])["text"].tolist()
-    vectors = workspace.vectors(run.record.dataset_id, run.record.embedding_key)
+    """The labeller of a trained run: its texts and vectors in memory or read in slices, as when it was trained."""
+    source = workspace.stored_vectors(run.record.dataset_id, run.record.embedding_key)
+    vectors = _analysis_vectors(source, SAEConfig.from_dict(run.record.config["sae"]))
+    texts = _corpus_texts(workspace, run.record.dataset_id, vectors)
     keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
     return _KeywordLabeller(workspace, texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,10 @@ from prisma_core.store.schemas import SCHEMAS, DatasetRecord
 def text_hash(text: str) -> str:
     """The key of the embedding cache: equal texts share their vectors across datasets."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+BATCH_ROWS = 16_384
+"""Documents `Datasets.document_batches` reads at a time: about 15 MB of texts at 150 words each."""
 
 
 class Datasets(Runs):
@@ -112,6 +116,18 @@ class Datasets(Runs):
         frame = pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
         mixed = [column for column in frame.columns if frame[column].dtype == object]
         return frame.astype(dict.fromkeys(mixed, "string"))
+
+    def document_batches(
+        self, dataset_id: str, columns: Sequence[str], rows: int = BATCH_ROWS
+    ) -> Iterator[pd.DataFrame]:
+        """The dataset's documents, at most `rows` at a time, in no set order (select `position` to place them): one
+        scan of the documents table that never holds the whole dataset."""
+        self.dataset(dataset_id)
+        if not self._has_table("documents"):
+            return
+        query = self.db.open_table("documents").search().where(f"dataset_id = '{check_id(dataset_id)}'")
+        for batch in query.select(list(columns)).limit(None).to_batches(rows):
+            yield batch.to_pandas()
 
 
 def _document_rows(dataset_id: str, documents: pd.DataFrame, first: int, metadata_columns: list[str]) -> pa.Table:

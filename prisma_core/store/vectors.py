@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,9 +52,14 @@ class StoredVectors:
         """Every vector in position order, [n_documents, d] float32, read READ_ROWS at a time into one array (no
         second copy of the whole)."""
         vectors = np.empty(self.shape, dtype=np.float32)
-        for start in range(0, len(vectors), READ_ROWS):
-            vectors[start : start + READ_ROWS] = self.rows(np.arange(start, min(start + READ_ROWS, len(vectors))))
+        for start, rows in self.slices():
+            vectors[start : start + len(rows)] = rows
         return vectors
+
+    def slices(self, rows: int = READ_ROWS) -> Iterator[tuple[int, np.ndarray]]:
+        """(first position, vectors [m, d]) of consecutive slices of at most `rows` documents, in position order."""
+        for start in range(0, self.shape[0], rows):
+            yield start, self.rows(np.arange(start, min(start + rows, self.shape[0])))
 
     def rows(self, positions: np.ndarray) -> np.ndarray:
         """Vectors of the documents at these positions, in the order given: [m, d] float32."""
@@ -69,6 +74,28 @@ class StoredVectors:
         if not np.array_equal(found_positions[where], positions):
             raise StoreError("The stored vectors changed while they were read (compacted or deleted): start again.")
         return np.ascontiguousarray(vectors[where], dtype=np.float32)
+
+
+DocumentVectors = np.ndarray | StoredVectors
+"""A dataset's vectors [n_documents, d]: in memory, or read from the vectors table a slice at a time."""
+
+
+def vector_slices(vectors: DocumentVectors) -> Iterator[tuple[int, np.ndarray]]:
+    """(first position, vectors) slices covering every document in order: one slice for vectors in memory."""
+    if isinstance(vectors, StoredVectors):
+        yield from vectors.slices()
+    else:
+        yield 0, vectors
+
+
+def vector_rows(vectors: DocumentVectors, positions: np.ndarray) -> np.ndarray:
+    """Vectors of the documents at these positions, in the order given: [m, d]."""
+    return vectors.rows(positions) if isinstance(vectors, StoredVectors) else vectors[positions]
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), so dot products are cosines. [n, d] -> [n, d]."""
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
 
 def vectors_table_name(embedding_key: str) -> str:

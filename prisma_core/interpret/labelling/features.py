@@ -81,7 +81,7 @@ def _label_features(
 ) -> None:
     record = run.record
     texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
-    vectors = workspace.vectors(record.dataset_id, record.embedding_key)
+    vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
     score_config = covering_keywords(ScoreConfig(), max(keyword_top_documents(record), labeller.config.n_evidence))
     codes = sp.csc_matrix(run.codes)
     for feature in todo:

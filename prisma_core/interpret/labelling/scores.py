@@ -106,7 +106,7 @@ def _store_embedding_scores(
     progress(Progress("embedding scores", 0, len(missing)))
     if missing.empty:
         return {"held_out": 0, "in_sample": 0, "too_few": 0}
-    vectors = workspace.vectors(record.dataset_id, record.embedding_key)
+    vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
     result = label_embedding_scores(
         missing["feature_id"].tolist(),
         missing["label"].tolist(),
@@ -187,7 +187,7 @@ def score_baseline(
     scoreable = labelled[[basis != "too_few" for basis in support.basis]]
     if scoreable.empty:
         return ScoreBaseline(0, float("nan"), float("nan"), len(labelled))
-    vectors = workspace.vectors(record.dataset_id, record.embedding_key)
+    vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
     ids, labels = shuffled_labels(
         scoreable["feature_id"].tolist(), scoreable["label"].tolist(), run.codes, config, config.seed
     )

@@ -148,6 +148,6 @@ def test_terms_counted_once_give_the_labels_of_the_texts(bbc_sample):
     sample, vectors = bbc_sample
     texts, members = sample["text"].tolist(), category_members(sample["label"])
     terms = corpus_terms(texts, KeywordConfig())
-    assert terms.presence.shape == (len(texts), len(terms.vocabulary))
+    assert terms.presence_of(np.arange(len(texts))).shape == (len(texts), len(terms.vocabulary))
     from_terms = keyword_labels(terms, members, vectors, embed)
     pd.testing.assert_frame_equal(from_terms, keyword_labels(texts, members, vectors, embed))
