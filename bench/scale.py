@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,20 @@ SENTENCES_PER_DOCUMENT = (4, 16)
 CORPUS_ROWS = 50_000
 TARGET_PEAK_MB = 4096.0
 """Issue 14: 200,000 real-length documents end to end with peak memory <= 4 GB."""
+SAE_OVERRIDES = ("expansion_factor", "epochs")
+"""SAE settings the command line can set for the run stage: a million documents with the suggested SAE take hours on
+2 cores, a smaller one shows the memory of every part in less."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def run(
-    quick: bool = False, n_docs: int | None = None, embed_sample: int | None = None, ingest_only: bool = False
+    quick: bool = False,
+    n_docs: int | None = None,
+    embed_sample: int | None = None,
+    ingest_only: bool = False,
+    sae_flags: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """sae_flags: `name=value` settings of the run's SAE in place of the suggested ones (see SAE_OVERRIDES)."""
     n_docs = n_docs or (QUICK_DOCS if quick else DOCS)
     embed_sample = min(n_docs, embed_sample or (QUICK_EMBED_SAMPLE if quick else EMBED_SAMPLE))
     with tempfile.TemporaryDirectory(prefix="prisma-bench-scale-") as folder:
@@ -61,7 +70,7 @@ def run(
         stages = {"ingest": _worker("ingest", workspace, source)}
         if not ingest_only:
             stages["embed"] = _worker("embed", workspace, source, str(embed_sample))
-            stages["run"] = _worker("run", workspace, source, *(["--quick"] if quick else []))
+            stages["run"] = _worker("run", workspace, source, *(["--quick"] if quick else []), *sae_flags)
     return {
         "device": common.device_report(),
         "quick": quick,
@@ -154,7 +163,7 @@ def embed_stage(workspace_path: Path, embed_sample: int) -> dict[str, Any]:
     }
 
 
-def run_stage(workspace_path: Path, quick: bool) -> dict[str, Any]:
+def run_stage(workspace_path: Path, quick: bool, **sae_overrides: int) -> dict[str, Any]:
     from dataclasses import replace
 
     from prisma_core import pipeline
@@ -165,6 +174,7 @@ def run_stage(workspace_path: Path, quick: bool) -> dict[str, Any]:
     dataset = workspace.datasets()[0]
     config = suggest_config(dataset.n_documents, 384)
     config = replace(config, epochs=2) if quick else config
+    config = replace(config, **sae_overrides)
     sampler = _StageMemory()
     with sampler:
         summary = pipeline.train_run(workspace, dataset.dataset_id, config, progress=sampler.progress)
@@ -223,6 +233,11 @@ def _rss_mb() -> float:
     return 0.0
 
 
+def _sae_overrides(extra: Sequence[str]) -> dict[str, int]:
+    pairs = (flag.split("=", 1) for flag in extra if "=" in flag)
+    return {name: int(value) for name, value in pairs if name in SAE_OVERRIDES}
+
+
 def _worker_main(stage: str, workspace: Path, source: Path, extra: list[str]) -> None:
     started = time.perf_counter()
     if stage == "ingest":
@@ -230,7 +245,7 @@ def _worker_main(stage: str, workspace: Path, source: Path, extra: list[str]) ->
     elif stage == "embed":
         result = embed_stage(workspace, int(extra[0]))
     else:
-        result = run_stage(workspace, quick="--quick" in extra)
+        result = run_stage(workspace, quick="--quick" in extra, **_sae_overrides(extra))
     result |= {"wall_seconds": time.perf_counter() - started, "peak_mb": common.peak_rss_mb()}
     print(json.dumps(result, default=float))
 
@@ -304,8 +319,12 @@ def main() -> None:
     arguments.add_argument("--docs", type=int, help=f"documents to generate (default {DOCS:,}; quick {QUICK_DOCS:,})")
     arguments.add_argument("--embed-sample", type=int, help=f"documents embedded for real (default {EMBED_SAMPLE:,})")
     arguments.add_argument("--ingest-only", action="store_true", help="stop after the ingest stage")
+    for name in SAE_OVERRIDES:
+        arguments.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"SAE {name} (default: suggested)")
     args = arguments.parse_args()
-    common.publish(NAME, run(args.quick, args.docs, args.embed_sample, args.ingest_only), args, markdown)
+    sae_flags = [f"{name}={getattr(args, name)}" for name in SAE_OVERRIDES if getattr(args, name) is not None]
+    result = run(args.quick, args.docs, args.embed_sample, args.ingest_only, sae_flags)
+    common.publish(NAME, result, args, markdown)
 
 
 if __name__ == "__main__":
