@@ -8,7 +8,8 @@ whose peak resident memory (VmHWM) is reported:
 1. ingest: the generated parquet file into a new workspace (`pipeline.ingest`);
 2. embed: the first `--embed-sample` documents embedded for real (content tokens/s, extrapolated to the whole corpus);
    every other document gets a vector resampled from the embedded ones (`common.resample`: mixtures of two real
-   vectors plus noise), stored like real vectors, so that the later stages see the real size and shape;
+   vectors plus noise), stored through the product's embedding path (documents read a window at a time, vectors
+   written a slice at a time), so that its memory is measured and the later stages see the real size and shape;
 3. run: the SAE with the settings suggested for the corpus size, then features, keyword labels, themes and families
    (`pipeline.train_run`), with the peak memory of each part (a sampler thread, attributed by progress). Above
    `SAEConfig.vectors_memory_mb` training reads the vectors from the table a slice at a time, and the analysis reads
@@ -17,6 +18,7 @@ whose peak resident memory (VmHWM) is reported:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -24,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,26 +142,43 @@ def ingest_stage(workspace: Path, source: Path) -> dict[str, Any]:
 
 
 def embed_stage(workspace_path: Path, embed_sample: int) -> dict[str, Any]:
-    from prisma_core.embed import EmbedConfig, embed_documents, model_key
+    """The product's embedding path (`pipeline.dataset.embed_with`: documents read a window at a time, vectors
+    stored a slice at a time, the cache looked up), with the first `embed_sample` documents embedded for real and
+    every other one given a resampled vector instead of hours of computing."""
+    from prisma_core.embed import EmbedConfig, embed_documents
+    from prisma_core.pipeline.dataset import SLICE_DOCUMENTS, ComputedSlice, embed_with
+    from prisma_core.progress import ignore_progress
     from prisma_core.store import Workspace
 
     workspace = Workspace(workspace_path)
     dataset_id = workspace.datasets()[0].dataset_id
-    docs = workspace.documents(dataset_id, ["position", "text"]).sort_values("position")
+    sample = next(workspace.document_batches(dataset_id, ["position", "text", "text_hash"], embed_sample))
+    sample = sample.sort_values("position")
     config = EmbedConfig()
-    embed_documents(docs["text"].head(8).tolist(), config)  # loads the model: not part of the throughput
-    seconds, embedded = common.timed(lambda: embed_documents(docs["text"].head(embed_sample).tolist(), config))
-    tokens = int(embedded.chunking.tokens_per_doc.sum())
-    rest = common.resample(embedded.vectors, len(docs) - embed_sample, seed=1)
-    store_seconds, _ = common.timed(
-        lambda: workspace.save_vectors(dataset_id, model_key(config), np.concatenate([embedded.vectors, rest]))
+    embed_documents(sample["text"].head(8).tolist(), config)  # loads the model: not part of the throughput
+    seconds, embedded = common.timed(lambda: embed_documents(sample["text"].tolist(), config))
+    real = dict(zip(sample["text_hash"], embedded.vectors, strict=True))
+    seeds = itertools.count(1)  # every slice of every window draws other vectors
+
+    def sample_or_resampled(missing: pd.DataFrame, _: Any, slice_documents: int) -> Iterator[ComputedSlice]:
+        for start in range(0, len(missing), slice_documents):
+            hashes = missing["text_hash"].iloc[start : start + slice_documents].tolist()
+            stand_ins = common.resample(embedded.vectors, len(hashes), seed=next(seeds))
+            vectors = [real.get(text_hash, stand_in) for text_hash, stand_in in zip(hashes, stand_ins, strict=True)]
+            yield ComputedSlice(dict(zip(hashes, vectors, strict=True)), 0, 0)
+
+    store_seconds, summary = common.timed(
+        lambda: embed_with(workspace, dataset_id, config, ignore_progress, SLICE_DOCUMENTS, sample_or_resampled)
     )
+    tokens = int(embedded.chunking.tokens_per_doc.sum())
+    n_documents = workspace.dataset(dataset_id).n_documents
     return {
         "sample_seconds": seconds,
         "sample_tokens": tokens,
         "tokens_per_s": tokens / seconds,
-        "extrapolated_seconds": seconds * len(docs) / embed_sample,
+        "extrapolated_seconds": seconds * n_documents / len(sample),
         "store_seconds": store_seconds,
+        "all_stored": workspace.has_vectors(dataset_id, summary.embedding_key),
     }
 
 

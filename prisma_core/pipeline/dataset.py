@@ -57,6 +57,9 @@ def ingest(
 SLICE_DOCUMENTS = 2048
 """Documents embedded between two writes: an interrupted embedding loses at most this much work, and memory holds one
 slice's chunks at a time (windows are sorted by length within a slice, which costs almost no speed)."""
+WINDOW_DOCUMENTS = 8 * SLICE_DOCUMENTS
+"""Documents read from the store at a time to be embedded: memory holds one window's texts (about 40 MB of
+2,500-character documents), not the dataset's."""
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,14 @@ def embed_dataset(
     ray), into the same vector space; without, on this machine."""
     if not config.ray_address:
         local = functools.partial(_local_slices, config)
-        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, local)
+        return embed_with(workspace, dataset_id, config, progress, slice_documents, local)
     from prisma_core.pipeline import ray_embedding
 
     with ray_embedding.connected(config.ray_address) as cluster:
-        return _embed_dataset(workspace, dataset_id, config, progress, slice_documents, cluster.embedding(config))
+        return embed_with(workspace, dataset_id, config, progress, slice_documents, cluster.embedding(config))
 
 
-def _embed_dataset(
+def embed_with(
     workspace: Workspace,
     dataset_id: str,
     config: EmbedConfig,
@@ -102,32 +105,67 @@ def _embed_dataset(
     slice_documents: int,
     compute: ComputeSlices,
 ) -> EmbedSummary:
+    """`embed_dataset` with the texts embedded by `compute` (this machine's or a cluster's; a benchmark's stand-in):
+    reads the documents a window at a time (their texts are never all in memory) and has `compute` embed each
+    window's texts that neither this dataset nor the cache has a vector for."""
     started = time.perf_counter()
     key = model_key(config)
-    docs = workspace.documents(dataset_id, ["position", "text", "text_hash"])
-    todo = docs[~docs["position"].isin(workspace.stored_positions(dataset_id, key))]
-    if todo.empty:
-        progress(Progress("embed", len(docs), len(docs), "all documents already embedded"))
-        return EmbedSummary(key, len(docs), len(docs), 0, 0, 0, time.perf_counter() - started)
-    cached = workspace.cached_vectors(key, todo["text_hash"].unique().tolist())
-    _save_known(workspace, dataset_id, key, todo, cached)
-    missing = todo[~todo["text_hash"].isin(cached)].drop_duplicates("text_hash")
-    n_chunks = n_tokens = 0
-    for computed in compute(missing[["text_hash", "text"]], progress, slice_documents):
-        _save_known(workspace, dataset_id, key, todo, computed.vectors)
-        n_chunks += computed.n_chunks
-        n_tokens += computed.n_tokens
+    n_documents = workspace.dataset(dataset_id).n_documents
+    stored = np.fromiter(workspace.stored_positions(dataset_id, key), dtype=np.int64)
+    if len(stored) == n_documents:
+        progress(Progress("embed", n_documents, n_documents, "all documents already embedded"))
+        return EmbedSummary(key, n_documents, n_documents, 0, 0, 0, time.perf_counter() - started)
+    windows = _Windows(workspace, dataset_id, key, compute, slice_documents, progress, n_documents - len(stored))
+    for window in workspace.document_batches(dataset_id, ["position", "text", "text_hash"], WINDOW_DOCUMENTS):
+        windows.embed(window[~window["position"].isin(stored)].sort_values("position"))
     summary = EmbedSummary(
         embedding_key=key,
-        n_documents=len(docs),
-        n_cached=len(docs) - int(todo["text_hash"].isin(missing["text_hash"]).sum()),
-        n_computed=len(missing),
-        n_chunks=n_chunks,
-        n_tokens=n_tokens,
+        n_documents=n_documents,
+        n_cached=n_documents - windows.computed_documents,
+        n_computed=windows.computed_texts,
+        n_chunks=windows.chunks,
+        n_tokens=windows.tokens,
         seconds=time.perf_counter() - started,
     )
     record_stage(workspace, "embedding", dataset_id, dataset_id, asdict(config), asdict(summary))
     return summary
+
+
+@dataclass
+class _Windows:
+    """Embeds a dataset's documents still to do a window at a time, counting what it did."""
+
+    workspace: Workspace
+    dataset_id: str
+    key: str
+    compute: ComputeSlices
+    slice_documents: int
+    progress: ProgressCallback
+    n_todo: int
+    done: int = 0
+    computed_texts: int = 0
+    computed_documents: int = 0
+    chunks: int = 0
+    tokens: int = 0
+
+    def embed(self, todo: pd.DataFrame) -> None:
+        """Stores the vectors of these documents (position, text, text_hash): the cached ones first, then those
+        `compute` embeds, a slice at a time."""
+        if todo.empty:
+            return
+        cached = self.workspace.cached_vectors(self.key, todo["text_hash"].unique().tolist())
+        _save_known(self.workspace, self.dataset_id, self.key, todo, cached)
+        missing = todo[~todo["text_hash"].isin(cached)].drop_duplicates("text_hash")
+        if len(missing):
+            progress = _offset_progress(self.progress, self.done + len(todo) - len(missing), self.n_todo)
+            for computed in self.compute(missing[["text_hash", "text"]], progress, self.slice_documents):
+                _save_known(self.workspace, self.dataset_id, self.key, todo, computed.vectors)
+                self.chunks += computed.n_chunks
+                self.tokens += computed.n_tokens
+        self.done += len(todo)
+        self.computed_texts += len(missing)
+        self.computed_documents += int(todo["text_hash"].isin(missing["text_hash"]).sum())
+        report_documents(self.progress, self.done, self.n_todo)
 
 
 def _local_slices(
@@ -153,6 +191,15 @@ def _save_known(
     if len(rows):
         vectors = np.stack([known[text_hash] for text_hash in rows["text_hash"]])
         workspace.save_vectors(dataset_id, key, vectors, rows["position"].to_numpy())
+
+
+def _offset_progress(progress: ProgressCallback, done_before: int, total: int) -> ProgressCallback:
+    """A window's progress (documents of the window) reported as documents of the whole embedding."""
+
+    def report(event: Progress) -> None:
+        report_documents(progress, done_before + event.done, total)
+
+    return report
 
 
 def _slice_progress(progress: ProgressCallback, start: int, size: int, total: int) -> ProgressCallback:

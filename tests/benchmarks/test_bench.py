@@ -265,6 +265,7 @@ def test_scale_quick_times_and_measures_every_stage_in_its_own_process() -> None
     assert result["documents"] == 600 and result["embed_sample"] == 40
     assert all(positive(stage["peak_mb"]) for stage in stages.values())
     assert positive(stages["embed"]["tokens_per_s"]) and stages["embed"]["extrapolated_seconds"] > 0
+    assert stages["embed"]["all_stored"]  # through the product's embedding path, a window at a time
     assert {"train", "analyse", "themes", "families"} <= set(stages["run"]["peak_mb_by_part"])
     assert set(stages["run"]["seconds"]) == {"train", "analyse", "themes", "families"}
     assert stages["run"]["sae"]["epochs"] == 2 and fraction(stages["run"]["fvu_holdout"])

@@ -220,6 +220,49 @@ def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_pat
     assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
 
 
+def test_embedding_reads_a_window_of_texts_at_a_time_and_computes_a_repeated_text_once(
+    tmp_path, small_corpus, trained, monkeypatch
+):
+    articles = pd.read_parquet(small_corpus)
+    again = articles.head(5).assign(id=lambda frame: frame["id"] + "-again")  # positions 60-64 repeat 0-4
+    path = tmp_path / "repeated.parquet"
+    pd.concat([articles, again]).to_parquet(path)
+    workspace = Workspace(tmp_path / "ws")
+    dataset_id, _ = pipeline.ingest(workspace, [path], "repeated", IngestConfig(id_column="id"))
+    computed: list[int] = []
+
+    def counting_slices(config, missing, progress, slice_documents):
+        computed.append(len(missing))
+        yield from local_slices(config, missing, progress, slice_documents)
+
+    local_slices = pipeline.dataset._local_slices
+    monkeypatch.setattr(pipeline.dataset, "_local_slices", counting_slices)
+    monkeypatch.setattr(pipeline.dataset, "WINDOW_DOCUMENTS", 20)
+    events: list[Progress] = []
+    summary = pipeline.embed_dataset(workspace, dataset_id, progress=events.append)
+
+    assert computed == [20, 20, 20]  # the last window's five texts were found in the cache
+    assert (summary.n_computed, summary.n_cached) == (60, 5)
+    key = model_key(EmbedConfig())
+    vectors = workspace.vectors(dataset_id, key)
+    np.testing.assert_array_equal(vectors[60:], vectors[:5])
+    trained_workspace, trained_dataset, _, _ = trained
+    whole = trained_workspace.vectors(trained_dataset, key)
+    cosine = np.einsum("ij,ij->i", vectors[:60], whole) / np.linalg.norm(vectors[:60], axis=1)
+    assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
+    assert [event.done for event in events] == sorted(event.done for event in events)
+    assert events[-1] == Progress("embed", 65, 65, "65 of 65 documents")
+
+
+def test_the_cache_answers_only_the_text_hashes_asked_for(trained):
+    workspace, dataset_id, _, _ = trained
+    key = model_key(EmbedConfig())
+    first = workspace.documents(dataset_id, ["position", "text_hash"]).iloc[0]
+    found = workspace.cached_vectors(key, [first["text_hash"], "0" * 64, "x' OR '1'='1"])
+    assert list(found) == [first["text_hash"]]
+    np.testing.assert_array_equal(found[first["text_hash"]], workspace.vectors(dataset_id, key)[0])
+
+
 def conflicting_write(conflicts: int):
     """A write that loses `conflicts` commit races (LanceDB's own message) and then commits."""
     calls = []
