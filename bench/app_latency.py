@@ -37,7 +37,6 @@ from prisma_core.store import Workspace
 
 NAME = "app_latency"
 TITLE = "11. App latency: first paint, page switches and search with 10,000 documents"
-COMMAND = common.command(NAME)
 DOCS, QUICK_DOCS = 10_000, 300
 ROUNDS, QUICK_ROUNDS = 5, 2
 PAINTS = 2

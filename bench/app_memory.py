@@ -32,7 +32,6 @@ from bench.app_driver import PAGE_MS, chromium, go, settle, streamlit_server
 
 NAME = "app_memory"
 TITLE = "8. App memory: the demo and a 2,000-document session in a browser"
-COMMAND = common.command(NAME)
 TARGETS_MB = {"demo": 1000, "upload": 1500}
 DEMO_DOCS, QUICK_DEMO_DOCS = 400, 80
 UPLOAD_DOCS, QUICK_UPLOAD_DOCS = 2000, 200

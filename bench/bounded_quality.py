@@ -28,7 +28,6 @@ from bench.quality import _duplicates, _label_scores, _prisma_levels, _recovery
 
 NAME = "bounded_quality"
 TITLE = "12b. Quality of the bounded analysis: in memory vs read in batches, on one run"
-COMMAND = common.command(NAME)
 QUICK_DOCS = 1_000
 
 

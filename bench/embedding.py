@@ -36,7 +36,6 @@ from prisma_core.store import Workspace
 
 NAME = "embedding"
 TITLE = "1. Embedding: chunk-and-average vs plain encode, vs truncation, cold vs warm"
-COMMAND = common.command(NAME)
 QUICK_DOCS = 16
 RATIO_DOCS = 300
 """Documents of the interleaved throughput comparison in the full run."""

@@ -29,7 +29,6 @@ from bench import common
 
 NAME = "end_to_end"
 TITLE = "6. End to end: the CLI `run` on BBC, cold and warm"
-COMMAND = common.command(NAME)
 QUICK_DOCS = 60
 QUICK_FLAGS = ["--expansion-factor", "1", "--epochs", "5"]
 """The quick run shrinks the SAE (384 features, 5 epochs) so that it takes seconds."""

@@ -31,7 +31,6 @@ from prisma_core.progress import Progress
 
 NAME = "families"
 TITLE = "4. Families: time and peak memory at 200,000 documents"
-COMMAND = common.command(NAME)
 K = 32
 DOCUMENTS = 200_000
 FEATURES = [3_072, 12_288]

@@ -32,7 +32,6 @@ from prisma_core.sae import suggest_config, train_sae
 
 NAME = "fast_cpu"
 TITLE = "2. Fast CPU path: bf16 vs fp32"
-COMMAND = common.command(NAME)
 DOCS = 300
 QUICK_DOCS = 24
 BATCH_SIZE = 64

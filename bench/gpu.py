@@ -14,7 +14,6 @@ from prisma_core.sae import suggest_config, train_sae
 
 NAME = "gpu"
 TITLE = "10. GPU: CUDA bf16 vs CPU for embedding and SAE training"
-COMMAND = common.command(NAME)
 DOCS = 600
 QUICK_DOCS = 24
 TARGET_MIN_COSINE = 0.99

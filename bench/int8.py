@@ -31,7 +31,6 @@ from prisma_core.embed import EmbedConfig, model_key, openvino_backend, plan_chu
 
 NAME = "int8"
 TITLE = "9. int8 embedding: int8 vs bf16 vs fp32"
-COMMAND = common.command(NAME)
 DOCS = 300
 QUICK_DOCS = 24
 ROUNDS = 4

@@ -33,7 +33,6 @@ from bench import common
 
 NAME = "quality"
 TITLE = "7. Quality: recovery of known categories (themes, families, features vs k-means, probe, BERTopic)"
-COMMAND = common.command(NAME)
 CORPORA = ("bbc_news", "ag_news_test", "mtsamples")
 QUICK_DOCS = 400
 TARGETS = {

@@ -37,7 +37,6 @@ from prisma_core.store import Workspace
 
 NAME = "ray_scaling"
 TITLE = "13. Ray: embedding on a cluster with 1 and 2 workers vs this machine"
-COMMAND = common.command(NAME)
 DOCS = 300
 QUICK_DOCS = 24
 ROUNDS = 3

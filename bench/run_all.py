@@ -119,12 +119,12 @@ def render(quick: bool, out_dir: Path) -> str:
         bench = module(name)
         path = out_dir / f"{name}{suffix}.json"
         if not path.is_file():
-            sections.append(f"## {bench.TITLE}\n\nNot run yet: `{bench.COMMAND}`.")
+            sections.append(f"## {bench.TITLE}\n\nNot run yet: `{common.command(name)}`.")
             continue
         result = common.read_result(name + suffix, out_dir)
         devices.append(result["device"])
         measured = datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        command = bench.COMMAND + (" --quick" if quick else "")
+        command = common.command(name) + (" --quick" if quick else "")
         sections.append(
             f"## {bench.TITLE}\n\nCommand: `{command}` (measured {measured}, 1-minute load average "
             f"{result['device']['load_average_1m']:.1f} when the result was recorded).\n\n{bench.markdown(result)}"

@@ -30,7 +30,6 @@ from bench import common
 
 NAME = "sae_training"
 TITLE = "3. SAE training: Prisma vs latentsae"
-COMMAND = common.command(NAME)
 REPEATS = 2
 TARGET_RATIO = 1.5
 BASE = {"expansion_factor": 8, "k": 32, "batch_size": 128, "epochs": 40, "aux_alpha": 1 / 32, "seed": 0}

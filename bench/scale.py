@@ -39,7 +39,6 @@ from bench import common
 
 NAME = "scale"
 TITLE = "12. Scale: a large corpus through every stage, time and peak memory per stage"
-COMMAND = common.command(NAME)
 DOCS = 200_000
 EMBED_SAMPLE = 4_000
 QUICK_DOCS = 3_000

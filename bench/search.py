@@ -24,7 +24,6 @@ from prisma_core.store import vectors as store
 
 NAME = "search"
 TITLE = "5. Search: LanceDB latency and recall@10"
-COMMAND = common.command(NAME)
 ROWS = 200_000
 QUICK_ROWS = 2_000
 QUERIES = 100
