@@ -41,16 +41,16 @@ class Artefacts(Tables):
     def activations(self, run_id: str) -> pd.DataFrame:
         return self._read("activations", f"run_id = '{check_id(run_id)}'", ["position", "feature_id", "value"])
 
-    def activation_batches(self, run_id: str, rows: int = ACTIVATION_ROWS) -> tuple[int, Iterator[pa.RecordBatch]]:
-        """The number of the run's activation rows and the rows (position, feature_id, value) at most `rows` at a
-        time, in no set order: one scan that never holds the whole table (32 million rows at k = 32 for a million
+    def activation_batches(self, run_id: str) -> tuple[int, Iterator[pa.RecordBatch]]:
+        """The number of the run's activation rows and the rows (position, feature_id, value) at most ACTIVATION_ROWS
+        at a time, in no set order: one scan that never holds the whole table (32 million rows at k = 32 for a million
         documents)."""
         where = f"run_id = '{check_id(run_id)}'"
         if not self._has_table("activations"):
             return 0, iter(())
         table = self.db.open_table("activations")
         query = table.search().where(where).select(["position", "feature_id", "value"]).limit(None)
-        return table.count_rows(where), query.to_batches(rows)
+        return table.count_rows(where), query.to_batches(ACTIVATION_ROWS)
 
     def save_features(self, run_id: str, stats: pd.DataFrame) -> None:
         frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]
