@@ -396,7 +396,7 @@ def refract_by_id(page: Page) -> None:
     """Refract a document: type its id where the app asks for one, else the document picker's first choice."""
     page.get_by_role("tab", name="Refract").click()
     settle(page, WORKSPACE_PAGE_MS)
-    typed = page.get_by_label("Document id")
+    typed = page.get_by_role("textbox", name="Document id")
     if typed.count():
         typed.fill(REFRACT_ID)
         typed.press("Enter")
@@ -431,7 +431,7 @@ def open_workspace(
                 settle(page, WORKSPACE_PAGE_MS)
             workspace_session(page, sampler)
             page.close()
-    return sampler.report() | {"notes": sampler.notes, "app": str(app_dir)}
+            return sampler.report() | {"notes": sampler.notes, "app": str(app_dir)}
 
 
 def run_workspace(workspace: Path, baseline_app: Path | None, env: dict[str, str]) -> dict[str, Any]:
