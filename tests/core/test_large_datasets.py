@@ -8,6 +8,7 @@ from small_run import SmallRun
 
 from prisma_core import analysis, pipeline
 from prisma_core.explore import DatasetDocuments, DocumentVectors, document_map, search_documents
+from prisma_core.pipeline.export import export_run
 from prisma_core.runs import read_codes
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import LARGE_DATASET, LARGE_DATASET_ENV, SHOWN_COLUMNS, is_large, sample_positions
@@ -117,3 +118,15 @@ def test_the_map_reads_only_its_sample_from_the_stored_vectors_and_draws_the_sam
     from_store = document_map(stored, max_points=40)
     assert from_store["position"].tolist() == sample_positions(60, 40).tolist()
     pd.testing.assert_frame_equal(from_store, in_memory)
+
+
+def test_the_export_writes_every_activation_a_slice_of_documents_at_a_time(opened, tmp_path, monkeypatch) -> None:
+    workspace, _, run, every = opened
+    monkeypatch.setattr("prisma_core.pipeline.export.EXPORT_ROWS", 7)  # 60 documents in 9 slices
+    export_run(workspace, run.record.run_id, tmp_path / "out")
+    written = pd.read_parquet(tmp_path / "out" / "activations.parquet")
+    coo = run.codes.tocoo()
+    expected = pd.DataFrame(
+        {"doc_id": every["doc_id"].to_numpy()[coo.row], "feature_id": coo.col.astype(np.int32), "value": coo.data}
+    )
+    pd.testing.assert_frame_equal(written, expected)
