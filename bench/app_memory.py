@@ -349,7 +349,7 @@ WORKSPACE_PAGE_MS = 1_200_000  # the app before the bounded path could take minu
 WORKSPACE_LIMIT_MB = 9_000  # above this the server is stopped, so the machine (shared) stays usable
 SEARCH_QUERY = "the patient was admitted with chest pain"
 REFRACT_ID = "doc123"
-ERRORS = "[data-testid=stException], [data-testid=stAlertContentError]"
+ERRORS = "[data-testid=stException], [data-testid=stAlertContentError] [data-testid=stMarkdownContainer]"
 
 
 def workspace_session(page: Page, sampler: TreeSampler) -> None:
@@ -372,7 +372,7 @@ def workspace_session(page: Page, sampler: TreeSampler) -> None:
                 step()
                 errors = page.locator(ERRORS)
                 if errors.count():
-                    sampler.notes[phase] = errors.first.inner_text()[:200]
+                    sampler.notes[phase] = " ".join(errors.first.inner_text().split())[:200]
             except PlaywrightError as error:
                 sampler.notes[phase] = str(error).splitlines()[0][:200]
 

@@ -136,8 +136,12 @@ class Datasets(Runs):
         A column mixing numbers and text (a year that is sometimes "unknown") becomes a text column: every
         value is kept, and the frame can be written to Parquet or compared by group.
         """
-        docs = self.documents(dataset_id, ["position", "metadata"])
-        frame = pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
+        parts = [  # parsed a batch at a time: a million documents' metadata never sits in memory as dicts
+            pd.DataFrame([json.loads(m) for m in batch["metadata"]], index=batch["position"].to_numpy())
+            for batch in self.document_batches(dataset_id, ["position", "metadata"])
+        ]
+        frame = pd.concat(parts).sort_index().reset_index(drop=True) if parts else pd.DataFrame()
+        frame = frame.convert_dtypes()
         mixed = [column for column in frame.columns if frame[column].dtype == object]
         return frame.astype(dict.fromkeys(mixed, "string"))
 
