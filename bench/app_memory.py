@@ -466,7 +466,9 @@ def markdown_workspace(result: dict[str, Any]) -> str:
     header = ["Page"] + [f"{name} {what}" for name in sessions for what in ("peak MB", "s")]
     rows = [[phase, *[c for s in sessions.values() for c in cells(s, phase)]] for phase in phases]
     killed = [f"{n}: stopped at {s['killed_at_mb']:.0f} MB" for n, s in sessions.items() if s["killed_at_mb"]]
-    totals = ", ".join(f"{n} {s['peak_mb']:.0f} MB (server VmHWM {s['server_vm_hwm_mb']:.0f})" for n, s in sessions.items())
+    totals = ", ".join(
+        f"{n} {s['peak_mb']:.0f} MB (server VmHWM {s['server_vm_hwm_mb']:.0f})" for n, s in sessions.items()
+    )
     return (
         f"{result['documents']:,} documents ({result['workspace']}). Peak of the server and its children: {totals}."
         + (" " + "; ".join(killed) + "." if killed else "")

@@ -11,7 +11,6 @@ from prisma_core import analysis
 from prisma_core.downloads import features_csv
 from prisma_core.errors import PrismaError
 from prisma_core.explore import (
-    DatasetDocuments,
     refract_document,
     refract_text,
     search_documents,

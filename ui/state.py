@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import streamlit as st
 
 from prisma_core.embed import EmbedConfig, model_key

@@ -101,7 +101,9 @@ def themes_table(run: LoadedRun) -> pd.DataFrame:
     members = run.themes.members().tocsc()
     tops = [theme_documents(run, int(t), TOP_TITLES, members)["position"] for t in run.theme_info["theme_id"]]
     shown = dataset_documents(run.record.dataset_id).at(np.concatenate([np.empty(0, np.int64), *tops]))
-    names = shown["title"].where(shown["title"].fillna("").str.strip() != "", shown["text"].map(lambda t: snippet(t, 60)))
+    names = shown["title"].where(
+        shown["title"].fillna("").str.strip() != "", shown["text"].map(lambda t: snippet(t, 60))
+    )
     name_of = dict(zip(shown["position"].tolist(), names.tolist(), strict=True))
     n_docs = max(run.codes.shape[0], 1)
     rows = []

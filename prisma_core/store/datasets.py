@@ -174,11 +174,10 @@ class Datasets(Runs):
 
     def _documents_where(self, dataset_id: str, column: str, values: list[str], columns: Sequence[str]) -> pd.DataFrame:
         """Rows of the dataset whose `column` is one of `values` (SQL literals), POSITIONS_PER_QUERY at a time."""
+        dataset = f"dataset_id = '{check_id(dataset_id)}'"
         parts = [
             self._read(
-                "documents",
-                f"dataset_id = '{check_id(dataset_id)}' AND {column} IN ({', '.join(values[i : i + POSITIONS_PER_QUERY])})",
-                columns,
+                "documents", f"{dataset} AND {column} IN ({', '.join(values[i : i + POSITIONS_PER_QUERY])})", columns
             )
             for i in range(0, len(values), POSITIONS_PER_QUERY)
         ]

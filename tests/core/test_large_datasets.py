@@ -51,7 +51,9 @@ def test_documents_at_reads_more_positions_than_one_filter_names(opened, monkeyp
     workspace, dataset_id, _, every = opened
     monkeypatch.setattr("prisma_core.store.datasets.POSITIONS_PER_QUERY", 7)
     positions = np.arange(59, -1, -1)
-    pd.testing.assert_frame_equal(workspace.documents_at(dataset_id, positions), every.iloc[positions].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        workspace.documents_at(dataset_id, positions), every.iloc[positions].reset_index(drop=True)
+    )
 
 
 def test_documents_found_by_id_and_ids_suggested_by_their_start(opened) -> None:
