@@ -14,8 +14,8 @@ the import footprint of the libraries (together and one by one), so the app's ow
 With --workspace PATH it runs one other scenario instead: the app opened on an EXISTING workspace (its newest
 dataset and run, as the sidebar picks them), visiting every page and every Explore tab, counting tokens on the
 Embeddings page, searching by meaning and refracting a document (by id where the app asks for one), with each page's
-peak memory and seconds. --baseline-app DIR runs another checkout's app (e.g. `git archive` of an older commit,
-on the same venv) on the same workspace first, in the same run. The app never writes into the workspace on these
+peak memory and seconds. --baseline-app DIR then runs another checkout's app (e.g. `git archive` of an older commit,
+on the same venv) on the same workspace, in the same run. The app never writes into the workspace on these
 visits, but point it at a copy anyway.
 
 .venv/bin/python -m bench.app_memory --workspace /data/ws1m --baseline-app /tmp/prisma_07f5e0a
@@ -345,17 +345,18 @@ def markdown(result: dict[str, Any]) -> str:
 
 WORKSPACE_PAGES = ["Home", "Datasets", "Embeddings", "Train SAE", "Features", "Families", "Labels", "Explore"]
 WORKSPACE_TABS = ["Search", "Concept query", "Compare groups", "Map", "Downloads"]
-WORKSPACE_PAGE_MS = 1_200_000  # the app before the bounded path could take minutes on a page of a million documents
+WORKSPACE_PAGE_MS = 300_000  # a page still busy after 5 minutes is recorded as timed out and the visit goes on
 WORKSPACE_LIMIT_MB = 9_000  # above this the server is stopped, so the machine (shared) stays usable
 SEARCH_QUERY = "the patient was admitted with chest pain"
 REFRACT_ID = "doc123"
 ERRORS = "[data-testid=stException], [data-testid=stAlertContentError] [data-testid=stMarkdownContainer]"
 
 
-def workspace_session(page: Page, sampler: TreeSampler) -> None:
+def workspace_session(page: Page, sampler: TreeSampler, url: str) -> None:
     """Every page, the Explore tabs, counting tokens, a search and a refraction; a page that fails or times out is
     recorded and the visit goes on (the server may have been stopped for its memory)."""
-    steps = [(title, lambda title=title: visit(page, title)) for title in WORKSPACE_PAGES[:3]]
+    steps = [("first page", lambda: first_page(page, url))]
+    steps += [(title, lambda title=title: visit(page, title)) for title in WORKSPACE_PAGES[:3]]
     steps.append(("Embeddings: count tokens", lambda: count_tokens(page)))
     steps += [(title, lambda title=title: visit(page, title)) for title in WORKSPACE_PAGES[3:8]]
     steps.append(("Explore: refract a document", lambda: refract_by_id(page)))
@@ -375,6 +376,14 @@ def workspace_session(page: Page, sampler: TreeSampler) -> None:
                     sampler.notes[phase] = " ".join(errors.first.inner_text().split())[:200]
             except PlaywrightError as error:
                 sampler.notes[phase] = str(error).splitlines()[0][:200]
+        if sampler.killed_at_mb is not None:
+            sampler.notes[phase] = f"server stopped at {sampler.killed_at_mb:,.0f} MB"
+
+
+def first_page(page: Page, url: str) -> None:
+    page.goto(url)
+    page.get_by_role("heading", name="Prisma", exact=True).wait_for(timeout=WORKSPACE_PAGE_MS)
+    settle(page, WORKSPACE_PAGE_MS)
 
 
 def visit(page: Page, title: str) -> None:
@@ -425,23 +434,22 @@ def open_workspace(
         sampler = TreeSampler(process.pid, limit_mb=WORKSPACE_LIMIT_MB)
         with sampler.running():
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            with sampler.during("first page"):
-                page.goto(url)
-                page.get_by_role("heading", name="Prisma", exact=True).wait_for(timeout=WORKSPACE_PAGE_MS)
-                settle(page, WORKSPACE_PAGE_MS)
-            workspace_session(page, sampler)
+            workspace_session(page, sampler, url)
             page.close()
             return sampler.report() | {"notes": sampler.notes, "app": str(app_dir)}
 
 
 def run_workspace(workspace: Path, baseline_app: Path | None, env: dict[str, str]) -> dict[str, Any]:
-    """The app on an existing workspace: the baseline checkout's first (when given), then this one, same run."""
+    """The app on an existing workspace: this checkout's, then the baseline checkout's (when given), same run."""
     from prisma_core.store import Workspace
 
     dataset = Workspace(workspace).datasets()[-1]
-    apps = ([("before", baseline_app)] if baseline_app else []) + [("after", common.REPO)]
+    apps = [("after", common.REPO)] + ([("before", baseline_app)] if baseline_app else [])
     with tempfile.TemporaryDirectory(prefix="prisma_app_memory_") as folder, chromium() as browser:
-        sessions = {name: open_workspace(browser, Path(folder), name, workspace, app, env) for name, app in apps}
+        sessions = {}
+        for name, app in apps:
+            sessions[name] = open_workspace(browser, Path(folder), name, workspace, app, env)
+            print(f"{name}: {json.dumps(sessions[name], default=float)}", file=sys.stderr, flush=True)  # partial record
     return {
         "device": common.device_report(),
         "workspace": str(workspace),
@@ -480,7 +488,7 @@ def markdown_workspace(result: dict[str, Any]) -> str:
 def main() -> None:
     arguments = common.parser(__doc__.splitlines()[0])
     arguments.add_argument("--workspace", type=Path, help="open this existing workspace and visit every page")
-    arguments.add_argument("--baseline-app", type=Path, help="with --workspace: another checkout's app, visited first")
+    arguments.add_argument("--baseline-app", type=Path, help="with --workspace: another checkout's app, visited next")
     arguments.add_argument("--large-dataset", help="with --workspace: PRISMA_LARGE_DATASET for the server")
     args = arguments.parse_args()
     if args.workspace is None:
