@@ -91,14 +91,14 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
-def settle(page: Page) -> None:
+def settle(page: Page, timeout_ms: int = PAGE_MS) -> None:
     """Wait until the script run is over and every element has rendered."""
-    page.wait_for_selector("[data-testid=stMain] [data-testid=stElementContainer]", timeout=PAGE_MS)
+    page.wait_for_selector("[data-testid=stMain] [data-testid=stElementContainer]", timeout=timeout_ms)
     busy = "[data-testid=stStatusWidget], [data-testid=stSkeleton]"
-    page.wait_for_function(f"!document.querySelector('{busy}')", timeout=PAGE_MS)
+    page.wait_for_function(f"!document.querySelector('{busy}')", timeout=timeout_ms)
     page.wait_for_timeout(800)
 
 
-def go(page: Page, title: str) -> None:
+def go(page: Page, title: str, timeout_ms: int = PAGE_MS) -> None:
     page.locator("[data-testid=stSidebar] [data-testid=stPageLink]").get_by_text(title, exact=True).click()
-    settle(page)
+    settle(page, timeout_ms)

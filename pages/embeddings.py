@@ -21,7 +21,7 @@ from ui.loaders import token_statistics
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.state import PAGES, embed_config, require_dataset, set_embed_config, vector_space, workspace
-from ui.text import md
+from ui.text import md, sample_notice
 
 route_here()
 
@@ -65,6 +65,8 @@ def show_token_statistics(config: EmbedConfig) -> None:
     cols[3].metric("Tokens per document", f"{int(np.median(tokens)):,}", help=f"Median; at most {int(tokens.max()):,}.")
     counts = pd.Series(chunks).value_counts().sort_index()
     st.bar_chart(pd.DataFrame({"documents": counts.to_numpy()}, index=counts.index.astype(str)), x_label="windows")
+    if stats["counted"] < stats["of"]:
+        st.caption(sample_notice(stats["counted"], stats["of"]) + ": the figures above are for that sample.")
 
 
 def show_summary(summary: EmbedSummary) -> None:

@@ -11,7 +11,6 @@ from prisma_core import analysis
 from prisma_core.downloads import features_csv
 from prisma_core.errors import PrismaError
 from prisma_core.explore import (
-    documents_by_positions,
     refract_document,
     refract_text,
     search_documents,
@@ -40,6 +39,9 @@ route_here()
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
 DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
+LARGE_DOWNLOAD_MATCHES = 50_000
+"""Matching documents a concept query's download holds at most for a large dataset (their texts are read on click)."""
+ID_SUGGESTIONS = 20
 EXPORTS = [  # (button, file in the run's export folder, type)
     ("Activations per document and feature (Parquet)", "activations.parquet", None),
     ("Families (JSON)", "families.json", "application/json"),
@@ -107,13 +109,15 @@ def refract_tab() -> None:
     st.markdown("The concepts active in one document, strongest first: the document “refracted” into features.")
     mode = st.radio("What to refract", ["A document", "Your own text"], horizontal=True, key="refract_mode")
     if mode == "A document":
-        choices = document_choices(ws.uri, dataset.dataset_id)
-        position = st.selectbox("Document", range(len(docs)), format_func=choices.__getitem__, key="refract_doc")
+        document = typed_document() if docs.large else picked_document()
+        if document is None:
+            return
+        position = int(document["position"])
         if (themes_line := levels.document_theme_caption(run, position)) is not None:
             st.caption(themes_line)
         show_concepts(refract_document(run, position))
         with st.expander("Document text"):
-            st.text(docs.at[position, "text"])
+            st.text(document["text"])
         return
     text = st.text_area("Text", key="refract_text", height=160, placeholder="Paste or type any text…")
     if st.button("Refract", key="refract_button", type="primary") and text.strip():
@@ -127,6 +131,37 @@ def refract_tab() -> None:
         show_concepts(stored[2])
 
 
+def picked_document() -> pd.Series:
+    """A small dataset's document, chosen in a picker of every document."""
+    choices = document_choices(ws.uri, dataset.dataset_id)
+    position = st.selectbox("Document", range(docs.n_documents), format_func=choices.__getitem__, key="refract_doc")
+    return docs.frame.iloc[position]
+
+
+def typed_document() -> pd.Series | None:
+    """A large dataset's document, found by the id typed (a list of every document would be too long to send)."""
+    doc_id = st.text_input(
+        "Document id",
+        key="refract_doc_id",
+        placeholder=f"e.g. {docs.at([0])['doc_id'].iloc[0]}",
+        help=f"This dataset has {docs.n_documents:,} documents: type the id of the one to refract, or find it on "
+        "the Search tab.",
+    ).strip()
+    if not doc_id:
+        st.caption("Type a document id to refract it.")
+        return None
+    found = docs.with_id(doc_id)
+    if not found.empty:
+        return found.iloc[0]
+    similar = ws.doc_ids_starting(dataset.dataset_id, doc_id, ID_SUGGESTIONS)
+    st.warning(
+        f"No document has the id “{md(doc_id)}”."
+        + (f" Ids starting like it: {md(', '.join(similar))}." if similar else ""),
+        icon=":material/search_off:",
+    )
+    return None
+
+
 def search_tab() -> None:
     st.markdown("Find documents by meaning, not by exact words (nearest neighbours in embedding space).")
     left, right = st.columns([4, 1])
@@ -135,7 +170,7 @@ def search_tab() -> None:
     if query.strip():
         try:
             vectors = document_vectors(ws.uri, dataset.dataset_id, run.record.embedding_key)
-            hits = search_documents(run, query, vectors, docs, int(limit))
+            hits = search_documents(run, query, docs, vectors, int(limit))
         except PrismaError as error:
             st.error(md(error))
             return
@@ -194,28 +229,32 @@ def concept_query_tab() -> None:
     must_thresholds = thresholds(must, "must")
     not_thresholds = thresholds(must_not, "not")
     positions = analysis.concept_query(run.codes, must_thresholds, not_thresholds)
-    st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
+    st.metric("Matching documents", f"{len(positions):,}", help=f"of {docs.n_documents:,} documents")
     if not len(positions):
         return
-    matches = documents_by_positions(docs, positions)
-    table = document_table(matches)
     strengths = pd.DataFrame(
         {f"strength {feature_name(f, '')}": run.codes[positions, f].toarray().ravel().round(4) for f in must}
     )
-    table = table.join(strengths)
-    st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results", column_config=RESULT_COLUMNS)
-    if len(table) > SHOWN_MATCHES:
-        st.caption(f"Showing {SHOWN_MATCHES} of {len(table):,}; the download holds them all.")
-    full = (
-        matches[["doc_id", "title", "text"]]
-        .join(strengths)
-        .join(metadata(ws.uri, dataset.dataset_id).iloc[positions].reset_index(drop=True))
-    )
-    matches_download(full)
+    table = document_table(docs.at(positions[:SHOWN_MATCHES])).join(strengths.head(SHOWN_MATCHES))
+    st.dataframe(table, hide_index=True, key="query_results", column_config=RESULT_COLUMNS)
+    matches_download(positions, strengths)
 
 
-def matches_download(full: pd.DataFrame) -> None:
-    download("Download matching documents (CSV)", lambda: spreadsheet_csv(full), "matching_documents.csv", "text/csv")
+def matches_download(positions: np.ndarray, values: pd.DataFrame) -> None:
+    """The matching documents (text, `values`, metadata) as CSV, read when the button is clicked; for a large dataset
+    the first LARGE_DOWNLOAD_MATCHES of them."""
+    kept = min(len(positions), LARGE_DOWNLOAD_MATCHES) if docs.large else len(positions)
+    if len(positions) > SHOWN_MATCHES:
+        held = "them all" if kept == len(positions) else f"the first {kept:,}"
+        st.caption(f"Showing {SHOWN_MATCHES} of {len(positions):,}; the download holds {held}.")
+    documents, workspace_uri, dataset_id = docs, ws.uri, dataset.dataset_id
+
+    def make() -> str:
+        full = documents.at(positions[:kept])[["doc_id", "title", "text"]]
+        extra = metadata(workspace_uri, dataset_id).iloc[positions[:kept]].reset_index(drop=True)
+        return spreadsheet_csv(full.join(values.head(kept)).join(extra))
+
+    download("Download matching documents (CSV)", make, "matching_documents.csv", "text/csv")
 
 
 def download(label: str, make: Callable[[], bytes | str], file_name: str, mime: str | None) -> None:
@@ -230,16 +269,13 @@ def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
     if found is None:
         return
     positions, values = found
-    st.metric("Matching documents", f"{len(positions):,}", help=f"of {len(docs):,} documents")
+    st.metric("Matching documents", f"{len(positions):,}", help=f"of {docs.n_documents:,} documents")
     if not len(positions):
         return
-    matches = documents_by_positions(docs, positions)
-    table = pd.concat([document_table(matches), values], axis=1)
-    st.dataframe(table.head(SHOWN_MATCHES), hide_index=True, key="query_results")
-    full = matches[["doc_id", "title", "text"]].join(
-        metadata(ws.uri, dataset.dataset_id).iloc[positions].reset_index(drop=True)
-    )
-    matches_download(full)
+    shown = document_table(docs.at(positions[:SHOWN_MATCHES]))
+    table = pd.concat([shown, values.head(SHOWN_MATCHES).reset_index(drop=True)], axis=1)
+    st.dataframe(table, hide_index=True, key="query_results")
+    matches_download(positions, pd.DataFrame(index=values.index))
 
 
 def grouping(name: str, column: pd.Series) -> pd.Series:

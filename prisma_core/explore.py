@@ -14,6 +14,10 @@ from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import NotFoundError
 from prisma_core.runs import LoadedRun, family_matrix
 from prisma_core.sae.weights import read_weights
+from prisma_core.store import Workspace
+from prisma_core.store.datasets import SHOWN_COLUMNS, is_large, sample_positions
+from prisma_core.store.vectors import DocumentVectors as StoredOrInMemory
+from prisma_core.store.vectors import vector_rows
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets."""
@@ -75,13 +79,63 @@ class DocumentVectors:
         return pd.DataFrame({"position": best.astype(np.int64), "distance": 1.0 - similarity[best].astype(np.float64)})
 
 
+@dataclass(frozen=True)
+class DatasetDocuments:
+    """A dataset's documents as the app reads them: a small dataset is held whole in memory (`frame`: position,
+    doc_id, title, text); a large one (`store.datasets.is_large`) is read from the store, only the documents shown,
+    by position or by id (`frame` is None)."""
+
+    workspace: Workspace
+    dataset_id: str
+    n_documents: int
+    frame: pd.DataFrame | None
+
+    @classmethod
+    def open(cls, workspace: Workspace, dataset_id: str) -> DatasetDocuments:
+        n_documents = workspace.dataset(dataset_id).n_documents
+        frame = None if is_large(n_documents) else workspace.documents(dataset_id, SHOWN_COLUMNS)
+        return cls(workspace, dataset_id, n_documents, frame)
+
+    @property
+    def large(self) -> bool:
+        return self.frame is None
+
+    def at(self, positions: np.ndarray | pd.Series | list[int]) -> pd.DataFrame:
+        """position, doc_id, title, text of the documents at these positions, in their order."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self.frame is None:
+            return self.workspace.documents_at(self.dataset_id, positions)
+        return documents_by_positions(self.frame, positions)
+
+    def beside(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """`frame` (with a `position` column) with each row's document (doc_id, title, text) added beside it."""
+        shown = self.at(frame["position"]).drop(columns="position")
+        return pd.concat([frame.reset_index(drop=True), shown], axis=1)
+
+    def with_id(self, doc_id: str) -> pd.DataFrame:
+        """The document with this id (no row when there is none)."""
+        if self.frame is None:
+            return self.workspace.documents_with_ids(self.dataset_id, [doc_id])
+        return self.frame[self.frame["doc_id"] == doc_id].reset_index(drop=True)
+
+    def sample(self, size: int, seed: int = 0) -> pd.DataFrame:
+        """A seeded random sample of `size` documents (every document when there are fewer), in position order."""
+        return self.at(sample_positions(self.n_documents, size, seed))
+
+
 def search_documents(
-    run: LoadedRun, query: str, vectors: DocumentVectors, documents: pd.DataFrame, limit: int = 10
+    run: LoadedRun, query: str, documents: DatasetDocuments, vectors: DocumentVectors | None, limit: int = 10
 ) -> pd.DataFrame:
-    """Documents nearest to a free-text query in embedding space, by exact cosine search over vectors in memory:
-    position, doc_id, title, text, distance. `documents`: the dataset's position, doc_id, title, text."""
-    hits = vectors.nearest(embed_texts([query], run_embed_config(run))[0], limit)
-    return hits.merge(documents, on="position", how="left")[["position", "doc_id", "title", "text", "distance"]]
+    """Documents nearest to a free-text query in embedding space: position, doc_id, title, text, distance (1 -
+    cosine), nearest first. With `vectors` (held in memory) by exact cosine search; without, by LanceDB's vector
+    search on the stored vectors table (exact below its index size, see store.vectors.INDEX_MIN_ROWS)."""
+    vector = embed_texts([query], run_embed_config(run))[0]
+    if vectors is None:
+        found = documents.workspace.search_documents(documents.dataset_id, run.record.embedding_key, vector, limit)
+        hits = found[["position", "distance"]].reset_index(drop=True)
+    else:
+        hits = vectors.nearest(vector, limit)
+    return documents.beside(hits)[["position", "doc_id", "title", "text", "distance"]]
 
 
 def search_features(run: LoadedRun, query: str) -> pd.DataFrame:
@@ -131,17 +185,18 @@ def _max_over_members(codes: sp.csr_matrix, membership: sp.csr_matrix) -> sp.csr
     return sp.hstack(columns, format="csr") if columns else sp.csr_matrix((codes.shape[0], 0), dtype=codes.dtype)
 
 
-def document_map(vectors: np.ndarray, max_points: int = MAP_POINTS, seed: int = 0) -> pd.DataFrame:
+def document_map(vectors: StoredOrInMemory, max_points: int = MAP_POINTS, seed: int = 0) -> pd.DataFrame:
     """A 2-D map of the documents (t-SNE of their embeddings' first 50 principal components): position, x, y.
 
-    Corpora larger than max_points are drawn from a seeded sample, so the map stays quick to compute and to read.
+    Corpora larger than max_points are drawn from a seeded sample, so the map stays quick to compute and to read;
+    only the sample's vectors are read when `vectors` are the stored ones.
     """
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
 
-    rng = np.random.default_rng(seed)
-    positions = np.sort(rng.choice(len(vectors), size=min(max_points, len(vectors)), replace=False))
-    unit = vectors[positions] / np.maximum(np.linalg.norm(vectors[positions], axis=1, keepdims=True), 1e-12)
+    positions = sample_positions(vectors.shape[0], max_points, seed)
+    sampled = vector_rows(vectors, positions)
+    unit = sampled / np.maximum(np.linalg.norm(sampled, axis=1, keepdims=True), 1e-12)
     reduced = PCA(n_components=min(50, *unit.shape), random_state=seed).fit_transform(unit)
     perplexity = float(min(30, max(2, (len(positions) - 1) // 3)))
     xy = TSNE(2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(reduced)

@@ -15,6 +15,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
+from prisma_core.errors import StoreError
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.location import Location
@@ -77,14 +78,7 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     weights = workspace.location(record.weights_dir)
     directions = read_weights(weights).decoder_directions()  # [n_features, d]
     n_docs = workspace.dataset(record.dataset_id).n_documents
-    rows = workspace.activations(record.run_id)
-    codes = analysis.codes_from_rows(
-        rows["position"].to_numpy(),
-        rows["feature_id"].to_numpy(),
-        rows["value"].to_numpy(),
-        n_docs,
-        len(directions),
-    )
+    codes = read_codes(workspace, record.run_id, n_docs, len(directions))
     features = workspace.features(record.run_id).merge(
         resolve_labels(workspace.interpretations(record.run_id)),
         on="feature_id",
@@ -105,6 +99,29 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     )
     families = workspace.families(record.run_id)
     return LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
+
+
+CODES_CHANGED = "The run's activations changed while they were read: open the run again."
+
+
+def read_codes(workspace: Workspace, run_id: str, n_docs: int, n_features: int) -> sp.csr_matrix:
+    """The run's sparse codes [n_docs, n_features], read from the activations table a batch at a time into arrays
+    sized once (12 bytes per activation), never through a frame of the whole table."""
+    n_rows, batches = workspace.activation_batches(run_id)
+    positions = np.empty(n_rows, np.int32 if n_docs < 2**31 else np.int64)
+    features, values = np.empty(n_rows, np.int32), np.empty(n_rows, np.float32)
+    done = 0
+    for batch in batches:
+        end = done + batch.num_rows
+        if end > n_rows:
+            raise StoreError(CODES_CHANGED)
+        positions[done:end] = batch["position"].to_numpy()
+        features[done:end] = batch["feature_id"].to_numpy()
+        values[done:end] = batch["value"].to_numpy()
+        done = end
+    if done != n_rows:
+        raise StoreError(CODES_CHANGED)
+    return analysis.codes_from_rows(positions, features, values, n_docs, n_features)
 
 
 def family_membership(families: Sequence[NamedFamily]) -> pd.DataFrame:

@@ -98,7 +98,7 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
 
     st.markdown("**Documents where it is strongest**")
     top = analysis.top_documents(run.codes, feature_id, TOP_DOCUMENTS)
-    top_docs = top.merge(docs, on="position", how="left")
+    top_docs = docs.beside(top)
     st.dataframe(
         _document_table(top_docs, with_value=True), hide_index=True, key=f"{key}_top", column_config=DOCUMENT_COLUMNS
     )
@@ -107,9 +107,9 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
             st.text(doc.text)
 
     st.markdown("**For contrast: documents where it is absent**")
-    zero = docs.set_index("position").loc[analysis.zero_documents(run.codes, feature_id, CONTRAST_DOCUMENTS)]
+    zero = docs.at(analysis.zero_documents(run.codes, feature_id, CONTRAST_DOCUMENTS))
     st.dataframe(
-        _document_table(zero.reset_index(), with_value=False),
+        _document_table(zero, with_value=False),
         hide_index=True,
         key=f"{key}_zero",
         column_config=DOCUMENT_COLUMNS,

@@ -23,29 +23,45 @@ def upload_preview(file_ids: tuple[str, ...], _sources: list[Source], rows: int)
     return preview_sources(_sources, rows)
 
 
+TOKEN_SAMPLE = 5_000
+"""Documents whose tokens are counted for a large dataset (a seeded sample)."""
+
+
 @st.cache_data(show_spinner="Counting tokens…", max_entries=8)
 def token_statistics(workspace_path: str, dataset_id: str, model: str, device: str, precision: str) -> dict:
-    texts = documents(workspace_path, dataset_id)["text"].tolist()
+    """Window, tokens and windows per document: of every document, or of a sample of TOKEN_SAMPLE for a large
+    dataset (`counted` says how many)."""
+    docs = documents(workspace_path, dataset_id)
+    texts = (docs.sample(TOKEN_SAMPLE) if docs.large else docs.frame)["text"].tolist()
     chunking = plan_chunks(load_model(model, device, precision), texts)  # type: ignore[arg-type]
-    return {"window": chunking.window, "tokens": chunking.tokens_per_doc, "chunks": chunking.chunks_per_doc}
+    return {
+        "window": chunking.window,
+        "tokens": chunking.tokens_per_doc,
+        "chunks": chunking.chunks_per_doc,
+        "counted": len(texts),
+        "of": docs.n_documents,
+    }
 
 
 @st.cache_data(show_spinner=False)
 def embedding_dim(workspace_path: str, dataset_id: str, vector_space: str) -> int:
-    return int(workspace_at(workspace_path).vectors(dataset_id, vector_space).shape[1])
+    return workspace_at(workspace_path).stored_vectors(dataset_id, vector_space).dim
 
 
 @st.cache_resource(show_spinner="Loading the document vectors…", max_entries=2)
-def document_vectors(workspace_path: str, dataset_id: str, vector_space: str) -> DocumentVectors:
-    """A dataset's vectors in one space, held in memory for search (stored vectors never change)."""
+def document_vectors(workspace_path: str, dataset_id: str, vector_space: str) -> DocumentVectors | None:
+    """A small dataset's vectors in one space, held in memory for search (stored vectors never change); None for a
+    large one, which is searched in the vectors table by LanceDB."""
+    if documents(workspace_path, dataset_id).large:
+        return None
     return DocumentVectors.from_vectors(workspace_at(workspace_path).vectors(dataset_id, vector_space))
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def document_choices(workspace_path: str, dataset_id: str) -> list[str]:
-    """How each document is named in a picker, in position order: "doc_id · title" (the text's start without a
-    title). Built once per dataset: naming 10,000 documents on every rerun took seconds."""
-    docs = documents(workspace_path, dataset_id)
+    """How each document of a small dataset is named in a picker, in position order: "doc_id · title" (the text's
+    start without a title). Built once per dataset: naming 10,000 documents on every rerun took seconds."""
+    docs = documents(workspace_path, dataset_id).frame
     return [
         f"{doc_id} · {title or snippet(text, 60)}"
         for doc_id, title, text in zip(docs["doc_id"], docs["title"], docs["text"], strict=True)

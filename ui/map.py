@@ -10,7 +10,7 @@ import streamlit as st
 from prisma_core.explore import document_map
 from prisma_core.pipeline import LoadedRun
 from ui.state import dataset_documents, revision, run_at, workspace
-from ui.text import snippet
+from ui.text import sample_notice, snippet
 
 NO_THEME_NAME = "(no theme)"
 
@@ -24,8 +24,7 @@ MAP_CAPTION = (
 @st.cache_data(show_spinner="Drawing the map of the documents (once per run)…", max_entries=8)
 def map_positions(workspace_path: str, run_id: str, dataset_id: str, embedding_key: str) -> pd.DataFrame:
     """position, x, y of the run's documents (a 2-D projection of their embeddings), computed once per run."""
-    vectors = workspace().vectors(dataset_id, embedding_key)
-    return document_map(vectors)
+    return document_map(workspace().stored_vectors(dataset_id, embedding_key))  # reads only the sample's vectors
 
 
 def map_points(run: LoadedRun) -> pd.DataFrame:
@@ -43,8 +42,7 @@ def _map_points(workspace_uri: str, run_id: str, revision: int) -> pd.DataFrame:
     strongest = run.themes.strongest()
     labels = run.theme_info.set_index("theme_id")["label"]
     names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else NO_THEME_NAME for t in set(strongest.tolist())}
-    docs = dataset_documents(record.dataset_id).set_index("position")
-    chosen = docs.loc[points["position"]]
+    chosen = dataset_documents(record.dataset_id).at(points["position"])
     return points.assign(
         theme=[names[t] for t in strongest[points["position"]]],
         doc_id=chosen["doc_id"].astype(str).to_numpy(),
@@ -88,7 +86,7 @@ def document_map_view(run: LoadedRun) -> None:
     with st.container(key="document_map"):
         st.altair_chart(map_chart(points), width="stretch")
     n_docs = run.codes.shape[0]
-    sampled = f" Showing a random sample of {len(points):,} of {n_docs:,} documents." if len(points) < n_docs else ""
+    sampled = f" {sample_notice(len(points), n_docs)}." if len(points) < n_docs else ""
     st.caption(MAP_CAPTION + sampled)
 
 

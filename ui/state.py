@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import streamlit as st
 
 from prisma_core.embed import EmbedConfig, model_key
@@ -21,6 +20,7 @@ from ui.runs import run_name
 from ui.text import md
 
 if TYPE_CHECKING:
+    from prisma_core.explore import DatasetDocuments
     from prisma_core.pipeline import LoadedRun
 
 PAGES = {
@@ -82,9 +82,12 @@ def job_registry() -> JobRegistry:
 
 
 @st.cache_resource(show_spinner="Loading documents…", max_entries=4)
-def documents(workspace_path: str, dataset_id: str) -> pd.DataFrame:
-    """position, doc_id, title, text of a dataset (documents never change once stored)."""
-    return workspace_at(workspace_path).documents(dataset_id, ["position", "doc_id", "title", "text"])
+def documents(workspace_path: str, dataset_id: str) -> DatasetDocuments:
+    """A dataset's documents (they never change once stored): every text in memory for a small dataset, read when
+    shown for a large one (`store.datasets.is_large`)."""
+    from prisma_core.explore import DatasetDocuments  # scikit-learn, through the run's read model
+
+    return DatasetDocuments.open(workspace_at(workspace_path), dataset_id)
 
 
 @st.cache_resource(show_spinner=False)
@@ -132,7 +135,7 @@ def loaded_run(run_id: str) -> LoadedRun:
     return run_at(workspace().uri, run_id, revision(run_id))
 
 
-def dataset_documents(dataset_id: str) -> pd.DataFrame:
+def dataset_documents(dataset_id: str) -> DatasetDocuments:
     return documents(workspace().uri, dataset_id)
 
 

@@ -37,3 +37,8 @@ def feature_name(feature_id: int, label: object) -> str:
     """How a feature is named in pickers and charts: "#12 chest pain, cough" (plain text, not markdown)."""
     shown = "" if label is None or (not isinstance(label, str) and pd.isna(label)) else str(label)
     return f"#{int(feature_id)} {shown}".strip()
+
+
+def sample_notice(shown: int, total: int) -> str:
+    """What a sample is, in words: "Showing a random sample of 5,000 of 1,000,000 documents"."""
+    return f"Showing a random sample of {shown:,} of {total:,} documents"

@@ -99,12 +99,15 @@ def _themes_table(workspace_path: str, run_id: str, revision: int) -> pd.DataFra
 def themes_table(run: LoadedRun) -> pd.DataFrame:
     """One row per theme (in run.theme_info order): theme, label, documents, share, families, features, examples."""
     members = run.themes.members().tocsc()
-    docs = dataset_documents(run.record.dataset_id)
-    names = docs["title"].where(docs["title"].fillna("").str.strip() != "", docs["text"].map(lambda t: snippet(t, 60)))
+    tops = [theme_documents(run, int(t), TOP_TITLES, members)["position"] for t in run.theme_info["theme_id"]]
+    shown = dataset_documents(run.record.dataset_id).at(np.concatenate([np.empty(0, np.int64), *tops]))
+    names = shown["title"].where(
+        shown["title"].fillna("").str.strip() != "", shown["text"].map(lambda t: snippet(t, 60))
+    )
+    name_of = dict(zip(shown["position"].tolist(), names.tolist(), strict=True))
     n_docs = max(run.codes.shape[0], 1)
     rows = []
-    for info in run.theme_info.itertuples():
-        top = theme_documents(run, int(info.theme_id), TOP_TITLES, members)["position"]
+    for info, top in zip(run.theme_info.itertuples(), tops, strict=True):
         rows.append(
             {
                 "theme": int(info.theme_id),
@@ -113,7 +116,7 @@ def themes_table(run: LoadedRun) -> pd.DataFrame:
                 "share": info.n_documents / n_docs,
                 "families": len(theme_families(run, int(info.theme_id))),
                 "features": len(info.features),
-                "examples": " · ".join(str(names.iloc[p]) for p in top),
+                "examples": " · ".join(str(name_of[p]) for p in top),
             }
         )
     return pd.DataFrame(rows, columns=["theme", "label", "documents", "share", "families", "features", "examples"])
@@ -216,8 +219,7 @@ def theme_detail(run: LoadedRun, key: str) -> None:
     if isinstance(info["description"], str) and info["description"]:
         st.caption(md(info["description"]))
 
-    docs = dataset_documents(run.record.dataset_id)
-    top = theme_documents(run, theme_id, TOP_DOCUMENTS).merge(docs, on="position", how="left")
+    top = dataset_documents(run.record.dataset_id).beside(theme_documents(run, theme_id, TOP_DOCUMENTS))
     st.markdown(f"**Documents most about this theme** ({int(info['n_documents']):,} belong to it)")
     st.dataframe(
         pd.DataFrame(

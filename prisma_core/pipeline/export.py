@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from prisma_core.errors import StoreError
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
@@ -93,14 +95,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "theme_id",
     ]
     features[feature_columns].to_parquet(out / "features.parquet", index=False)
-    coo = run.codes.tocoo()
-    pd.DataFrame(
-        {
-            "doc_id": docs["doc_id"].to_numpy()[coo.row],
-            "feature_id": coo.col.astype(np.int32),
-            "value": coo.data,
-        }
-    ).to_parquet(out / "activations.parquet", index=False)
+    _write_activations(run, docs["doc_id"].to_numpy(), out / "activations.parquet")
     metadata_frame = workspace.metadata(run.record.dataset_id)
     documents = pd.concat([docs[["doc_id", "title"]], document_themes(run), metadata_frame], axis=1)
     documents.to_parquet(out / "documents.parquet", index=False)
@@ -118,6 +113,21 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "stages": [asdict(stage) for stage in workspace.stages(run.record.dataset_id, run.record.run_id)],
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=2))
+
+
+EXPORT_ROWS = 65_536
+"""Documents whose activations are written to activations.parquet at a time (2 million rows at k = 32)."""
+
+
+def _write_activations(run: LoadedRun, doc_ids: np.ndarray, path: Path) -> None:
+    """doc_id, feature_id, value of every activation, in document order, written EXPORT_ROWS documents at a time:
+    the rows of a million documents (32 million at k = 32) are never all in memory."""
+    schema = pa.schema([("doc_id", pa.string()), ("feature_id", pa.int32()), ("value", pa.float32())])
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, max(run.codes.shape[0], 1), EXPORT_ROWS):
+            coo = run.codes[start : start + EXPORT_ROWS].tocoo()
+            columns = [doc_ids[start + coo.row].astype(str), coo.col.astype(np.int32), coo.data.astype(np.float32)]
+            writer.write_table(pa.table(columns, schema=schema))
 
 
 def _families_for_export(families: Sequence[NamedFamily]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -16,6 +16,9 @@ from prisma_core.store.ids import check_id, now_iso
 from prisma_core.store.retry import retry
 from prisma_core.store.schemas import SCHEMAS, NamedFamily
 from prisma_core.store.tables import Tables
+
+ACTIVATION_ROWS = 1_048_576
+"""Activation rows `Artefacts.activation_batches` reads at a time (16 MB)."""
 
 
 class Artefacts(Tables):
@@ -37,6 +40,17 @@ class Artefacts(Tables):
 
     def activations(self, run_id: str) -> pd.DataFrame:
         return self._read("activations", f"run_id = '{check_id(run_id)}'", ["position", "feature_id", "value"])
+
+    def activation_batches(self, run_id: str) -> tuple[int, Iterator[pa.RecordBatch]]:
+        """The number of the run's activation rows and the rows (position, feature_id, value) at most ACTIVATION_ROWS
+        at a time, in no set order: one scan that never holds the whole table (32 million rows at k = 32 for a million
+        documents)."""
+        where = f"run_id = '{check_id(run_id)}'"
+        if not self._has_table("activations"):
+            return 0, iter(())
+        table = self.db.open_table("activations")
+        query = table.search().where(where).select(["position", "feature_id", "value"]).limit(None)
+        return table.count_rows(where), query.to_batches(ACTIVATION_ROWS)
 
     def save_features(self, run_id: str, stats: pd.DataFrame) -> None:
         frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]

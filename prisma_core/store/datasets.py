@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,6 +27,29 @@ def text_hash(text: str) -> str:
 
 BATCH_ROWS = 16_384
 """Documents `Datasets.document_batches` reads at a time: about 15 MB of texts at 150 words each."""
+
+LARGE_DATASET = 100_000
+"""From this many documents a dataset is *large*: the app no longer holds whole-corpus things in memory (every
+text, every vector, a picker of every document) but reads documents by position when it shows them, finds a
+document by its id, searches the vectors table through LanceDB and draws maps and statistics on a seeded sample.
+At 100,000 documents of 150 words the texts alone take about 250 MB and the vectors 150 MB; below it the app keeps
+everything in memory, as it always did. `PRISMA_LARGE_DATASET` (environment or the app's secrets) overrides it."""
+LARGE_DATASET_ENV = "PRISMA_LARGE_DATASET"
+SHOWN_COLUMNS = ("position", "doc_id", "title", "text")
+"""The columns of a document the app shows."""
+POSITIONS_PER_QUERY = 1_000
+"""Positions or ids one filter names at most (longer lists are read in several queries)."""
+
+
+def is_large(n_documents: int) -> bool:
+    """Whether a dataset of this size is read the bounded way (see LARGE_DATASET)."""
+    return n_documents >= int(os.environ.get(LARGE_DATASET_ENV) or LARGE_DATASET)
+
+
+def sample_positions(n_documents: int, size: int, seed: int = 0) -> np.ndarray:
+    """A seeded random sample of `size` document positions (all of them when there are fewer), in position order."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_documents, size=min(size, n_documents), replace=False))
 
 
 class Datasets(Runs):
@@ -112,10 +136,52 @@ class Datasets(Runs):
         A column mixing numbers and text (a year that is sometimes "unknown") becomes a text column: every
         value is kept, and the frame can be written to Parquet or compared by group.
         """
-        docs = self.documents(dataset_id, ["position", "metadata"])
-        frame = pd.DataFrame([json.loads(m) for m in docs["metadata"]]).convert_dtypes()
+        parts = [  # parsed a batch at a time: a million documents' metadata never sits in memory as dicts
+            pd.DataFrame([json.loads(m) for m in batch["metadata"]], index=batch["position"].to_numpy())
+            for batch in self.document_batches(dataset_id, ["position", "metadata"])
+        ]
+        frame = pd.concat(parts).sort_index().reset_index(drop=True) if parts else pd.DataFrame()
+        frame = frame.convert_dtypes()
         mixed = [column for column in frame.columns if frame[column].dtype == object]
         return frame.astype(dict.fromkeys(mixed, "string"))
+
+    def documents_at(
+        self, dataset_id: str, positions: Sequence[int] | np.ndarray, columns: Sequence[str] = SHOWN_COLUMNS
+    ) -> pd.DataFrame:
+        """The documents at these positions, in the order given (a position given twice appears twice), reading
+        only those rows: what the app shows of a large dataset. `columns` must include `position`."""
+        positions = np.asarray(positions, dtype=np.int64)
+        found = self._documents_where(dataset_id, "position", [str(int(p)) for p in np.unique(positions)], columns)
+        return found.set_index("position", drop=False).loc[positions].reset_index(drop=True)
+
+    def documents_with_ids(
+        self, dataset_id: str, doc_ids: Sequence[str], columns: Sequence[str] = SHOWN_COLUMNS
+    ) -> pd.DataFrame:
+        """The documents with these ids (those that exist), in position order."""
+        quoted = [_sql_text(doc_id) for doc_id in dict.fromkeys(doc_ids)]
+        found = self._documents_where(dataset_id, "doc_id", quoted, columns)
+        return found.sort_values("position").reset_index(drop=True) if "position" in found else found
+
+    def doc_ids_starting(self, dataset_id: str, prefix: str, limit: int = 20) -> list[str]:
+        """Up to `limit` document ids starting with `prefix` (case-sensitive), in position order: suggestions for a
+        typed id."""
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where = f"dataset_id = '{check_id(dataset_id)}' AND doc_id LIKE {_sql_text(pattern + '%')} ESCAPE '\\'"
+        if not self._has_table("documents"):
+            return []
+        query = self.db.open_table("documents").search().where(where).select(["position", "doc_id"]).limit(limit)
+        return query.to_pandas().sort_values("position")["doc_id"].tolist()
+
+    def _documents_where(self, dataset_id: str, column: str, values: list[str], columns: Sequence[str]) -> pd.DataFrame:
+        """Rows of the dataset whose `column` is one of `values` (SQL literals), POSITIONS_PER_QUERY at a time."""
+        dataset = f"dataset_id = '{check_id(dataset_id)}'"
+        parts = [
+            self._read(
+                "documents", f"{dataset} AND {column} IN ({', '.join(values[i : i + POSITIONS_PER_QUERY])})", columns
+            )
+            for i in range(0, len(values), POSITIONS_PER_QUERY)
+        ]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(columns))
 
     def document_batches(
         self, dataset_id: str, columns: Sequence[str], rows: int = BATCH_ROWS
@@ -128,6 +194,11 @@ class Datasets(Runs):
         query = self.db.open_table("documents").search().where(f"dataset_id = '{check_id(dataset_id)}'")
         for batch in query.select(list(columns)).limit(None).to_batches(rows):
             yield batch.to_pandas()
+
+
+def _sql_text(value: str) -> str:
+    """A text as an SQL string literal (quotes doubled)."""
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _document_rows(dataset_id: str, documents: pd.DataFrame, first: int, metadata_columns: list[str]) -> pa.Table:

@@ -9,7 +9,7 @@ from app_helpers import new_app, open_page, table, tables, texts
 
 from prisma_core import analysis, pipeline
 from prisma_core.downloads import export_in_workspace, features_csv
-from prisma_core.explore import DocumentVectors, refract_document, refract_text, search_documents
+from prisma_core.explore import DatasetDocuments, DocumentVectors, refract_document, refract_text, search_documents
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
@@ -59,7 +59,7 @@ def test_semantic_search(trained_app, run):
     shown = table(at, "similarity", "doc_id")
     ws = trained_app.workspace
     vectors = DocumentVectors.from_vectors(ws.vectors(trained_app.dataset_id, run.record.embedding_key))
-    expected = search_documents(run, query, vectors, ws.documents(trained_app.dataset_id), 10)
+    expected = search_documents(run, query, DatasetDocuments.open(ws, trained_app.dataset_id), vectors, 10)
     assert shown["doc_id"].tolist() == expected["doc_id"].tolist()
     assert shown["similarity"].tolist() == pytest.approx((1 - expected["distance"]).round(3).tolist(), abs=1e-3)
     categories = trained_app.frame.set_index("id").loc[shown["doc_id"].head(5), "category"]

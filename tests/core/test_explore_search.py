@@ -6,7 +6,7 @@ from small_run import SmallRun
 
 from prisma_core import pipeline
 from prisma_core.embed import embed_texts
-from prisma_core.explore import DocumentVectors, run_embed_config, search_documents
+from prisma_core.explore import DatasetDocuments, DocumentVectors, run_embed_config, search_documents
 from prisma_core.store import Workspace
 
 QUERIES = ["the central bank raised interest rates", "a striker scored in the cup final", "new mobile phones"]
@@ -52,8 +52,9 @@ def test_document_vectors_are_unit_length_rows_in_position_order(searched) -> No
 
 def test_search_documents_names_the_documents_found(searched) -> None:
     workspace, run, vectors = searched
-    documents = workspace.documents(run.record.dataset_id, ["position", "doc_id", "title", "text"])
-    hits = search_documents(run, QUERIES[0], DocumentVectors.from_vectors(vectors), documents, 5)
+    opened = DatasetDocuments.open(workspace, run.record.dataset_id)
+    documents = opened.frame
+    hits = search_documents(run, QUERIES[0], opened, DocumentVectors.from_vectors(vectors), 5)
     assert list(hits.columns) == ["position", "doc_id", "title", "text", "distance"]
     assert len(hits) == 5 and hits["distance"].is_monotonic_increasing
     by_position = documents.set_index("position")
