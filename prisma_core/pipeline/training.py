@@ -237,16 +237,16 @@ def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, source: 
     features' statistics (accumulated over the slices); returns the codes [n_documents, n_features]."""
     n_documents = source.shape[0]
     totals = analysis.FeatureTotals(model.n_latents)
-    values, indices = [], []
+    values = np.empty((n_documents, model.k), np.float32)  # filled slice by slice: no second copy of the whole
+    indices = np.empty((n_documents, model.k), np.int32)
     for start in range(0, n_documents, CODES_ROWS):
         positions = np.arange(start, min(start + CODES_ROWS, n_documents))
         slice_values, slice_indices = sae.encode(model, source.rows(positions))
         workspace.save_activations(run_id, np.repeat(positions, model.k), slice_indices.ravel(), slice_values.ravel())
         totals.add(slice_values, slice_indices)
-        values.append(slice_values)
-        indices.append(slice_indices)
+        values[start : start + len(positions)], indices[start : start + len(positions)] = slice_values, slice_indices
     workspace.save_features(run_id, totals.stats())
-    return sae.codes_matrix(np.concatenate(values), np.concatenate(indices), model.n_latents)
+    return sae.codes_matrix(values, indices, model.n_latents)
 
 
 def _store_themes(
