@@ -27,6 +27,7 @@ from prisma_core.interpret.keywords import (
     corpus_terms,
     keyword_labels,
     streamed_corpus_terms,
+    text_batches,
     top_document_members,
 )
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
@@ -172,12 +173,7 @@ def _corpus_texts(workspace: Workspace, dataset_id: str, vectors: DocumentVector
     """The dataset's texts in position order when its vectors are in memory, else a scan of them in batches."""
     if isinstance(vectors, np.ndarray):
         return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
-
-    def batches() -> Iterator[tuple[np.ndarray, list[str]]]:
-        for batch in workspace.document_batches(dataset_id, ["position", "text"]):
-            yield batch["position"].to_numpy(), batch["text"].tolist()
-
-    return batches
+    return text_batches(workspace, dataset_id)
 
 
 class _KeywordLabeller:

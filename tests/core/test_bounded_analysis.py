@@ -157,7 +157,7 @@ def test_stored_vectors_read_in_slices_give_the_labels_scores_and_themes_of_vect
 
 
 def test_cached_vectors_read_only_the_rows_of_the_hashes_asked_for_and_match_a_whole_table_read(bbc300):
-    workspace, dataset_id, texts = bbc300
+    workspace, _, texts = bbc300
     key = model_key(EmbedConfig())
     again = embed([texts[0]])
     workspace.cache_text_vectors(key, [text_hash(texts[0])], again)  # a second copy of one hash: the last read wins
