@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.store.datasets import Datasets
@@ -31,8 +30,6 @@ they raise recall@10 from LanceDB's default 0.24 to 0.78 at about the same laten
 
 READ_ROWS = 65_536
 """Vectors `StoredVectors.all` reads at a time (96 MB at 384 dimensions)."""
-CACHE_SCAN_ROWS = 65_536
-"""Text hashes `Vectors.cached_vectors` scans at a time (about 5 MB)."""
 NOT_EMBEDDED = "This dataset has not been embedded with this model yet: run the embedding step."
 
 
@@ -108,23 +105,19 @@ def vectors_table_name(embedding_key: str) -> str:
 
 class Vectors(Datasets):
     def cached_vectors(self, embedding_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors already computed for these text hashes in this embedding space (any dataset); where a hash is
-        stored more than once, the copy read last. Scans the table's hashes CACHE_SCAN_ROWS at a time and reads only
-        the vectors found, so memory follows the hashes asked for, not the table's size."""
+        """Vectors already computed for these text hashes in this embedding space (any dataset)."""
         name = vectors_table_name(embedding_key)
         if not self._has_table(name) or not hashes:
             return {}
-        table = self.db.open_table(name)
-        wanted = pa.array(sorted(set(hashes)), pa.string())
-        found_rows, found_hashes = [], []
-        scan = table.search().select(["text_hash"]).with_row_id(True).limit(None).to_batches(CACHE_SCAN_ROWS)
-        for batch in scan:
-            hit = pc.is_in(batch.column("text_hash"), value_set=wanted).to_numpy(zero_copy_only=False)
-            found_rows.append(batch.column("_rowid").to_numpy()[hit])
-            found_hashes.extend(np.asarray(batch.column("text_hash").to_pylist(), dtype=object)[hit])
-        row_ids = np.concatenate(found_rows) if found_rows else np.empty(0, np.uint64)
-        vectors = _vectors_of_rows(table, row_ids)
-        return dict(zip(found_hashes, vectors, strict=True))
+        wanted = set(hashes)
+        stored = self.db.open_table(name).search().select(["text_hash", "vector"]).limit(None).to_arrow()
+        found: dict[str, np.ndarray] = {}
+        for key, vector in zip(
+            stored["text_hash"].to_pylist(), stored["vector"].to_numpy(zero_copy_only=False), strict=True
+        ):
+            if key in wanted:
+                found[key] = np.asarray(vector, dtype=np.float32)
+        return found
 
     def has_vectors(self, dataset_id: str, embedding_key: str) -> bool:
         return len(self.stored_positions(dataset_id, embedding_key)) == self.dataset(dataset_id).n_documents
@@ -256,15 +249,3 @@ def _vector_rows(
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.astype(np.float32).ravel()), vectors.shape[1]),
     }
     return pa.table(columns, schema=schema)
-
-
-def _vectors_of_rows(table: lancedb.table.Table, row_ids: np.ndarray) -> list[np.ndarray]:
-    """The vector of each row id, in the order given (a row id may repeat), read READ_ROWS rows at a time."""
-    vectors: list[np.ndarray] = []
-    for start in range(0, len(row_ids), READ_ROWS):
-        wanted = row_ids[start : start + READ_ROWS]
-        found = table.take_row_ids(np.unique(wanted).tolist()).select(["vector"]).with_row_id().to_arrow()
-        matrix = found["vector"].combine_chunks().flatten().to_numpy().reshape(len(found), -1).astype(np.float32)
-        where = dict(zip(found["_rowid"].to_numpy().tolist(), range(len(found)), strict=True))
-        vectors.extend(matrix[where[int(row)]] for row in wanted)
-    return vectors

@@ -26,9 +26,7 @@ from prisma_core.interpret.label_scores import label_embedding_scores
 from prisma_core.runs import load_run
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
-from prisma_core.store import vectors as vector_store
-from prisma_core.store.datasets import text_hash
-from prisma_core.store.vectors import StoredVectors, vectors_table_name
+from prisma_core.store.vectors import StoredVectors
 from prisma_core.themes import NO_THEME, ThemeConfig, build_themes
 
 PER_CATEGORY = 60
@@ -154,37 +152,6 @@ def test_stored_vectors_read_in_slices_give_the_labels_scores_and_themes_of_vect
     sampled = build_themes(run.codes, stored, ThemeConfig(n_themes=5)).strongest()
     whole = build_themes(run.codes, vectors, ThemeConfig(n_themes=5)).strongest()
     assert (sampled == whole).mean() > 0.95
-
-
-def test_cached_vectors_read_only_the_rows_of_the_hashes_asked_for_and_match_a_whole_table_read(bbc300):
-    workspace, _, texts = bbc300
-    key = model_key(EmbedConfig())
-    again = embed([texts[0]])
-    workspace.cache_text_vectors(key, [text_hash(texts[0])], again)  # a second copy of one hash: the last read wins
-    asked = [text_hash(text) for text in texts[:40:3]] + ["not a stored hash"]
-    table = workspace.db.open_table(vectors_table_name(key))
-    whole = table.search().select(["text_hash", "vector"]).limit(None).to_arrow()  # what was read before
-    expected = {
-        h: np.asarray(v, np.float32)
-        for h, v in zip(whole["text_hash"].to_pylist(), whole["vector"].to_pylist(), strict=True)
-        if h in asked
-    }
-    taken: list[int] = []
-    with pytest.MonkeyPatch.context() as patch:
-        take_row_ids = type(table).take_row_ids
-
-        def counted_take(self, row_ids):
-            taken.extend(row_ids)
-            return take_row_ids(self, row_ids)
-
-        patch.setattr(type(table), "take_row_ids", counted_take)
-        patch.setattr(vector_store, "CACHE_SCAN_ROWS", 32)  # the hashes are scanned in ten batches
-        found = workspace.cached_vectors(key, asked)
-    assert found.keys() == expected.keys() and len(found) == len(asked) - 1
-    for h, vector in expected.items():
-        np.testing.assert_array_equal(found[h], vector)
-    np.testing.assert_array_equal(found[text_hash(texts[0])], again[0])
-    assert len(taken) == len(asked)  # the 14 stored hashes, one of them twice, and nothing else
 
 
 def _category_members(workspace: Workspace, dataset_id: str) -> sp.csr_matrix:
