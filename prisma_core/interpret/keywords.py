@@ -91,6 +91,9 @@ TextBatches = Callable[[], Iterator[tuple[np.ndarray, list[str]]]]
 
 VOCABULARY_SAMPLE = 20_000
 """Documents whose words make the vocabulary of a corpus counted in batches (`streamed_corpus_terms`)."""
+DIRECTION_ROWS = 16_384
+"""Stored vectors read at a time for the concepts' directions: with their unit-length copies about 100 MB (65,536 at
+a time took 400 MB)."""
 CLASS_SAMPLE = 2_000
 """Documents of a larger class (a theme's) whose words are counted, for a corpus counted in batches."""
 
@@ -253,7 +256,7 @@ def _distinctive_directions(members: sp.csr_matrix, doc_vectors: DocumentVectors
     sums are taken over slices of the vectors, so stored vectors are never all in memory."""
     sums = np.zeros((members.shape[0], doc_vectors.shape[1]), np.float32)
     corpus_sum = np.zeros(doc_vectors.shape[1], np.float32)
-    for start, vectors in vector_slices(doc_vectors):
+    for start, vectors in vector_slices(doc_vectors, DIRECTION_ROWS):
         unit_docs = unit_rows(np.asarray(vectors, dtype=np.float32))
         sums += np.asarray(members[:, start : start + len(unit_docs)] @ unit_docs)
         corpus_sum += unit_docs.sum(axis=0)
