@@ -6,6 +6,7 @@ forest recovers these trees without ever building a dense documents x features o
 """
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import networkx as nx
 import numpy as np
@@ -84,21 +85,20 @@ def cooccurrence_edges(
     block is thresholded before the next one. `density` (from `feature_density`) saves a recount.
     codes: [n_documents, n_features] -> (i [E] int64, j [E] int64, weight [E] float64).
     """
-    active = _binary_activity(codes)
-    n_features = active.shape[1]
+    n_features = codes.shape[1]
     density = feature_density(codes) if density is None else np.asarray(density)
     if density.shape != (n_features,):
         raise ValueError(f"density has shape {density.shape}, expected ({n_features},)")
     # Features are renamed by rank of decreasing density: in every counted pair (rank i < rank j) the second
     # feature is the sparser one, so min(f_i, f_j) = f_j and each block is thresholded column by column.
     by_rank = np.argsort(-density, kind="stable")
-    ranked = _ranked_activity(active, by_rank)
+    ranked = _ranked_activity(_binary_activity(codes), by_rank)  # the activity's own indices are not kept
     ranked_density = density[by_rank]
     later = _later_in_document(ranked)
     entries = _entries_by_feature(ranked)
     pairs = np.bincount(ranked.indices, weights=later, minlength=n_features).astype(np.int64)
     found = [
-        _block_edges(_block_counts(ranked, entries, later, start, stop), ranked_density, start, tau)
+        _block_edges(_block_counts(ranked, entries, later, start, stop, block_pairs), ranked_density, start, tau)
         for start, stop in _feature_blocks(pairs, block_entries, block_pairs)
     ]
     i = by_rank[np.concatenate([rows for rows, _, _ in found])] if found else np.empty(0, np.int64)
@@ -177,15 +177,23 @@ def _ranked_activity(active: sp.csr_matrix, by_rank: np.ndarray) -> sp.csr_matri
 
 
 def _later_in_document(ranked: sp.csr_matrix) -> np.ndarray:
-    """For each stored entry, how many entries follow it in its document (the pairs it opens): [nnz] int64."""
-    row_end = np.repeat(ranked.indptr[1:], np.diff(ranked.indptr))
-    return row_end - np.arange(ranked.nnz) - 1
+    """For each stored entry, how many entries follow it in its document (the pairs it opens): [nnz], int32 below
+    2**31 entries (half the memory of int64 at a million documents' 32 million)."""
+    dtype = _entry_dtype(ranked.nnz)
+    row_end = np.repeat(ranked.indptr[1:].astype(dtype), np.diff(ranked.indptr))
+    row_end -= np.arange(1, ranked.nnz + 1, dtype=dtype)
+    return row_end
 
 
 def _entries_by_feature(ranked: sp.csr_matrix) -> sp.csc_matrix:
     """Positions in `ranked.indices` of each feature's entries: column f of the result lists feature f's."""
-    positions = sp.csr_matrix((np.arange(ranked.nnz), ranked.indices, ranked.indptr), shape=ranked.shape)
-    return positions.tocsc()
+    positions = np.arange(ranked.nnz, dtype=_entry_dtype(ranked.nnz))
+    return sp.csr_matrix((positions, ranked.indices, ranked.indptr), shape=ranked.shape).tocsc()
+
+
+def _entry_dtype(n_entries: int) -> type[np.signedinteger]:
+    """The integer type that numbers `n_entries` stored entries: int32 when it can."""
+    return np.int32 if n_entries < 2**31 else np.int64
 
 
 def _feature_blocks(pairs: np.ndarray, block_entries: int, block_pairs: int) -> list[tuple[int, int]]:
@@ -205,19 +213,31 @@ def _feature_blocks(pairs: np.ndarray, block_entries: int, block_pairs: int) -> 
 
 
 def _block_counts(
-    ranked: sp.csr_matrix, entries: sp.csc_matrix, later: np.ndarray, start: int, stop: int
+    ranked: sp.csr_matrix, entries: sp.csc_matrix, later: np.ndarray, start: int, stop: int, block_pairs: int
 ) -> np.ndarray:
     """C[i, j] for ranked features i in [start, stop) and j > i, counted from every document's pairs
-    (entry, later entry): [stop - start, n_features - start] int64, column c is feature start + c."""
+    (entry, later entry), about `block_pairs` pairs at a time (a dense feature alone may open tens of millions):
+    [stop - start, n_features - start] int64, column c is feature start + c."""
     width = ranked.shape[1] - start
     firsts = entries.data[entries.indptr[start] : entries.indptr[stop]]
     opened = later[firsts]
+    bounds = np.searchsorted(np.cumsum(opened), np.arange(block_pairs, opened.sum() + block_pairs, block_pairs))
+    counts = np.zeros((stop - start) * width, np.int64)
+    for low, high in pairwise([0, *(bounds + 1).clip(max=len(firsts)).tolist()]):
+        counts += _pair_counts(ranked, firsts[low:high], opened[low:high], start, width, len(counts))
+    return counts.reshape(stop - start, width)
+
+
+def _pair_counts(
+    ranked: sp.csr_matrix, firsts: np.ndarray, opened: np.ndarray, start: int, width: int, n_counts: int
+) -> np.ndarray:
+    """Counts [n_counts] of the pairs (entry, later entry of its document) that these first entries open."""
     offsets = np.cumsum(opened) - opened
     seconds = np.arange(offsets[-1] + opened[-1] if len(opened) else 0, dtype=np.int64)
     seconds += np.repeat(firsts + 1 - offsets, opened)
     keys = np.repeat((ranked.indices[firsts].astype(np.int64) - start) * width - start, opened)
     keys += ranked.indices[seconds]
-    return np.bincount(keys, minlength=(stop - start) * width).reshape(stop - start, width)
+    return np.bincount(keys, minlength=n_counts)
 
 
 def _block_edges(

@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
 
 from prisma_core.config_docs import CheckedConfig, setting
+from prisma_core.store.datasets import Datasets
 from prisma_core.store.schemas import KEYWORD_SOURCE
 from prisma_core.store.vectors import DocumentVectors, unit_rows, vector_slices
 
@@ -90,6 +91,9 @@ TextBatches = Callable[[], Iterator[tuple[np.ndarray, list[str]]]]
 
 VOCABULARY_SAMPLE = 20_000
 """Documents whose words make the vocabulary of a corpus counted in batches (`streamed_corpus_terms`)."""
+DIRECTION_ROWS = 16_384
+"""Stored vectors read at a time for the concepts' directions: with their unit-length copies about 100 MB (65,536 at
+a time took 400 MB)."""
 CLASS_SAMPLE = 2_000
 """Documents of a larger class (a theme's) whose words are counted, for a corpus counted in batches."""
 
@@ -130,7 +134,7 @@ def streamed_corpus_terms(
     chosen = np.sort(np.random.default_rng(0).choice(n_documents, size=min(sample, n_documents), replace=False))
     vectorizer = _vectorizer(config, len(chosen))
     try:
-        vectorizer.fit(_texts_at(batches, chosen))
+        vectorizer.fit(texts_at(batches, chosen))
     except ValueError:
         return _no_terms(n_documents)
     frequency = np.zeros(len(vectorizer.vocabulary_), np.float32)
@@ -138,7 +142,7 @@ def streamed_corpus_terms(
         frequency += np.asarray(vectorizer.transform(texts).sum(axis=0), dtype=np.float32).ravel()
 
     def presence_of(positions: np.ndarray) -> sp.csr_matrix:
-        return vectorizer.transform(_texts_at(batches, positions)).tocsr()
+        return vectorizer.transform(texts_at(batches, positions)).tocsr()
 
     return CorpusTerms(vectorizer.get_feature_names_out(), frequency, n_documents, presence_of, CLASS_SAMPLE)
 
@@ -164,8 +168,18 @@ def _no_terms(n_documents: int) -> CorpusTerms:
     )
 
 
-def _texts_at(batches: TextBatches, positions: np.ndarray) -> list[str]:
-    """The texts at these positions (ascending), in that order, from one scan keeping only them."""
+def text_batches(documents: Datasets, dataset_id: str) -> TextBatches:
+    """Scans of a stored dataset's texts, a batch of the documents table at a time."""
+
+    def batches() -> Iterator[tuple[np.ndarray, list[str]]]:
+        for batch in documents.document_batches(dataset_id, ["position", "text"]):
+            yield batch["position"].to_numpy(), batch["text"].tolist()
+
+    return batches
+
+
+def texts_at(batches: TextBatches, positions: np.ndarray) -> list[str]:
+    """The texts at these positions (ascending, distinct), in that order, from one scan keeping only them."""
     found: dict[int, str] = {}
     for batch_positions, texts in batches():
         for i in np.flatnonzero(np.isin(batch_positions, positions)):
@@ -242,7 +256,7 @@ def _distinctive_directions(members: sp.csr_matrix, doc_vectors: DocumentVectors
     sums are taken over slices of the vectors, so stored vectors are never all in memory."""
     sums = np.zeros((members.shape[0], doc_vectors.shape[1]), np.float32)
     corpus_sum = np.zeros(doc_vectors.shape[1], np.float32)
-    for start, vectors in vector_slices(doc_vectors):
+    for start, vectors in vector_slices(doc_vectors, DIRECTION_ROWS):
         unit_docs = unit_rows(np.asarray(vectors, dtype=np.float32))
         sums += np.asarray(members[:, start : start + len(unit_docs)] @ unit_docs)
         corpus_sum += unit_docs.sum(axis=0)

@@ -27,6 +27,7 @@ from prisma_core.interpret.keywords import (
     corpus_terms,
     keyword_labels,
     streamed_corpus_terms,
+    text_batches,
     top_document_members,
 )
 from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
@@ -172,12 +173,7 @@ def _corpus_texts(workspace: Workspace, dataset_id: str, vectors: DocumentVector
     """The dataset's texts in position order when its vectors are in memory, else a scan of them in batches."""
     if isinstance(vectors, np.ndarray):
         return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
-
-    def batches() -> Iterator[tuple[np.ndarray, list[str]]]:
-        for batch in workspace.document_batches(dataset_id, ["position", "text"]):
-            yield batch["position"].to_numpy(), batch["text"].tolist()
-
-    return batches
+    return text_batches(workspace, dataset_id)
 
 
 class _KeywordLabeller:
@@ -237,16 +233,16 @@ def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, source: 
     features' statistics (accumulated over the slices); returns the codes [n_documents, n_features]."""
     n_documents = source.shape[0]
     totals = analysis.FeatureTotals(model.n_latents)
-    values, indices = [], []
+    values = np.empty((n_documents, model.k), np.float32)  # filled slice by slice: no second copy of the whole
+    indices = np.empty((n_documents, model.k), np.int32)
     for start in range(0, n_documents, CODES_ROWS):
         positions = np.arange(start, min(start + CODES_ROWS, n_documents))
         slice_values, slice_indices = sae.encode(model, source.rows(positions))
         workspace.save_activations(run_id, np.repeat(positions, model.k), slice_indices.ravel(), slice_values.ravel())
         totals.add(slice_values, slice_indices)
-        values.append(slice_values)
-        indices.append(slice_indices)
+        values[start : start + len(positions)], indices[start : start + len(positions)] = slice_values, slice_indices
     workspace.save_features(run_id, totals.stats())
-    return sae.codes_matrix(np.concatenate(values), np.concatenate(indices), model.n_latents)
+    return sae.codes_matrix(values, indices, model.n_latents)
 
 
 def _store_themes(

@@ -81,10 +81,11 @@ DocumentVectors = np.ndarray | StoredVectors
 """A dataset's vectors [n_documents, d]: in memory, or read from the vectors table a slice at a time."""
 
 
-def vector_slices(vectors: DocumentVectors) -> Iterator[tuple[int, np.ndarray]]:
-    """(first position, vectors) slices covering every document in order: one slice for vectors in memory."""
+def vector_slices(vectors: DocumentVectors, rows: int = READ_ROWS) -> Iterator[tuple[int, np.ndarray]]:
+    """(first position, vectors) slices of at most `rows` stored vectors covering every document in order: one
+    slice for vectors in memory."""
     if isinstance(vectors, StoredVectors):
-        yield from vectors.slices()
+        yield from vectors.slices(rows)
     else:
         yield 0, vectors
 

@@ -20,6 +20,7 @@ from prisma_core.interpret.labelling.job import (
     embed_config,
     keyword_top_documents,
     never_stop,
+    shown_texts,
 )
 from prisma_core.interpret.labelling.planning import labelled_by, selected_features
 from prisma_core.interpret.labelling.storing import record_batch
@@ -80,17 +81,23 @@ def _label_features(
     batch: Batch,
 ) -> None:
     record = run.record
-    texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
     vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
     score_config = covering_keywords(ScoreConfig(), max(keyword_top_documents(record), labeller.config.n_evidence))
     codes = sp.csc_matrix(run.codes)
+    shown = {
+        feature: (
+            analysis.top_documents(codes, feature, labeller.config.n_evidence)["position"].to_numpy(),
+            analysis.zero_documents(codes, feature, labeller.config.n_contrast, seed=config.seed + feature),
+        )
+        for feature in todo
+    }
+    text_of = shown_texts(workspace, record.dataset_id, shown.values())
     for feature in todo:
         if not batch.keep_going():
             return
-        evidence = analysis.top_documents(codes, feature, labeller.config.n_evidence)["position"].to_numpy()
-        contrast = analysis.zero_documents(codes, feature, labeller.config.n_contrast, seed=config.seed + feature)
+        evidence, contrast = shown[feature]
         try:
-            result = labeller.label_feature(list(texts[evidence]), list(texts[contrast]))
+            result = labeller.label_feature([text_of[p] for p in evidence], [text_of[p] for p in contrast])
         except LabellingError as error:
             batch.failed(f"Feature {feature}: {error}")
             continue

@@ -4,7 +4,7 @@ Labels are written every few groups and when the batch ends, however it ends (a 
 few); a group whose labelling fails keeps its keyword label.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +12,14 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core.errors import LabellingError
-from prisma_core.interpret.labelling.job import Batch, LabelConfig, LabelSummary, StopCheck, never_stop
+from prisma_core.interpret.labelling.job import (
+    Batch,
+    LabelConfig,
+    LabelSummary,
+    StopCheck,
+    never_stop,
+    shown_texts,
+)
 from prisma_core.interpret.labelling.planning import chosen
 from prisma_core.interpret.labelling.storing import (
     FAMILIES,
@@ -53,12 +60,13 @@ def group_documents(
 def label_group(
     group: FeatureGroup,
     shown: pd.Series,
-    texts: np.ndarray,
+    texts: Mapping[int, str],
     codes: sp.csc_matrix,
     labeller: OllamaLabeller,
     config: LabelConfig,
 ) -> LabelResult:
-    """Name a group from the labels its members show now (`shown`: feature id -> label) and its documents.
+    """Name a group from the labels its members show now (`shown`: feature id -> label) and its documents (`texts`:
+    position -> text, holding at least those of `group_documents`).
 
     Raises LabellingError when the model gives no usable answer; nothing is stored here."""
     evidence, contrast = group_documents(
@@ -66,7 +74,7 @@ def label_group(
     )
     member_labels = [shown[member] for member in group.members[1:]][: config.max_family_children]
     return labeller.label_group(
-        group.kind, shown[group.members[0]], member_labels, list(texts[evidence]), list(texts[contrast])
+        group.kind, shown[group.members[0]], member_labels, [texts[p] for p in evidence], [texts[p] for p in contrast]
     )
 
 
@@ -103,15 +111,23 @@ def label_groups(
         if todo:
             labeller.check()
         batch = Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
-        texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy() if todo else None
         codes = sp.csc_matrix(run.codes)
+        named = [
+            FeatureGroup(
+                table.kind,
+                f"{table.kind.capitalize()} {int(row[table.id_key])}",
+                [int(m) for m in row[table.members_key]],
+            )
+            for row in todo
+        ]
+        n_evidence, n_contrast = labeller.config.n_evidence, labeller.config.n_contrast
+        placed = [group_documents(codes, group.members, n_evidence, n_contrast, config.seed) for group in named]
+        texts = shown_texts(workspace, record.dataset_id, placed)
         try:
-            for row in todo:
+            for row, group in zip(todo, named, strict=True):
                 if not batch.keep_going():
                     break
                 group_id = int(row[table.id_key])
-                name = f"{table.kind.capitalize()} {group_id}"
-                group = FeatureGroup(table.kind, name, [int(m) for m in row[table.members_key]])
                 try:
                     result = label_group(group, shown, texts, codes, labeller, config)
                 except LabellingError as error:

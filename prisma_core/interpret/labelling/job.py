@@ -5,13 +5,16 @@ met. After `max_consecutive_failures` failures in a row it stops: the server is 
 cannot do the task, and carrying on would only wait out more timeouts.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.embed import EmbedConfig
+from prisma_core.interpret.keywords import text_batches, texts_at
 from prisma_core.progress import Progress, ProgressCallback
-from prisma_core.store import RunRecord
+from prisma_core.store import RunRecord, Workspace
 
 StopCheck = Callable[[], bool]
 
@@ -19,6 +22,16 @@ StopCheck = Callable[[], bool]
 def never_stop() -> bool:
     """Default `should_stop` for callers that do not cancel."""
     return False
+
+
+def shown_texts(workspace: Workspace, dataset_id: str, shown: Iterable[tuple[np.ndarray, ...]]) -> dict[int, str]:
+    """position -> text of the documents a batch shows the model (`shown`: each unit's arrays of positions), read in
+    one scan keeping only them: labelling holds those texts, never the whole dataset's."""
+    parts = [np.asarray(positions, np.int64) for unit in shown for positions in unit]
+    positions = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+    if not len(positions):
+        return {}
+    return dict(zip(positions.tolist(), texts_at(text_batches(workspace, dataset_id), positions), strict=True))
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from prisma_core.interpret.label_scores import (
 from prisma_core.interpret.labelling import (
     LabelConfig,
     group_documents,
+    job,
     label_groups,
     label_quality,
     label_run,
@@ -721,3 +722,40 @@ def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run
     assert (plan.n_features, plan.n_features_skipped) == (len(active) - 4, 4)
     assert plan.n_families == len(run.families) and plan.n_inactive == 384 - len(active)
     assert plan.prompt_tokens > plan.n_requests * 300 and not fake.requests
+
+
+def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, fake, monkeypatch):
+    features = active_features(workspace, base_run.run_id)[:3]
+    codes = run_codes(workspace, base_run.run_id)
+    families = workspace.families(base_run.run_id)
+    whole_reads: list[object] = []
+    kept: list[np.ndarray] = []
+    documents, texts_at = Workspace.documents, job.texts_at
+
+    def counted_documents(self, dataset_id, columns=None):
+        whole_reads.append(columns)
+        return documents(self, dataset_id, columns)
+
+    def counted_texts_at(batches, positions):
+        kept.append(positions)
+        return texts_at(batches, positions)
+
+    monkeypatch.setattr(Workspace, "documents", counted_documents)
+    monkeypatch.setattr(job, "texts_at", counted_texts_at)
+    label_run(workspace, base_run.run_id, ollama(fake, n_evidence=4, n_contrast=6), feature_ids=features)
+    label_groups(workspace, base_run.run_id, "family", ollama(fake, n_evidence=4, n_contrast=6))
+
+    assert not [columns for columns in whole_reads if "text" in (columns or ["text"])]
+    feature_positions, family_positions = kept
+    shown = {
+        int(p)
+        for f in features
+        for p in [*analysis.top_documents(codes, f, 4)["position"], *analysis.zero_documents(codes, f, 6, seed=f)]
+    }
+    assert set(feature_positions.tolist()) == shown
+    placed = [group_documents(codes, family.members, 4, 6, seed=0) for family in families]
+    assert set(family_positions.tolist()) == {int(p) for pair in placed for part in pair for p in part}
+    prompts = fake.user_prompts()
+    assert len(prompts) == len(features) + len(families)
+    for prompt, (evidence, _) in zip(prompts[len(features) :], placed, strict=True):
+        assert shown_documents(prompt, "evidence") == {prefix(base_run.corpus["text"][p]) for p in evidence}
