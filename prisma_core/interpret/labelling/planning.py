@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from prisma_core.errors import NotFoundError
@@ -12,6 +13,10 @@ from prisma_core.interpret.ollama_labeller import OllamaConfig, has_model
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
+
+PROMPT_SAMPLE = 200
+"""First documents whose mean length estimates a prompt's size (read by position: a large dataset is never read
+whole for an estimate)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,8 @@ def plan_labels(
     family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
     themes = chosen(workspace.themes(record.run_id), "theme_id", theme_ids)
     theme_todo = [t for t in themes if config.relabel or not has_model([t["label_source"]], ollama.model)]
-    sample = workspace.documents(record.dataset_id, ["text"])["text"].head(200)
+    first = np.arange(min(PROMPT_SAMPLE, run.codes.shape[0]))
+    sample = workspace.documents_at(record.dataset_id, first, ["position", "text"])["text"]
     mean_tokens = int(sample.str.len().mean() / CHARS_PER_TOKEN) if len(sample) else 0
     document_tokens = min(ollama.max_doc_tokens, mean_tokens)
     per_request = PROMPT_OVERHEAD_TOKENS + (ollama.n_evidence + ollama.n_contrast) * document_tokens

@@ -43,6 +43,7 @@ from prisma_core.interpret.label_scores import (
     verdict,
 )
 from prisma_core.interpret.labelling import (
+    PROMPT_OVERHEAD_TOKENS,
     LabelConfig,
     group_documents,
     job,
@@ -50,11 +51,12 @@ from prisma_core.interpret.labelling import (
     label_quality,
     label_run,
     plan_labels,
+    planning,
     score_baseline,
     score_run,
 )
 from prisma_core.interpret.ollama_labeller import OllamaConfig, has_model
-from prisma_core.interpret.prompts import PROMPT_VERSION, neutralise_markup
+from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION, neutralise_markup
 from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace, now_iso
@@ -722,6 +724,27 @@ def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run
     assert (plan.n_features, plan.n_features_skipped) == (len(active) - 4, 4)
     assert plan.n_families == len(run.families) and plan.n_inactive == 384 - len(active)
     assert plan.prompt_tokens > plan.n_requests * 300 and not fake.requests
+
+
+def test_the_plan_estimates_prompts_from_the_first_documents_without_reading_every_text(
+    workspace, base_run, fake, monkeypatch
+):
+    run = pipeline.load_run(workspace, base_run.run_id)
+    documents = Workspace.documents
+    text_reads: list[object] = []
+
+    def counted_documents(self, dataset_id, columns=None):
+        text_reads.extend([columns] if "text" in (columns or ["text"]) else [])
+        return documents(self, dataset_id, columns)
+
+    monkeypatch.setattr(Workspace, "documents", counted_documents)
+    config = ollama(fake, n_evidence=4, n_contrast=6)
+    plan = plan_labels(workspace, run, config, feature_ids=None, family_ids=[], theme_ids=[])
+
+    first = base_run.corpus["text"].head(planning.PROMPT_SAMPLE)
+    document_tokens = min(config.max_doc_tokens, int(first.str.len().mean() / CHARS_PER_TOKEN))
+    per_request = PROMPT_OVERHEAD_TOKENS + 10 * document_tokens
+    assert plan.prompt_tokens == per_request * plan.n_features and not text_reads
 
 
 def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, fake, monkeypatch):
