@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from prisma_core.errors import NotFoundError, StoreError
+from prisma_core.errors import NotFoundError, SettingsError, StoreError
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
@@ -43,7 +43,10 @@ POSITIONS_PER_QUERY = 1_000
 
 def is_large(n_documents: int) -> bool:
     """Whether a dataset of this size is read the bounded way (see LARGE_DATASET)."""
-    return n_documents >= int(os.environ.get(LARGE_DATASET_ENV) or LARGE_DATASET)
+    setting = os.environ.get(LARGE_DATASET_ENV) or str(LARGE_DATASET)
+    if not setting.isdigit() or int(setting) < 1:
+        raise SettingsError(f"{LARGE_DATASET_ENV} must be a whole number of documents (at least 1), got {setting!r}.")
+    return n_documents >= int(setting)
 
 
 def sample_positions(n_documents: int, size: int, seed: int = 0) -> np.ndarray:

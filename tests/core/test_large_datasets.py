@@ -7,6 +7,7 @@ import pytest
 from small_run import SmallRun
 
 from prisma_core import analysis, pipeline
+from prisma_core.errors import SettingsError
 from prisma_core.explore import DatasetDocuments, DocumentVectors, document_map, search_documents
 from prisma_core.pipeline.export import export_run
 from prisma_core.runs import read_codes
@@ -132,3 +133,10 @@ def test_the_export_writes_every_activation_a_slice_of_documents_at_a_time(opene
         {"doc_id": every["doc_id"].to_numpy()[coo.row], "feature_id": coo.col.astype(np.int32), "value": coo.data}
     )
     pd.testing.assert_frame_equal(written, expected)
+
+
+@pytest.mark.parametrize("setting", ["ten", "-5", "0", "1e5"])
+def test_a_threshold_that_is_no_whole_number_is_a_clear_settings_error(monkeypatch, setting):
+    monkeypatch.setenv(LARGE_DATASET_ENV, setting)
+    with pytest.raises(SettingsError, match="PRISMA_LARGE_DATASET must be a whole number"):
+        is_large(10)
