@@ -134,7 +134,7 @@ def streamed_corpus_terms(
     chosen = np.sort(np.random.default_rng(0).choice(n_documents, size=min(sample, n_documents), replace=False))
     vectorizer = _vectorizer(config, len(chosen))
     try:
-        vectorizer.fit(texts_at(batches, chosen))
+        vectorizer.fit(_texts_at(batches, chosen))
     except ValueError:
         return _no_terms(n_documents)
     frequency = np.zeros(len(vectorizer.vocabulary_), np.float32)
@@ -142,7 +142,7 @@ def streamed_corpus_terms(
         frequency += np.asarray(vectorizer.transform(texts).sum(axis=0), dtype=np.float32).ravel()
 
     def presence_of(positions: np.ndarray) -> sp.csr_matrix:
-        return vectorizer.transform(texts_at(batches, positions)).tocsr()
+        return vectorizer.transform(_texts_at(batches, positions)).tocsr()
 
     return CorpusTerms(vectorizer.get_feature_names_out(), frequency, n_documents, presence_of, CLASS_SAMPLE)
 
@@ -178,7 +178,7 @@ def text_batches(documents: Datasets, dataset_id: str) -> TextBatches:
     return batches
 
 
-def texts_at(batches: TextBatches, positions: np.ndarray) -> list[str]:
+def _texts_at(batches: TextBatches, positions: np.ndarray) -> list[str]:
     """The texts at these positions (ascending, distinct), in that order, from one scan keeping only them."""
     found: dict[int, str] = {}
     for batch_positions, texts in batches():

@@ -12,7 +12,6 @@ import numpy as np
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.embed import EmbedConfig
-from prisma_core.interpret.keywords import text_batches, texts_at
 from prisma_core.progress import Progress, ProgressCallback
 from prisma_core.store import RunRecord, Workspace
 
@@ -25,13 +24,14 @@ def never_stop() -> bool:
 
 
 def shown_texts(workspace: Workspace, dataset_id: str, shown: Iterable[tuple[np.ndarray, ...]]) -> dict[int, str]:
-    """position -> text of the documents a batch shows the model (`shown`: each unit's arrays of positions), read in
-    one scan keeping only them: labelling holds those texts, never the whole dataset's."""
+    """position -> text of the documents a batch shows the model (`shown`: each unit's arrays of positions), reading
+    only those rows: labelling holds those texts, never the whole dataset's."""
     parts = [np.asarray(positions, np.int64) for unit in shown for positions in unit]
     positions = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
     if not len(positions):
         return {}
-    return dict(zip(positions.tolist(), texts_at(text_batches(workspace, dataset_id), positions), strict=True))
+    found = workspace.documents_at(dataset_id, positions, ["position", "text"])
+    return dict(zip(found["position"].tolist(), found["text"], strict=True))
 
 
 @dataclass(frozen=True)

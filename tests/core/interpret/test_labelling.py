@@ -46,7 +46,6 @@ from prisma_core.interpret.labelling import (
     PROMPT_OVERHEAD_TOKENS,
     LabelConfig,
     group_documents,
-    job,
     label_groups,
     label_quality,
     label_run,
@@ -753,18 +752,18 @@ def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, 
     families = workspace.families(base_run.run_id)
     whole_reads: list[object] = []
     kept: list[np.ndarray] = []
-    documents, texts_at = Workspace.documents, job.texts_at
+    documents, documents_at = Workspace.documents, Workspace.documents_at
 
     def counted_documents(self, dataset_id, columns=None):
         whole_reads.append(columns)
         return documents(self, dataset_id, columns)
 
-    def counted_texts_at(batches, positions):
-        kept.append(positions)
-        return texts_at(batches, positions)
+    def counted_documents_at(self, dataset_id, positions, columns):
+        kept.append(np.asarray(positions))
+        return documents_at(self, dataset_id, positions, columns)
 
     monkeypatch.setattr(Workspace, "documents", counted_documents)
-    monkeypatch.setattr(job, "texts_at", counted_texts_at)
+    monkeypatch.setattr(Workspace, "documents_at", counted_documents_at)
     label_run(workspace, base_run.run_id, ollama(fake, n_evidence=4, n_contrast=6), feature_ids=features)
     label_groups(workspace, base_run.run_id, "family", ollama(fake, n_evidence=4, n_contrast=6))
 
