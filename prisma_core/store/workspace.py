@@ -23,6 +23,10 @@ from prisma_core.store.stages import Stages
 from prisma_core.store.vectors import Vectors
 
 WORKSPACE_ENV = "PRISMA_WORKSPACE"
+LANCEDB_LOG_ENV = "LANCEDB_LOG"
+"""LanceDB's own log level, "error" unless set: its warnings (an index partition left empty, a compaction another
+writer pre-empted and left for later) are storage-engine notes an analyst cannot act on, printed among Prisma's
+messages."""
 DEFAULT_WORKSPACE = "prisma_data"
 CACHE_ENV = "PRISMA_CACHE_DIR"
 
@@ -48,6 +52,7 @@ class Workspace(Vectors, Artefacts, Stages):
     for one in an object store a local folder for downloads and caches."""
 
     def __init__(self, where: str | Path | None = None, storage_options: Mapping[str, Any] | None = None) -> None:
+        os.environ.setdefault(LANCEDB_LOG_ENV, "error")  # before lancedb starts its logger
         import lancedb  # here, not at the top: commands that open no workspace (--help) do not pay its import
 
         self.uri = resolve_workspace(where)

@@ -1,4 +1,5 @@
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -299,3 +300,15 @@ def test_a_failure_that_is_not_a_conflict_is_not_retried():
     with pytest.raises(StoreError, match=r"No space left on device.*stored before is unchanged"):
         retry(full_disk)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("set_before", "expected"), [(None, "error"), ("warn", "warn")])
+def test_lancedbs_own_warnings_stay_out_of_prismas_output_unless_asked_for(tmp_path, set_before, expected):
+    environment = {k: v for k, v in os.environ.items() if k != "LANCEDB_LOG"}
+    environment |= {"LANCEDB_LOG": set_before} if set_before else {}
+    script = (
+        f"import os; from prisma_core.store import Workspace; Workspace({str(tmp_path)!r}); "
+        "print(os.environ['LANCEDB_LOG'])"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment, check=True)
+    assert done.stdout.strip() == expected
