@@ -49,25 +49,29 @@ Embedder = Callable[[list[str]], np.ndarray]
 
 @dataclass(frozen=True)
 class KeywordConfig(CheckedConfig):
+    """How a concept's keyword label is found, the settings in the order they act: the corpus vocabulary, the class
+    of the concept's strongest documents, the candidate terms common in that class and rare elsewhere, their
+    re-ranking with the embedding model, and the label and description written from them."""
+
     settings_name = "keyword"
 
-    n_top_documents: int = setting(20, minimum=1)
-    """Strongest documents of a concept that form its class."""
-    n_terms: int = setting(3, minimum=1)
-    """Words or phrases in a label."""
-    n_description_terms: int = 8
-    """Words or phrases listed in the description."""
-    n_candidates: int = setting(15, minimum=1)
-    """Candidate terms per concept re-ranked with the embedding model."""
-    min_class_share: float = setting(0.15, above=0, maximum=1)
-    """A candidate term must appear in at least this share of the class documents (of n_top_documents of them, for
-    a larger class such as a theme's) and in at least two."""
-    diversity: float = setting(0.4, minimum=0, maximum=1)
-    """Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms."""
-    max_vocabulary: int = 50_000
+    max_vocabulary: int = setting(50_000, minimum=1)
     """Most frequent words and phrases considered."""
     min_document_frequency: int = setting(2, minimum=1)
     """Words or phrases in fewer documents of the corpus are ignored."""
+    n_top_documents: int = setting(20, minimum=1)
+    """Strongest documents of a concept that form its class."""
+    min_class_share: float = setting(0.15, above=0, maximum=1)
+    """A candidate term must appear in at least this share of the class documents (of n_top_documents of them, for
+    a larger class such as a theme's) and in at least two."""
+    n_candidates: int = setting(15, minimum=1)
+    """Candidate terms per concept re-ranked with the embedding model."""
+    diversity: float = setting(0.4, minimum=0, maximum=1)
+    """Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms."""
+    n_terms: int = setting(3, minimum=1)
+    """Words or phrases in a label."""
+    n_description_terms: int = setting(8, minimum=1)
+    """Words or phrases listed in the description."""
 
 
 def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:

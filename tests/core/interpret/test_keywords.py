@@ -4,6 +4,7 @@ import pytest
 import scipy.sparse as sp
 
 from prisma_core.embed import EmbedConfig, embed_texts
+from prisma_core.errors import SettingsError
 from prisma_core.interpret.keywords import (
     INACTIVE_LABEL,
     SEPARATOR,
@@ -134,6 +135,13 @@ def test_documents_without_shared_words_are_said_so_not_called_inactive(bbc_samp
     labels = keyword_labels(texts, members, vectors, embed)
     assert labels["label"].tolist() == [f"{UNNAMED_LABEL} #0", f"{UNNAMED_LABEL} #1"]
     assert labels["description"].str.contains("share no distinctive word").all()
+
+
+def test_a_vocabulary_or_description_of_no_words_is_refused_when_the_settings_are_made():
+    with pytest.raises(SettingsError, match=r"max_vocabulary must be a whole number of at least 1, got 0"):
+        KeywordConfig(max_vocabulary=0)
+    with pytest.raises(SettingsError, match=r"n_description_terms must be a whole number of at least 1, got -1"):
+        KeywordConfig(n_description_terms=-1)
 
 
 def test_top_document_members_keeps_the_strongest_active_documents():
