@@ -115,6 +115,7 @@ class SAEConfig(CheckedConfig):
         None,
         label="Never-firing after (documents)",
         minimum=1,
+        step=1_000,
         empty="one epoch",
         help="After how many documents without firing a feature counts as never firing and gets the second chance. "
         "Auto is about one pass over the documents.",

@@ -83,6 +83,11 @@ def test_optional_numbers_start_empty_and_say_what_empty_means(form):
     assert widget(form, "sae_dead_after").proto.placeholder == "one epoch"
 
 
+def test_a_count_of_documents_in_the_thousands_steps_by_a_thousand(form):
+    assert widget(form, "sae_dead_after").step == 1_000
+    assert widget(form, "sae_k_aux").step == 1
+
+
 @pytest.mark.parametrize("config_type", [SAEConfig, FamilyConfig, EmbedConfig])
 def test_the_widgets_bounds_are_exactly_what_the_config_accepts(config_type):
     for name in SHOWN[config_type]:
