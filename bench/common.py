@@ -25,6 +25,14 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "bench" / "results"
 CORPORA_DIR = Path(os.environ.get("PRISMA_CORPORA", REPO.parent / "shared" / "corpora"))
 BBC_FILE = "bbc_news.parquet"
+SPEED_DOCS = 300
+"""BBC articles the embedding-speed comparisons time (sections 1, 2, 9 and 13): the same articles in each, so their
+tokens per second compare across sections."""
+QUICK_SPEED_DOCS = 24
+"""The same in quick mode (the benchmarks' own tests)."""
+EMBED_BATCH_SIZE = 64
+"""Chunks per forward pass on every side of sections 1 and 2 (the app's default of 16 runs at the same speed on a
+CPU: section 8)."""
 
 
 def bbc_path() -> Path:
@@ -38,6 +46,11 @@ def bbc_texts(n_docs: int | None = None) -> list[str]:
     """BBC article texts in file order; the first n_docs when given."""
     texts = pd.read_parquet(bbc_path(), columns=["text"])["text"].tolist()
     return texts if n_docs is None else texts[:n_docs]
+
+
+def speed_texts(quick: bool) -> list[str]:
+    """The articles an embedding-speed comparison times."""
+    return bbc_texts(QUICK_SPEED_DOCS if quick else SPEED_DOCS)
 
 
 def bbc_vectors(n_docs: int | None, cache_dir: Path) -> np.ndarray:
@@ -122,6 +135,17 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, value
 
 
+def timed_rounds(quick: bool, full: int = 3) -> int:
+    """Timed rounds of each side of a speed comparison: `full`, or one in quick mode (the benchmarks' own tests)."""
+    return 1 if quick else full
+
+
+def rotated(names: list[str], number: int) -> list[str]:
+    """The order of round `number`: each side goes first in turn, so none always runs on a warmer machine."""
+    shift = number % len(names)
+    return names[shift:] + names[:shift]
+
+
 def interleaved(paths: dict[str, Callable[[], Any]], rounds: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Each path called once to warm up (kernel selection and first-call costs), then once a round with the order
     rotating: (wall seconds of every timed call, per path; each path's last return value)."""
@@ -129,9 +153,8 @@ def interleaved(paths: dict[str, Callable[[], Any]], rounds: int) -> tuple[dict[
         function()
     seconds: dict[str, list[float]] = {name: [] for name in paths}
     values: dict[str, Any] = {}
-    names = list(paths)
     for number in range(rounds):
-        for name in names[number % len(names) :] + names[: number % len(names)]:
+        for name in rotated(list(paths), number):
             elapsed, values[name] = timed(paths[name])
             seconds[name].append(elapsed)
     return seconds, values

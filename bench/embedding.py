@@ -36,14 +36,8 @@ from prisma_core.store import Workspace
 
 NAME = "embedding"
 TITLE = "1. Embedding: chunk-and-average vs plain encode, vs truncation, cold vs warm"
-QUICK_DOCS = 16
-RATIO_DOCS = 300
-"""Documents of the interleaved throughput comparison in the full run."""
 CACHE_DOCS = 600
 """Documents of the cold/warm comparison in the full run."""
-BLOCKS = 3
-"""Interleaved timing blocks of each side in the throughput comparison (2 in quick mode)."""
-BATCH_SIZE = 64
 TARGET_RATIO = 0.95
 """Chunk-and-average should keep at least this share of plain encode's throughput."""
 TARGET_WARM_SPEEDUP = 100.0
@@ -51,27 +45,27 @@ TARGET_WARM_SPEEDUP = 100.0
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    config = EmbedConfig(batch_size=BATCH_SIZE, backend="torch")
+    config = EmbedConfig(batch_size=common.EMBED_BATCH_SIZE, backend="torch")
     encoder = load_model(config.model, config.device, config.precision)
-    all_texts = common.bbc_texts(QUICK_DOCS if quick else None)
-    ratio_texts = all_texts[: QUICK_DOCS if quick else RATIO_DOCS]
+    ratio_texts = common.speed_texts(quick)
+    all_texts = ratio_texts if quick else common.bbc_texts()
     _warm_up(encoder, ratio_texts[:4], config)
     return {
         "device": common.device_report(),
         "space": model_key(config),
         "default_space": model_key(EmbedConfig()),
-        "batch_size": BATCH_SIZE,
+        "batch_size": common.EMBED_BATCH_SIZE,
         "quick": quick,
-        "throughput": _throughput(encoder, ratio_texts, config, 2 if quick else BLOCKS),
+        "throughput": _throughput(encoder, ratio_texts, config, common.timed_rounds(quick)),
         "truncation": _truncation(encoder, all_texts),
-        "cache": _cold_and_warm(QUICK_DOCS if quick else CACHE_DOCS, EmbedConfig(batch_size=BATCH_SIZE)),
+        "cache": _cold_and_warm(len(ratio_texts) if quick else CACHE_DOCS, EmbedConfig(batch_size=config.batch_size)),
     }
 
 
 def _warm_up(encoder: Any, texts: list[str], config: EmbedConfig) -> None:
     """First calls pay for kernel selection; neither side should."""
     embed_documents(texts, config)
-    encoder.encode(texts, batch_size=BATCH_SIZE)
+    encoder.encode(texts, batch_size=config.batch_size)
 
 
 def _chunk_texts(encoder: Any, chunk_ids: list[list[int]]) -> list[str]:
@@ -93,12 +87,11 @@ def _throughput(encoder: Any, texts: list[str], config: EmbedConfig, blocks: int
         block_chunks = [chunk_texts[i] for i in np.flatnonzero((owner >= start) & (owner < stop))]
         runs = {
             "prisma": lambda start=start, stop=stop: embed_documents(texts[start:stop], config).vectors,
-            "plain": lambda block_chunks=block_chunks: encoder.encode(block_chunks, batch_size=BATCH_SIZE),
-            "truncated": lambda start=start, stop=stop: encoder.encode(texts[start:stop], batch_size=BATCH_SIZE),
+            "plain": lambda block_chunks=block_chunks: encoder.encode(block_chunks, batch_size=config.batch_size),
+            "truncated": lambda start=start, stop=stop: encoder.encode(texts[start:stop], batch_size=config.batch_size),
         }
-        names = list(runs)
         block_seconds = {}
-        for name in names[number % 3 :] + names[: number % 3]:
+        for name in common.rotated(list(runs), number):
             block_seconds[name], block_vectors = common.timed(runs[name])
             seconds[name] += block_seconds[name]
             vectors[name].append(np.asarray(block_vectors, dtype=np.float32))

@@ -32,11 +32,6 @@ from prisma_core.sae import suggest_config, train_sae
 
 NAME = "fast_cpu"
 TITLE = "2. Fast CPU path: bf16 vs fp32"
-DOCS = 300
-QUICK_DOCS = 24
-BATCH_SIZE = 64
-REPEATS = 3
-"""Timed passes of each path, in rotating order; the median counts (1 in quick mode)."""
 TARGET_SPEEDUP = 2.5
 """The fastest path should embed at least this many times faster than torch fp32, ..."""
 TARGET_MIN_COSINE = 0.99
@@ -44,23 +39,23 @@ TARGET_MIN_COSINE = 0.99
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    texts = common.bbc_texts(QUICK_DOCS if quick else DOCS)
+    texts = common.speed_texts(quick)
     configs = {
-        "fp32": EmbedConfig(precision="fp32", batch_size=BATCH_SIZE),
-        "bf16": EmbedConfig(precision="bf16", backend="torch", batch_size=BATCH_SIZE),
+        "fp32": EmbedConfig(precision="fp32", batch_size=common.EMBED_BATCH_SIZE),
+        "bf16": EmbedConfig(precision="bf16", backend="torch", batch_size=common.EMBED_BATCH_SIZE),
     }
     if openvino_installed():
-        configs["openvino_bf16"] = EmbedConfig(precision="bf16", backend="openvino", batch_size=BATCH_SIZE)
+        configs["openvino_bf16"] = EmbedConfig(precision="bf16", backend="openvino", batch_size=common.EMBED_BATCH_SIZE)
     encoder = load_model(DEFAULT_MODEL, "auto", "fp32")
     tokens = int(plan_chunks(encoder, texts).tokens_per_doc.sum())
     paths = {name: functools.partial(_vectors, texts, config) for name, config in configs.items()}
-    seconds, vectors = common.interleaved(paths, 1 if quick else REPEATS)
+    seconds, vectors = common.interleaved(paths, common.timed_rounds(quick))
     return {
         "device": common.device_report(),
         "quick": quick,
         "documents": len(texts),
         "content_tokens": tokens,
-        "batch_size": BATCH_SIZE,
+        "batch_size": common.EMBED_BATCH_SIZE,
         "auto_space": model_key(EmbedConfig()),
         "native_bf16": cpu_has_native_bf16(),
         "paths": {name: _path_summary(name, seconds[name], tokens, vectors) for name in paths},

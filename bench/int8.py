@@ -31,10 +31,9 @@ from prisma_core.embed import EmbedConfig, model_key, openvino_backend, plan_chu
 
 NAME = "int8"
 TITLE = "9. int8 embedding: int8 vs bf16 vs fp32"
-DOCS = 300
-QUICK_DOCS = 24
 ROUNDS = 4
-"""Timed passes of each path, in rotating order; the median counts (1 in quick mode)."""
+"""Timed passes of each path (the median counts): one more than the other speed comparisons, int8's margin over
+bf16 being the narrowest measured."""
 PRECISIONS = ("int8", "bf16", "fp32")
 TARGET_RATIO = 1.6
 """int8 should embed at least this many times faster than bf16, ..."""
@@ -44,12 +43,12 @@ QUALITY_LEVELS = ("theme", "family", "feature", "k-means K", "probe (ceiling)")
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    texts = common.bbc_texts(QUICK_DOCS if quick else DOCS)
+    texts = common.speed_texts(quick)
     configs = {name: EmbedConfig(precision=name, backend="openvino") for name in PRECISIONS}
     loaded = {name: openvino_backend.load_encoder(config) for name, config in configs.items()}  # each compiled once
     paths = {name: functools.partial(quantize.document_vectors, *pair, texts) for name, pair in loaded.items()}
     tokens = int(plan_chunks(loaded["fp32"][0], texts).tokens_per_doc.sum())
-    seconds, vectors = common.interleaved(paths, 1 if quick else ROUNDS)
+    seconds, vectors = common.interleaved(paths, common.timed_rounds(quick, ROUNDS))
     check = quantize.int8_check(configs["int8"].model)
     return {
         "device": common.device_report(),

@@ -37,9 +37,6 @@ from prisma_core.store import Workspace
 
 NAME = "ray_scaling"
 TITLE = "13. Ray: embedding on a cluster with 1 and 2 workers vs this machine"
-DOCS = 300
-QUICK_DOCS = 24
-ROUNDS = 3
 LOCAL_CPUS = 2
 PATHS = {"local": None, "ray, 1 worker": 1, "ray, 2 workers": 2}
 """Path name -> Ray workers (None: embedded on this machine)."""
@@ -88,7 +85,7 @@ def _embed_fresh(documents: pd.DataFrame, config: EmbedConfig) -> tuple[float, p
 
 
 def run(quick: bool = False, address: str = "") -> dict[str, Any]:
-    texts = common.bbc_texts(QUICK_DOCS if quick else DOCS)
+    texts = common.speed_texts(quick)
     documents = pd.DataFrame({"doc_id": [str(i) for i in range(len(texts))], "text": texts})
     started_here = not address
     with contextlib.ExitStack() as stack:
@@ -101,11 +98,10 @@ def run(quick: bool = False, address: str = "") -> dict[str, Any]:
         for config in configs.values():
             _embed_fresh(documents, config)  # warm-up: model conversion, caches, first worker start
         seconds: dict[str, list[float]] = {name: [] for name in configs}
-        names = list(configs)
         vectors: dict[str, np.ndarray] = {}
         starts: dict[str, list[float]] = {name: [] for name, workers in PATHS.items() if workers}
-        for number in range(1 if quick else ROUNDS):
-            for name in names[number % len(names) :] + names[: number % len(names)]:
+        for number in range(common.timed_rounds(quick)):
+            for name in common.rotated(list(configs), number):
                 elapsed, summary, vectors[name] = _embed_fresh(documents, configs[name])
                 seconds[name].append(elapsed)
             for name in starts:  # one document per worker: the job's fixed cost (workers started, model loaded)

@@ -49,7 +49,7 @@ def run(quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache") -> 
     base = QUICK_BASE if quick else BASE
     with tempfile.TemporaryDirectory(prefix="prisma-bench-sae-") as folder:
         workdir = Path(folder)
-        comparison = _compare(workdir, train, holdout, base, 1 if quick else REPEATS)
+        comparison = _compare(workdir, train, holdout, base, common.timed_rounds(quick, REPEATS))
         by_n = [
             _compare(
                 workdir,

@@ -49,7 +49,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_embedding_quick_reports_ratios_truncation_and_cache_speedup() -> None:
     result = embedding.run(quick=True)
     throughput, truncation, cache = result["throughput"], result["truncation"], result["cache"]
-    assert throughput["documents"] == embedding.QUICK_DOCS
+    assert throughput["documents"] == common.QUICK_SPEED_DOCS
     assert positive(throughput["ratio"]) and all(positive(r) for r in throughput["block_ratios"])
     assert throughput["content_tokens"] > throughput["chunks"] > 0
     assert 0.9 <= throughput["agreement_cosine_mean"] <= 1.0 + 1e-6
@@ -175,6 +175,13 @@ def test_app_latency_quick_times_both_apps_and_both_searches(cache_dir: Path) ->
     assert "First paint of Home" in text and "LanceDB / numpy" in text
 
 
+def test_each_side_of_a_speed_comparison_goes_first_in_turn() -> None:
+    orders = [common.rotated(["prisma", "plain", "truncated"], number) for number in range(4)]
+    assert [order[0] for order in orders] == ["prisma", "plain", "truncated", "prisma"]
+    assert all(sorted(order) == ["plain", "prisma", "truncated"] for order in orders)
+    assert [common.timed_rounds(True), common.timed_rounds(False), common.timed_rounds(False, 4)] == [1, 3, 4]
+
+
 def test_cli_stage_seconds_are_parsed() -> None:
     stdout = "embedded 10 documents (m|bf16): 10 computed in 12 chunks, 0 from cache, 3.5 s, 1,234 tokens/s\n"
     stdout += "  seconds: train 4.5, analyse 1.2, families 0.3\n"
@@ -277,7 +284,7 @@ def test_ray_scaling_quick_embeds_the_same_vectors_on_every_path() -> None:
     result = ray_scaling.run(quick=True)
     paths = result["paths"]
     assert set(paths) == set(ray_scaling.PATHS) and result["cluster"]["started_here"]
-    assert result["documents"] == ray_scaling.QUICK_DOCS and result["content_tokens"] > 0
+    assert result["documents"] == common.QUICK_SPEED_DOCS and result["content_tokens"] > 0
     for name, summary in paths.items():
         assert positive(summary["tokens_per_s"]) and summary["cosine_to_local_min"] >= 0.9999
         assert all(positive(s) for s in summary["start_seconds"]) or name == "local"
