@@ -398,23 +398,22 @@ def test_file_size_limit_is_checked_before_reading(tmp_path: Path) -> None:
         read_paths([tmp_path / "missing.csv"])
 
 
-def test_unsupported_and_malformed_files() -> None:
-    with raises("old.doc: unsupported file type"):
-        read_sources([("old.doc", b"\xd0\xcf\x11\xe0")])
-    with raises("book.xlsx: is not a valid Excel .xlsx workbook"):
-        read_sources([("book.xlsx", b"not a workbook")])
-    with raises("data.parquet: is not a valid Parquet file"):
-        read_sources([("data.parquet", b"PAR1 but not really")])
-    with raises("data.json: is not valid JSON"):
-        read_sources([("data.json", b'{"text": ')])
-    with raises("data.json: expected a list of records"):
-        read_sources([("data.json", b'{"a": [1], "b": [2]}')])
-    with raises("data.jsonl: line 2 is not valid JSON"):
-        read_sources([("data.jsonl", b'{"text": "ok"}\n{"text": \n')])
-    with raises("data.json: record 2 is not an object"):
-        read_sources([("data.json", b'[{"text": "ok"}, 5]')])
-    with raises("broken.csv: could not be read as a table"):
-        read_sources([("broken.csv", b'id,text\n1,"unterminated\n')], BY_COLUMN)
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("old.doc", b"\xd0\xcf\x11\xe0", "old.doc: unsupported file type"),
+        ("book.xlsx", b"not a workbook", "book.xlsx: is not a valid Excel .xlsx workbook"),
+        ("data.parquet", b"PAR1 but not really", "data.parquet: is not a valid Parquet file"),
+        ("data.json", b'{"text": ', "data.json: is not valid JSON"),
+        ("data.json", b'{"a": [1], "b": [2]}', "data.json: expected a list of records"),
+        ("data.jsonl", b'{"text": "ok"}\n{"text": \n', "data.jsonl: line 2 is not valid JSON"),
+        ("data.json", b'[{"text": "ok"}, 5]', "data.json: record 2 is not an object"),
+        ("broken.csv", b'id,text\n1,"unterminated\n', "broken.csv: could not be read as a table"),
+    ],
+)
+def test_unsupported_and_malformed_files(name: str, content: bytes, message: str) -> None:
+    with raises(message):
+        read_sources([(name, content)])
 
 
 def test_duplicated_ids_are_renamed_and_listed() -> None:

@@ -64,6 +64,29 @@ def run_cli(*args: str, workspace: Path, timeout: float = 600) -> subprocess.Com
     )
 
 
+def run_cli_with_file_limit(*args: str, workspace: Path, limit_kb: int) -> subprocess.CompletedProcess:
+    """The CLI allowed to write at most `limit_kb` KB to any file: bigger writes fail with EFBIG ("File too large"),
+    as on a full disk. SIGXFSZ is ignored so the write fails instead of the process being killed."""
+    limited = f"trap '' XFSZ; ulimit -f {limit_kb}; exec \"$@\""
+    return subprocess.run(
+        ["bash", "-c", limited, "bash", *cli_command(*args, workspace=workspace)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def stop_process(process: subprocess.Popen, timeout: float) -> None:
+    """Asks a server process to stop, and kills it if it has not within `timeout` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
 class Running:
     """A CLI process whose stderr (where the progress bars go) is collected as it arrives."""
 

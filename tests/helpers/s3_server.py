@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.fs as pafs
+from reliability_helpers import stop_process
 
 BUCKET = "prisma"
 ACCESS_KEY = "prisma-tests"
@@ -116,9 +117,4 @@ def seaweed_s3(data_dir: Path) -> Iterator[S3Server]:
         _wait_for_bucket(server, process)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout=20)

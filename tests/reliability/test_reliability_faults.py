@@ -6,7 +6,6 @@ Every test ends by checking that what was stored before is intact and that the w
 import re
 import shutil
 import socket
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,11 +16,10 @@ import torch
 from app_helpers import new_app, open_page, texts
 from ollama_server import running_fake_ollama
 from reliability_helpers import (
-    REPO,
     SMALL_SAE,
     Running,
     bbc_subset,
-    cli_command,
+    run_cli_with_file_limit,
     sae_flags,
     snapshot,
     write_parquet,
@@ -39,8 +37,8 @@ from prisma_core.store import WORKSPACE_ENV, Workspace
 
 KEY = model_key(EmbedConfig())
 BY_ID = IngestConfig(text_column="text", id_column="id")
-FILE_LIMIT = 256 * 1024
-"""Bytes a process may write to any one file in the disk-failure tests (RLIMIT_FSIZE): LanceDB's data files and
+FILE_LIMIT_KB = 256
+"""KB a process may write to any one file in the disk-failure tests (RLIMIT_FSIZE): LanceDB's data files and
 the SAE weights are larger, its small manifests are not, like a disk filling up during the big write."""
 
 
@@ -151,19 +149,6 @@ def test_killed_training_shows_no_half_run_and_a_rerun_completes(
 # -- the disk refuses a write -----------------------------------------------------------------------------------
 
 
-def run_cli_on_a_failing_disk(*args: str, workspace: Path) -> subprocess.CompletedProcess:
-    """The CLI, allowed to write at most FILE_LIMIT bytes to any file: bigger writes fail with EFBIG ("File too
-    large"), as on a full disk. SIGXFSZ is ignored so the write fails instead of the process being killed."""
-    limited = f"trap '' XFSZ; ulimit -f {FILE_LIMIT // 1024}; exec \"$@\""
-    return subprocess.run(
-        ["bash", "-c", limited, "bash", *cli_command(*args, workspace=workspace)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def error_lines(stderr: str) -> list[str]:
     """The CLI's error messages, without the progress bars around them."""
     return re.findall(r"error: [^\n]*", stderr)
@@ -175,7 +160,7 @@ def test_failed_store_write_keeps_the_previous_version(stored: Stored, bbc: pd.D
     before = snapshot(workspace)
     versions_before = len(workspace.db.open_table("documents").list_versions())
 
-    failed = run_cli_on_a_failing_disk("ingest", str(big), "--name", "big", workspace=stored.path)
+    failed = run_cli_with_file_limit("ingest", str(big), "--name", "big", workspace=stored.path, limit_kb=FILE_LIMIT_KB)
 
     assert failed.returncode == 2, failed.stderr
     (message,) = error_lines(failed.stderr)
@@ -195,7 +180,9 @@ def test_failed_weights_write_leaves_no_run(stored: Stored) -> None:
     workspace = Workspace(stored.path)
     before = snapshot(workspace, versions=False)  # the failed run's clean-up commits deletes (of nothing)
 
-    failed = run_cli_on_a_failing_disk("train", "--dataset", stored.dataset_a, *sae_flags(), workspace=stored.path)
+    failed = run_cli_with_file_limit(
+        "train", "--dataset", stored.dataset_a, *sae_flags(), workspace=stored.path, limit_kb=FILE_LIMIT_KB
+    )
 
     assert failed.returncode == 2, failed.stderr
     (message,) = error_lines(failed.stderr)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from reliability_helpers import REPO
+from reliability_helpers import REPO, stop_process
 
 from prisma_core import pipeline
 from prisma_core.sae import SAEConfig
@@ -88,12 +88,7 @@ def server(bbc_workspace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         wait_until_healthy(url, process)
         yield Server(url, workspace, dataset_id, run_id)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop_process(process, timeout=30)
         workspace.delete_run(run_id)
     assert "Traceback" not in log_path.read_text(), log_path.read_text()[-3000:]
 

@@ -21,7 +21,7 @@ import openpyxl
 import pandas as pd
 import pytest
 from app_helpers import new_app, open_page, texts
-from reliability_helpers import REPO, SMALL_SAE, bbc_subset, cli_command, sae_flags, snapshot
+from reliability_helpers import REPO, SMALL_SAE, bbc_subset, run_cli_with_file_limit, sae_flags, snapshot
 
 from prisma_core import cli, pipeline
 from prisma_core.embed import EmbedConfig, model_key
@@ -384,30 +384,20 @@ def test_new_sessions_show_families_rebuilt_from_the_command_line(trained: Train
 # -- 8. a full disk during the weights write -------------------------------------------------------------------
 
 
-def run_cli_on_a_full_disk(*args: str, workspace: Path) -> subprocess.CompletedProcess:
-    """The CLI on a disk that takes no more than 1 KB per file: small marker files fit, nothing LanceDB commits does."""
-    limited = "trap '' XFSZ; ulimit -f 1; exec \"$@\""
-    return subprocess.run(
-        ["bash", "-c", limited, "bash", *cli_command(*args, workspace=workspace)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def test_full_disk_during_the_weights_write_leaves_no_run_folder(trained: Trained) -> None:
     workspace = Workspace(trained.path)
     (trained.path / "maintenance.json").write_text(json.dumps({"reclaimed_at": datetime.now(UTC).isoformat()}))
     before = snapshot(workspace)
 
-    failed = run_cli_on_a_full_disk("train", "--dataset", trained.dataset_id, *sae_flags(), workspace=trained.path)
+    failed = run_cli_with_file_limit(  # 1 KB per file: small marker files fit, nothing LanceDB commits does
+        "train", "--dataset", trained.dataset_id, *sae_flags(), workspace=trained.path, limit_kb=1
+    )
 
     assert failed.returncode == 2, failed.stderr
     (message,) = error_lines(failed.stderr)
     assert message.startswith("error: Could not write the SAE to") and "File too large" in message
     assert snapshot(Workspace(trained.path)) == before  # no folder left, no table version written
-    listed = run_cli_on_a_full_disk("list", workspace=trained.path)  # and the still-full disk opens
+    listed = run_cli_with_file_limit("list", workspace=trained.path, limit_kb=1)  # and the still-full disk opens
     assert listed.returncode == 0, listed.stderr
     assert trained.run_id in listed.stdout
 

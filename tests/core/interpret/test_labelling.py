@@ -9,8 +9,6 @@ import json
 import re
 import shutil
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -24,6 +22,7 @@ import pyarrow.compute as pc
 import pytest
 import scipy.sparse as sp
 from ollama_server import FakeOllama, derived_answer, running_fake_ollama
+from reliability_helpers import run_cli
 from sklearn.metrics import roc_auc_score
 
 from prisma_core import analysis, pipeline
@@ -60,7 +59,6 @@ from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace, now_iso
 
-REPO = Path(__file__).resolve().parents[3]
 N_DOCUMENTS = 120
 WORDS_PER_DOCUMENT = 150  # one embedding window per article: the opening tells its topic, at a third of the CPU
 INJECTION = (
@@ -580,16 +578,6 @@ def test_keyword_labels_carry_an_embedding_score_from_training(workspace, base_r
 # -- command line -----------------------------------------------------------------------------------------------
 
 
-def prisma(*args: str, workspace: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prisma_core", *args, "--workspace", str(workspace)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 @pytest.mark.slow  # the CLI labels, scores and exports a run
 def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys):
     features = active_features(workspace, base_run.run_id)
@@ -598,12 +586,12 @@ def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys)
     listed = ",".join(map(str, chosen))
 
     n_families = len(workspace.families(base_run.run_id))
-    labelled = prisma(
+    labelled = run_cli(
         "label", "--ollama-host", fake.url, "--model", "llama3.2", "--features", listed, "--families",
         workspace=workspace.path,
     )  # fmt: skip
     unreachable = main(["label", "--ollama-host", closed_port_url(), "--workspace", str(workspace.path)])
-    scored = prisma("score", "--detect", "--ollama-host", fake.url, "--model", "llama3.2", workspace=workspace.path)
+    scored = run_cli("score", "--detect", "--ollama-host", fake.url, "--model", "llama3.2", workspace=workspace.path)
 
     assert labelled.returncode == 0, labelled.stderr
     assert f"features: 3 labelled by llama3.2 at {fake.url}, 0 already labelled by it, 0 failed" in labelled.stdout
