@@ -218,9 +218,17 @@ def theme_detail(run: LoadedRun, key: str) -> None:
     st.subheader(md(theme_name(run, theme_id)))
     if isinstance(info["description"], str) and info["description"]:
         st.caption(md(info["description"]))
+    theme_documents_table(run, theme_id, int(info["n_documents"]), key)
+    left, right = st.columns(2)
+    with left:
+        theme_families_table(run, theme_id, key)
+    with right:
+        theme_features_table(run, list(info["features"]), key)
 
+
+def theme_documents_table(run: LoadedRun, theme_id: int, n_documents: int, key: str) -> None:
     top = dataset_documents(run.record.dataset_id).beside(theme_documents(run, theme_id, TOP_DOCUMENTS))
-    st.markdown(f"**Documents most about this theme** ({int(info['n_documents']):,} belong to it)")
+    st.markdown(f"**Documents most about this theme** ({n_documents:,} belong to it)")
     st.dataframe(
         pd.DataFrame(
             {
@@ -235,34 +243,37 @@ def theme_detail(run: LoadedRun, key: str) -> None:
         column_config={"certainty": st.column_config.NumberColumn(format="percent", help="How sure Prisma is.")},
     )
 
-    left, right = st.columns(2)
+
+def theme_families_table(run: LoadedRun, theme_id: int, key: str) -> None:
     families = theme_families(run, theme_id)
     label_of = run.features.set_index("feature_id")["label"]
-    with left:
-        st.markdown(f"**Families in this theme** ({len(families)})")
-        st.dataframe(
-            pd.DataFrame(
-                {
-                    "family": [f.family_id for f in families],
-                    "label": [f.label for f in families],
-                    "features": [len(f.members) for f in families],
-                    "general concept": [f"#{f.parent} {label_of.get(f.parent, '')}" for f in families],
-                },
-                columns=["family", "label", "features", "general concept"],
-            ),
-            hide_index=True,
-            key=f"{key}_theme_families",
-        )
-    with right:
-        features = run.features.set_index("feature_id").loc[list(info["features"])].reset_index()
-        st.markdown(f"**Features in this theme** ({len(features)}, most typical first; click one to open it)")
-        columns = {
-            "feature_id": st.column_config.NumberColumn("feature", format="%d"),
-            "density": st.column_config.NumberColumn("documents", help="Documents the feature is active on."),
-        }
-        table_key = f"{key}_theme_features"
-        shown = features[["feature_id", "label", "density"]]
-        clickable_table(shown, table_key, "feature_id", columns, f"{table_key}_pick", open_feature)
+    st.markdown(f"**Families in this theme** ({len(families)})")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "family": [f.family_id for f in families],
+                "label": [f.label for f in families],
+                "features": [len(f.members) for f in families],
+                "general concept": [f"#{f.parent} {label_of.get(f.parent, '')}" for f in families],
+            },
+            columns=["family", "label", "features", "general concept"],
+        ),
+        hide_index=True,
+        key=f"{key}_theme_families",
+    )
+
+
+def theme_features_table(run: LoadedRun, feature_ids: list[int], key: str) -> None:
+    """The theme's features, most typical first; a click opens one."""
+    features = run.features.set_index("feature_id").loc[feature_ids].reset_index()
+    st.markdown(f"**Features in this theme** ({len(features)}, most typical first; click one to open it)")
+    columns = {
+        "feature_id": st.column_config.NumberColumn("feature", format="%d"),
+        "density": st.column_config.NumberColumn("documents", help="Documents the feature is active on."),
+    }
+    table_key = f"{key}_theme_features"
+    shown = features[["feature_id", "label", "density"]]
+    clickable_table(shown, table_key, "feature_id", columns, f"{table_key}_pick", open_feature)
 
 
 def regroup_form(run: LoadedRun) -> None:

@@ -56,17 +56,7 @@ def label_run(
         batch = Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
         if todo:
             _label_features(workspace, run, todo, labeller, config, batch)
-    summary = LabelSummary(
-        model=ollama.model,
-        host=ollama.host,
-        n_labelled=batch.n_done,
-        n_skipped=len(wanted) - len(todo),
-        n_inactive=len(selected) - len(wanted),
-        n_failed=batch.n_failed,
-        n_remaining=len(todo) - batch.n_tried,
-        errors=batch.errors,
-        stop_reason=batch.stop_reason,
-    )
+    summary = batch.summary(ollama.model, ollama.host, len(wanted) - len(todo), len(selected) - len(wanted))
     if todo:
         record_batch(workspace, record, "feature", ollama, config, summary)
     return summary

@@ -6,6 +6,7 @@ few); a group whose labelling fails keeps its keyword label.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,12 +26,13 @@ from prisma_core.interpret.labelling.storing import (
     FAMILIES,
     GROUP_SAVE_EVERY,
     THEMES,
+    GroupTable,
     record_batch,
     save_group_labels,
 )
 from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller, has_model
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import load_run, resolve_labels
+from prisma_core.runs import LoadedRun, load_run, resolve_labels
 from prisma_core.store import Workspace
 
 
@@ -61,17 +63,15 @@ def label_group(
     group: FeatureGroup,
     shown: pd.Series,
     texts: Mapping[int, str],
-    codes: sp.csc_matrix,
+    placed: tuple[np.ndarray, np.ndarray],
     labeller: OllamaLabeller,
     config: LabelConfig,
 ) -> LabelResult:
-    """Name a group from the labels its members show now (`shown`: feature id -> label) and its documents (`texts`:
-    position -> text, holding at least those of `group_documents`).
+    """Name a group from the labels its members show now (`shown`: feature id -> label) and its documents: `placed`,
+    its (evidence, contrast) positions from `group_documents`, and `texts`, position -> text holding them.
 
     Raises LabellingError when the model gives no usable answer; nothing is stored here."""
-    evidence, contrast = group_documents(
-        codes, group.members, labeller.config.n_evidence, labeller.config.n_contrast, config.seed
-    )
+    evidence, contrast = placed
     member_labels = [shown[member] for member in group.members[1:]][: config.max_family_children]
     return labeller.label_group(
         group.kind, shown[group.members[0]], member_labels, [texts[p] for p in evidence], [texts[p] for p in contrast]
@@ -101,56 +101,61 @@ def label_groups(
     rebuilt in the meantime (other members) keeps its new label."""
     table = GROUP_TABLES[kind]
     run = load_run(workspace, run_id)
-    record = run.record
-    groups = table.read(workspace, record.run_id)
+    groups = table.read(workspace, run.record.run_id)
     wanted = chosen(groups, table.id_key, group_ids)
     todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], ollama.model)]
-    shown = resolve_labels(workspace.interpretations(record.run_id)).set_index("feature_id")["label"]
-    made: dict[int, LabelResult] = {}
     with OllamaLabeller(ollama) as labeller:
         if todo:
             labeller.check()
         batch = Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
-        codes = sp.csc_matrix(run.codes)
-        named = [
-            FeatureGroup(
-                table.kind,
-                f"{table.kind.capitalize()} {int(row[table.id_key])}",
-                [int(m) for m in row[table.members_key]],
-            )
-            for row in todo
-        ]
-        n_evidence, n_contrast = labeller.config.n_evidence, labeller.config.n_contrast
-        placed = [group_documents(codes, group.members, n_evidence, n_contrast, config.seed) for group in named]
-        texts = shown_texts(workspace, record.dataset_id, placed)
-        try:
-            for row, group in zip(todo, named, strict=True):
-                if not batch.keep_going():
-                    break
-                group_id = int(row[table.id_key])
-                try:
-                    result = label_group(group, shown, texts, codes, labeller, config)
-                except LabellingError as error:
-                    batch.failed(f"{group.name}: {error}")
-                    continue
-                made[group_id] = result
-                batch.succeeded(f"{table.kind} {group_id}: {result.label}")
-                if len(made) % GROUP_SAVE_EVERY == 0:
-                    save_group_labels(workspace, record.run_id, table, groups, made)
-        finally:
-            if made:
-                save_group_labels(workspace, record.run_id, table, groups, made)
-    summary = LabelSummary(
-        model=ollama.model,
-        host=ollama.host,
-        n_labelled=batch.n_done,
-        n_skipped=len(wanted) - len(todo),
-        n_inactive=0,
-        n_failed=batch.n_failed,
-        n_remaining=len(todo) - batch.n_tried,
-        errors=batch.errors,
-        stop_reason=batch.stop_reason,
-    )
+        if todo:
+            _name_groups(workspace, run, table, groups, todo, labeller, config, batch)
+    summary = batch.summary(ollama.model, ollama.host, len(wanted) - len(todo))
     if todo:
-        record_batch(workspace, record, table.kind, ollama, config, summary)
+        record_batch(workspace, run.record, table.kind, ollama, config, summary)
     return summary
+
+
+def _name_groups(
+    workspace: Workspace,
+    run: LoadedRun,
+    table: GroupTable,
+    groups: list[dict[str, Any]],
+    todo: list[dict[str, Any]],
+    labeller: OllamaLabeller,
+    config: LabelConfig,
+    batch: Batch,
+) -> None:
+    """Names the groups of `todo` in turn; the names are saved every few groups and when the batch ends, however it
+    ends."""
+    shown = resolve_labels(workspace.interpretations(run.record.run_id)).set_index("feature_id")["label"]
+    codes = sp.csc_matrix(run.codes)
+    named = {
+        int(row[table.id_key]): FeatureGroup(
+            table.kind, f"{table.kind.capitalize()} {int(row[table.id_key])}", [int(m) for m in row[table.members_key]]
+        )
+        for row in todo
+    }
+    n_evidence, n_contrast = labeller.config.n_evidence, labeller.config.n_contrast
+    placed = {
+        group_id: group_documents(codes, group.members, n_evidence, n_contrast, config.seed)
+        for group_id, group in named.items()
+    }
+    texts = shown_texts(workspace, run.record.dataset_id, placed.values())
+    made: dict[int, LabelResult] = {}
+    try:
+        for group_id, group in named.items():
+            if not batch.keep_going():
+                break
+            try:
+                result = label_group(group, shown, texts, placed[group_id], labeller, config)
+            except LabellingError as error:
+                batch.failed(f"{group.name}: {error}")
+                continue
+            made[group_id] = result
+            batch.succeeded(f"{table.kind} {group_id}: {result.label}")
+            if len(made) % GROUP_SAVE_EVERY == 0:
+                save_group_labels(workspace, run.record.run_id, table, groups, made)
+    finally:
+        if made:
+            save_group_labels(workspace, run.record.run_id, table, groups, made)

@@ -111,6 +111,19 @@ class Batch:
         self.errors.append(error)
         self.progress(Progress(self.stage, self.n_tried, self.total, error))
 
+    def summary(self, model: str, host: str, n_skipped: int, n_inactive: int = 0) -> LabelSummary:
+        return LabelSummary(
+            model=model,
+            host=host,
+            n_labelled=self.n_done,
+            n_skipped=n_skipped,
+            n_inactive=n_inactive,
+            n_failed=self.n_failed,
+            n_remaining=self.total - self.n_tried,
+            errors=self.errors,
+            stop_reason=self.stop_reason,
+        )
+
 
 def embed_config(record: RunRecord) -> EmbedConfig:
     return EmbedConfig(**record.config["embed"])
