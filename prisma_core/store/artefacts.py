@@ -38,9 +38,6 @@ class Artefacts(Tables):
             ),
         )
 
-    def activations(self, run_id: str) -> pd.DataFrame:
-        return self._read("activations", f"run_id = '{check_id(run_id)}'", ["position", "feature_id", "value"])
-
     def activation_batches(self, run_id: str) -> tuple[int, Iterator[pa.RecordBatch]]:
         """The number of the run's activation rows and the rows (position, feature_id, value) at most ACTIVATION_ROWS
         at a time, in no set order: one scan that never holds the whole table (32 million rows at k = 32 for a million

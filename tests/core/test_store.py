@@ -87,7 +87,7 @@ def test_run_record_and_artefacts(trained):
     assert record.config["sae"]["seed"] == 0 and record.config["sae"]["k"] == 8
     assert record.config["embed"]["model"] == "all-MiniLM-L6-v2"
     assert {"torch", "lancedb", "prisma"} <= set(record.versions)
-    assert len(workspace.activations(summary.run_id)) == 60 * 8
+    assert workspace.activation_batches(summary.run_id)[0] == 60 * 8
     assert len(workspace.features(summary.run_id)) == 384
     interpretations = workspace.interpretations(summary.run_id)
     assert len(interpretations) == 384 and set(interpretations["source"]) == {"keywords"}
@@ -130,7 +130,7 @@ def test_failed_training_leaves_earlier_runs_intact(trained):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=crash)
     assert [run.run_id for run in workspace.runs(dataset_id)] == [summary.run_id]
     assert sorted(p.name for p in (workspace.path / "runs").iterdir()) == [summary.run_id]
-    assert len(workspace.activations(summary.run_id)) == 60 * 8
+    assert workspace.activation_batches(summary.run_id)[0] == 60 * 8
 
 
 def test_unknown_ids_raise_not_found(trained):
