@@ -301,13 +301,15 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
     from prisma_core.interpret import labelling
+    from prisma_core.runs import load_run
 
-    run_id = workspace.run_or_latest(args.run).run_id
+    run = load_run(workspace, args.run)
+    run_id = run.record.run_id
     detect_with = config_from_args(OllamaConfig, args) if args.detect else None
     bars = ProgressBars()
     try:
         summary = labelling.score_run(
-            workspace, run_id, config_from_args(ScoreConfig, args), detect_with, args.features, bars
+            workspace, run, config_from_args(ScoreConfig, args), detect_with, args.features, bars
         )
     finally:
         bars.close()
