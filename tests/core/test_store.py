@@ -20,6 +20,8 @@ from prisma_core.interpret.keywords import corpus_terms
 from prisma_core.pipeline import training
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
+from prisma_core.store import datasets as datasets_module
+from prisma_core.store.datasets import text_hash
 from prisma_core.store.retry import retry
 
 
@@ -219,6 +221,31 @@ def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_pat
     resumed_vectors = workspace.vectors(dataset_id, key)
     cosine = np.einsum("ij,ij->i", resumed_vectors, whole) / np.linalg.norm(resumed_vectors, axis=1)
     assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
+
+
+def test_ingest_hashes_each_text_once_and_stores_that_hash(tmp_path, small_corpus, monkeypatch):
+    """Each stored document's text is hashed once (finding repeated texts and the embedding cache's key share it),
+    through batches of 16 rows, with repeated and blank texts among them."""
+    articles = pd.read_parquet(small_corpus)
+    again = articles.head(3).assign(id=lambda frame: frame["id"] + "-again")
+    blank = pd.DataFrame({"id": ["blank"], "title": ["Blank"], "text": ["   "]})
+    path = tmp_path / "repeated.parquet"
+    pd.concat([articles, again, blank]).to_parquet(path)
+    hashed: list[str] = []
+
+    def counted(text: str) -> str:
+        hashed.append(text)
+        return text_hash(text)
+
+    monkeypatch.setattr(datasets_module, "text_hash", counted)
+    workspace = Workspace(tmp_path / "ws")
+    dataset_id, report = pipeline.ingest(workspace, [path], "hashed", IngestConfig(id_column="id", batch_rows=16))
+
+    stored = workspace.documents(dataset_id, ["doc_id", "text", "text_hash"])
+    assert len(stored) == len(articles) + 3
+    assert stored["text_hash"].tolist() == [text_hash(text) for text in stored["text"]]
+    assert sorted(hashed) == sorted(stored["text"])  # once per stored document, never for the blank one
+    assert report.duplicate_text_ids == again["id"].tolist()
 
 
 def test_embedding_reads_a_window_of_texts_at_a_time_and_computes_a_repeated_text_once(
