@@ -122,7 +122,10 @@ class Datasets(Runs):
     def rename_dataset(self, dataset_id: str, name: str) -> None:
         self.dataset(dataset_id)
         table = self.db.open_table("datasets")
-        retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}))
+        retry(
+            lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}),
+            self.uri,
+        )
 
     def delete_dataset(self, dataset_id: str) -> None:
         """Record first, then everything derived, so a crash half-way leaves no visible half-dataset."""

@@ -306,26 +306,45 @@ def conflicting_write(conflicts: int):
 
 def test_a_write_keeps_retrying_past_many_conflicts_within_its_patience():
     write, calls = conflicting_write(conflicts=12)  # more than the old fixed 8 attempts allowed
-    assert retry(write, patience_s=60) == "committed"
+    assert retry(write, "/data/prisma", patience_s=60) == "committed"
     assert len(calls) == 13
 
 
 def test_a_write_that_never_wins_says_the_workspace_is_busy_once_its_patience_runs_out():
     write, calls = conflicting_write(conflicts=10**6)
     with pytest.raises(StoreError, match="workspace is busy"):
-        retry(write, patience_s=1.0)
+        retry(write, "/data/prisma", patience_s=1.0)
     assert 3 <= len(calls) < 20
 
 
-def test_a_failure_that_is_not_a_conflict_is_not_retried():
+@pytest.mark.parametrize(
+    ("where", "failure", "check", "not_for_this_storage"),
+    [
+        ("/data/prisma", "No space left on device (os error 28)", "free some disk space", "bucket"),
+        (
+            "s3://team-bucket/prisma",
+            "Generic S3 error: QuotaExceeded",
+            "check the connection to the storage service, that your access keys may write to the bucket and that "
+            "the bucket is not over its quota",
+            "disk",
+        ),
+    ],
+    ids=["local-folder", "object-store"],
+)
+def test_a_failure_that_is_not_a_conflict_is_not_retried_and_says_what_to_check_on_that_storage(
+    where: str, failure: str, check: str, not_for_this_storage: str
+) -> None:
     calls = []
 
-    def full_disk() -> None:
+    def failing_write() -> None:
         calls.append(1)
-        raise OSError("No space left on device (os error 28)")
+        raise OSError(failure)
 
-    with pytest.raises(StoreError, match=r"No space left on device.*stored before is unchanged"):
-        retry(full_disk)
+    with pytest.raises(StoreError) as failed:
+        retry(failing_write, where)
+    message = str(failed.value)
+    assert message.startswith(f"Could not write to the workspace: {failure}. What was stored before is unchanged;")
+    assert check in message and not_for_this_storage not in message.replace(failure, "")
     assert len(calls) == 1
 
 
