@@ -280,7 +280,7 @@ if config is not None:
                 score_job_key,
                 f"Checking labels with {config.model}",
                 lambda progress, should_stop: labelling.score_run(
-                    ws, run_id, detect_with=config, progress=progress, should_stop=should_stop
+                    ws, run, detect_with=config, progress=progress, should_stop=should_stop
                 ),
                 stop_aware=True,
             )

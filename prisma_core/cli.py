@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +57,15 @@ class ProgressBars:
 # -- flags from configs -----------------------------------------------------------------------------------------
 
 
-def add_config_flags(parser: argparse.ArgumentParser, config_type: type, prefix: str = "") -> None:
-    """One `--field-name` flag per dataclass field, typed, defaulting to None (= the config's own default)."""
+def add_config_flags(
+    parser: argparse.ArgumentParser, config_type: type, prefix: str = "", omit: Collection[str] = ()
+) -> None:
+    """One `--field-name` flag per dataclass field, typed, defaulting to None (= the config's own default); none
+    for the fields in `omit` (settings the command does not use)."""
     docs = field_docs(config_type)
     group = parser.add_argument_group(config_type.__name__)
     for field in dataclasses.fields(config_type):
-        if field.metadata.get("cli") is False:
+        if field.metadata.get("cli") is False or field.name in omit:
             continue  # e.g. an API key: read from the environment, never typed where shell history keeps it
         flag = "--" + (("" if field.metadata.get("unprefixed_flag") else prefix) + field.name).replace("_", "-")
         kind, choices = field_kind(config_type, field.name), list(literal_values(config_type, field.name)) or None
@@ -301,13 +304,15 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
     from prisma_core.interpret import labelling
+    from prisma_core.runs import load_run
 
-    run_id = workspace.run_or_latest(args.run).run_id
+    run = load_run(workspace, args.run)
+    run_id = run.record.run_id
     detect_with = config_from_args(OllamaConfig, args) if args.detect else None
     bars = ProgressBars()
     try:
         summary = labelling.score_run(
-            workspace, run_id, config_from_args(ScoreConfig, args), detect_with, args.features, bars
+            workspace, run, config_from_args(ScoreConfig, args), detect_with, args.features, bars
         )
     finally:
         bars.close()
@@ -337,12 +342,18 @@ def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
 
 # -- parser -------------------------------------------------------------------------------------------------------
 
+EMBEDDING_ONLY = ("ray_address", "ray_workers")
+"""EmbedConfig settings only embedding a dataset uses: `train` reads stored vectors and embeds its keyword labels on
+this machine, so it does not offer them."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m prisma_core", description="Prisma: interpretable embeddings.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help_text: str, handler: Any, *configs: type) -> argparse.ArgumentParser:
+    def command(
+        name: str, help_text: str, handler: Any, *configs: type, omit: Collection[str] = ()
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument(
             "--workspace",
@@ -350,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
             "./prisma_data)",
         )
         for config in configs:
-            add_config_flags(sub, config, _prefix(config, configs))
+            add_config_flags(sub, config, _prefix(config, configs), omit)
         sub.set_defaults(handler=handler, configs=configs)
         return sub
 
@@ -367,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
         EmbedConfig,
         FamilyConfig,
         ThemeConfig,
+        omit=EMBEDDING_ONLY,
     )
     train.add_argument("--dataset", help="dataset id (default: the newest)")
     families = command("families", "recompute the families of a run", cmd_families, FamilyConfig)

@@ -17,7 +17,7 @@ from prisma_core.sae.weights import read_weights
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import SHOWN_COLUMNS, is_large, sample_positions
 from prisma_core.store.vectors import DocumentVectors as StoredOrInMemory
-from prisma_core.store.vectors import vector_rows
+from prisma_core.store.vectors import unit_rows, vector_rows
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets."""
@@ -66,13 +66,12 @@ class DocumentVectors:
 
     @classmethod
     def from_vectors(cls, vectors: np.ndarray) -> DocumentVectors:
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return cls((vectors / np.maximum(norms, 1e-12)).astype(np.float32))
+        return cls(unit_rows(vectors).astype(np.float32))
 
     def nearest(self, query: np.ndarray, limit: int) -> pd.DataFrame:
         """The `limit` documents nearest to `query` by cosine: position, distance (1 - cosine), nearest first."""
         query = np.asarray(query, dtype=np.float32)
-        similarity = self.unit @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        similarity = self.unit @ unit_rows(query[None, :])[0]
         limit = min(limit, len(similarity))
         best = np.argpartition(-similarity, limit - 1)[:limit] if limit else np.empty(0, dtype=np.int64)
         best = best[np.argsort(-similarity[best], kind="stable")]
@@ -196,7 +195,7 @@ def document_map(vectors: StoredOrInMemory, max_points: int = MAP_POINTS, seed: 
 
     positions = sample_positions(vectors.shape[0], max_points, seed)
     sampled = vector_rows(vectors, positions)
-    unit = sampled / np.maximum(np.linalg.norm(sampled, axis=1, keepdims=True), 1e-12)
+    unit = unit_rows(sampled)
     reduced = PCA(n_components=min(50, *unit.shape), random_state=seed).fit_transform(unit)
     perplexity = float(min(30, max(2, (len(positions) - 1) // 3)))
     xy = TSNE(2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(reduced)

@@ -57,6 +57,11 @@ def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+def with_shown_labels(workspace: Workspace, run_id: str, stats: pd.DataFrame) -> pd.DataFrame:
+    """Per-feature `stats` (feature_id, ...) with the label each feature shows as stored now, and its scores."""
+    return stats.merge(resolve_labels(workspace.interpretations(run_id)), on="feature_id", how="left")
+
+
 REBUILT_STAGES = ("families", "themes")
 """Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows."""
 
@@ -79,11 +84,7 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     directions = read_weights(weights).decoder_directions()  # [n_features, d]
     n_docs = workspace.dataset(record.dataset_id).n_documents
     codes = read_codes(workspace, record.run_id, n_docs, len(directions))
-    features = workspace.features(record.run_id).merge(
-        resolve_labels(workspace.interpretations(record.run_id)),
-        on="feature_id",
-        how="left",
-    )
+    features = with_shown_labels(workspace, record.run_id, workspace.features(record.run_id))
     features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
     theme_rows = workspace.themes(record.run_id)
     themes = None

@@ -95,4 +95,4 @@ def export_folder(workspace_path: str, run_id: str, revision: int) -> Path:
 
 @st.cache_data(show_spinner="Scoring the labels against shuffled ones…", max_entries=8)
 def label_score_baseline(workspace_path: str, run_id: str, revision: int) -> labelling.ScoreBaseline:
-    return labelling.score_baseline(workspace_at(workspace_path), run_id)
+    return labelling.score_baseline(workspace_at(workspace_path), run_at(workspace_path, run_id, revision))

@@ -22,7 +22,7 @@ from prisma_core.ingest.stream import DocumentStream, IngestReport
 
 @dataclass(frozen=True)
 class IngestedDataset:
-    documents: pd.DataFrame  # doc_id (str, unique), title (str or None), text (str), then metadata columns
+    documents: pd.DataFrame  # doc_id (str, unique), title (str or None), text (str), text_hash, metadata columns
     report: IngestReport
 
 

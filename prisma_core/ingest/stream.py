@@ -10,7 +10,6 @@ every upload) are read whole, once, as one batch.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -31,6 +30,7 @@ from prisma_core.ingest.documents import check_lengths, text_document, unique_id
 from prisma_core.ingest.readers import STREAMED_EXTENSIONS, check_declared_rows, read_file, table_batches
 from prisma_core.ingest.tables import TablePlan, TableStats, float_columns, table_documents
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.store.datasets import with_text_hashes
 
 Content = tuple[pd.DataFrame | str, int]  # a raw table batch, or a text file's text; and the file's bytes read so far
 
@@ -145,7 +145,7 @@ class DocumentStream:
                 documents = documents.reindex(columns=columns) if len(self.files) > 1 else documents
                 empty = documents["text"].str.strip().eq("")
                 empty_ids += documents.loc[empty, "doc_id"].tolist()
-                documents = documents.loc[~empty].reset_index(drop=True)
+                documents = with_text_hashes(documents.loc[~empty].reset_index(drop=True))
                 duplicates += _repeated(documents, seen)
                 yield documents
                 self.progress(Progress("ingest", done, len(ids), f"{done:,} of {len(ids):,} rows stored"))
@@ -217,10 +217,11 @@ def _all_columns(kinds: list[dict[str, set[str]]]) -> list[str]:
 
 
 def _repeated(documents: pd.DataFrame, seen: set[bytes]) -> list[str]:
-    """The ids of documents whose text was seen before (a 128-bit digest per distinct text is kept)."""
+    """The ids of documents whose text was seen before, by their `text_hash` (its first 128 bits kept per distinct
+    text)."""
     repeated = []
-    for doc_id, text in zip(documents["doc_id"], documents["text"], strict=True):
-        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    for doc_id, hashed in zip(documents["doc_id"], documents["text_hash"], strict=True):
+        digest = bytes.fromhex(hashed[:32])
         if digest in seen:
             repeated.append(doc_id)
         seen.add(digest)

@@ -9,8 +9,9 @@ import pandas as pd
 from prisma_core.ingest.columns import choose_columns, column_text, string_values, text_lengths
 from prisma_core.ingest.config import IngestConfig
 from prisma_core.ingest.readers import check_rows
+from prisma_core.store.datasets import DOCUMENT_COLUMNS
 
-RESERVED_COLUMNS = ("doc_id", "title", "text", "source_file")
+RESERVED_COLUMNS = (*DOCUMENT_COLUMNS, "source_file")
 _ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 _INTEGER_KINDS = frozenset("iu")
 

@@ -13,6 +13,7 @@ from safetensors.numpy import load
 from prisma_core.errors import PrismaError, WeightsError
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store.location import Location
+from prisma_core.store.vectors import unit_rows
 
 WEIGHTS_FILE = "sae.safetensors"
 CONFIG_FILE = "config.json"
@@ -39,8 +40,7 @@ class SAEWeights:
 
     def decoder_directions(self) -> np.ndarray:
         """Unit-norm feature directions [n_latents, d] (row i = feature i)."""
-        norms = np.linalg.norm(self.W_dec, axis=1, keepdims=True)
-        return self.W_dec / np.maximum(norms, np.finfo(np.float32).tiny)
+        return unit_rows(self.W_dec)
 
     def feature_codes(self, vectors: np.ndarray) -> sp.csr_matrix:
         """Sparse codes [n, n_latents] of embeddings [n, d]: the k largest of ReLU(W_enc (x - b_pre) + b_enc)."""

@@ -38,9 +38,6 @@ class Artefacts(Tables):
             ),
         )
 
-    def activations(self, run_id: str) -> pd.DataFrame:
-        return self._read("activations", f"run_id = '{check_id(run_id)}'", ["position", "feature_id", "value"])
-
     def activation_batches(self, run_id: str) -> tuple[int, Iterator[pa.RecordBatch]]:
         """The number of the run's activation rows and the rows (position, feature_id, value) at most ACTIVATION_ROWS
         at a time, in no set order: one scan that never holds the whole table (32 million rows at k = 32 for a million
@@ -100,14 +97,14 @@ class Artefacts(Tables):
                 schema=pa.schema(fields),
             )
             merge = table.merge_insert(["run_id", "interpretation_id"]).when_matched_update_all()
-            retry(lambda merge=merge, rows=rows: merge.execute(rows))
+            retry(lambda merge=merge, rows=rows: merge.execute(rows), self.uri)
 
     def prefer_interpretation(self, run_id: str, feature_id: int, interpretation_id: str) -> None:
         table = self._table("interpretations")
         feature = f"run_id = '{check_id(run_id)}' AND feature_id = {int(feature_id)}"
-        retry(lambda: table.update(where=feature, values={"preferred": False}))
+        retry(lambda: table.update(where=feature, values={"preferred": False}), self.uri)
         chosen = f"{feature} AND interpretation_id = '{check_id(interpretation_id)}'"
-        retry(lambda: table.update(where=chosen, values={"preferred": True}))
+        retry(lambda: table.update(where=chosen, values={"preferred": True}), self.uri)
 
     def save_families(self, run_id: str, families: Sequence[NamedFamily]) -> None:
         """Replace a run's families (see `_replace_generation`)."""
@@ -184,7 +181,7 @@ class Artefacts(Tables):
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete(where)
         )
-        retry(lambda: merge.execute(new))
+        retry(lambda: merge.execute(new), self.uri)
 
     def _latest_generation(self, name: str, run_id: str, order: str) -> list[dict[str, Any]]:
         frame = self._read(name, f"run_id = '{check_id(run_id)}'")

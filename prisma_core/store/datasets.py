@@ -25,6 +25,18 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def with_text_hashes(documents: pd.DataFrame) -> pd.DataFrame:
+    """The documents with a `text_hash` column after `text`: each text hashed once, here, and the hash carried to
+    the store (ingest finds repeated texts by it too)."""
+    hashed = documents.copy(deep=False)
+    hashed.insert(hashed.columns.get_loc("text") + 1, "text_hash", [text_hash(text) for text in documents["text"]])
+    return hashed
+
+
+DOCUMENT_COLUMNS = ("doc_id", "title", "text", "text_hash")
+"""The columns of a document every dataset has; the others a batch carries are its metadata."""
+
+
 BATCH_ROWS = 16_384
 """Documents `Datasets.document_batches` reads at a time: about 15 MB of texts at 150 words each."""
 
@@ -60,7 +72,7 @@ class Datasets(Runs):
 
     def add_dataset(self, name: str, documents: pd.DataFrame, sources: Sequence[str], report: dict[str, Any]) -> str:
         """Store documents (doc_id, title, text, metadata columns...) and then the dataset record."""
-        return self.add_dataset_batches(name, [documents], sources, lambda: report)
+        return self.add_dataset_batches(name, [with_text_hashes(documents)], sources, lambda: report)
 
     def add_dataset_batches(
         self,
@@ -69,7 +81,8 @@ class Datasets(Runs):
         sources: Sequence[str],
         report: Callable[[], dict[str, Any]],
     ) -> str:
-        """Store documents a batch at a time (every batch with the same columns), then the dataset record, with the
+        """Store documents (doc_id, title, text, text_hash as `with_text_hashes` adds it, metadata columns...) a batch
+        at a time (every batch with the same columns), then the dataset record, with the
         report as it is once the batches are done. Until the record is added the rows are invisible; if anything
         fails, the batches' exceptions included, the rows written are deleted."""
         name = name.strip() or "dataset"
@@ -77,7 +90,7 @@ class Datasets(Runs):
         n_documents, metadata_columns = 0, []
         try:
             for documents in batches:
-                metadata_columns = [c for c in documents.columns if c not in ("doc_id", "title", "text")]
+                metadata_columns = [c for c in documents.columns if c not in DOCUMENT_COLUMNS]
                 self._add("documents", _document_rows(dataset_id, documents, n_documents, metadata_columns))
                 n_documents += len(documents)
             record = {
@@ -109,7 +122,10 @@ class Datasets(Runs):
     def rename_dataset(self, dataset_id: str, name: str) -> None:
         self.dataset(dataset_id)
         table = self.db.open_table("datasets")
-        retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}))
+        retry(
+            lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}),
+            self.uri,
+        )
 
     def delete_dataset(self, dataset_id: str) -> None:
         """Record first, then everything derived, so a crash half-way leaves no visible half-dataset."""
@@ -214,7 +230,7 @@ def _document_rows(dataset_id: str, documents: pd.DataFrame, first: int, metadat
             "doc_id": documents["doc_id"].astype(str).tolist(),
             "title": [None if pd.isna(t) else str(t) for t in documents.get("title", [None] * len(documents))],
             "text": documents["text"].tolist(),
-            "text_hash": [text_hash(t) for t in documents["text"]],
+            "text_hash": documents["text_hash"].tolist(),
             "metadata": [json.dumps(r, default=str) for r in metadata.to_dict(orient="records")],
         },
         schema=SCHEMAS["documents"],

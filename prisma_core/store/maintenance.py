@@ -29,7 +29,7 @@ class Maintenance(Tables):
         """
         for name in self.db.list_tables().tables:
             table = self.db.open_table(name)
-            retry(lambda table=table: table.optimize(cleanup_older_than=keep_versions_for))
+            retry(lambda table=table: table.optimize(cleanup_older_than=keep_versions_for), self.uri)
         (self.root / _MAINTENANCE_FILE).write_text(json.dumps({"reclaimed_at": now_iso()}))
 
     def _reclaim_space_if_due(self) -> None:

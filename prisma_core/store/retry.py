@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from prisma_core.errors import StoreError
+from prisma_core.store.location import is_object_store
 
 _LANCE_NOISE = re.compile(r"^lance error: LanceError\(\w+\): |, /\S+\.rs:\d+:\d+$")
 
@@ -21,11 +22,13 @@ table can take many attempts to win, and a fixed count gave up within seconds.""
 LONGEST_WAIT_S = 2.0
 
 
-def retry(write: Callable[[], T], patience_s: float = CONFLICT_PATIENCE_S) -> T:
+def retry(write: Callable[[], T], where: str, patience_s: float = CONFLICT_PATIENCE_S) -> T:
     """Concurrent writers on one table can hit a commit conflict; LanceDB wants the loser to retry.
 
     The random factor in the back-off keeps two sessions from retrying in lockstep. A write that still fails (a
-    full disk, a read-only folder) raises StoreError; LanceDB commits are atomic, so the stored data is unchanged.
+    full disk or a read-only folder; for an object store, no connection, keys that may not write, a full quota)
+    raises StoreError saying what to check for the workspace at `where` (its uri); LanceDB commits are atomic, so
+    the stored data is unchanged.
     """
     give_up_at = time.monotonic() + patience_s
     attempt = 0
@@ -42,8 +45,16 @@ def retry(write: Callable[[], T], patience_s: float = CONFLICT_PATIENCE_S) -> T:
                 continue
             if isinstance(error, ValueError):
                 raise
-            reason = _LANCE_NOISE.sub("", str(error))
-            raise StoreError(
-                f"Could not write to the workspace: {reason}. What was stored before is unchanged; "
-                "free some disk space or check the folder's permissions, then try again."
-            ) from error
+            raise StoreError(_write_failed(_LANCE_NOISE.sub("", str(error)), where)) from error
+
+
+def _write_failed(reason: str, where: str) -> str:
+    """What went wrong and what to check, for the storage the workspace at `where` is on."""
+    if is_object_store(where):
+        check = (
+            "check the connection to the storage service, that your access keys may write to the bucket and that the "
+            "bucket is not over its quota"
+        )
+    else:
+        check = "free some disk space or check the folder's permissions"
+    return f"Could not write to the workspace: {reason}. What was stored before is unchanged; {check}, then try again."

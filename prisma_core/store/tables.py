@@ -30,7 +30,7 @@ class Tables:
 
     def _table(self, name: str, schema: pa.Schema | None = None) -> lancedb.table.Table:
         schema = schema or SCHEMAS[name]
-        return retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True))
+        return retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True), self.uri)
 
     def _has_table(self, name: str) -> bool:
         return name in self.db.list_tables().tables
@@ -56,7 +56,7 @@ class Tables:
         if data.num_rows:
             # Re-open on every attempt: when two sessions create the same table at once, the loser's append conflicts
             # with the winner's create (an Overwrite) and only succeeds against the table as it now is.
-            retry(lambda: self.db.open_table(name).add(data))
+            retry(lambda: self.db.open_table(name).add(data), self.uri)
 
     def _delete(self, name: str, where: str, count_first: bool = True) -> None:
         """Deletes matching rows; nothing is committed (no disk space needed) when no row matches. `count_first=False`
@@ -64,7 +64,7 @@ class Tables:
         if self._has_table(name):
             table = self.db.open_table(name)
             if not count_first or table.count_rows(where):
-                retry(lambda: table.delete(where))
+                retry(lambda: table.delete(where), self.uri)
 
     def table_versions(self, names: Sequence[str]) -> int:
         """The sum of these tables' versions: it grows with every commit to any of them, by any process."""

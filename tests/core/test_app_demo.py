@@ -42,7 +42,7 @@ def test_demo_source_reads_back_through_ingest(corpora_dir):
     config = DemoConfig(n_documents=50, local_file=str(corpora_dir / "mtsamples.parquet"))
     dataset = read_sources([demo_source("unused", config)], DEMO_INGEST)
     assert dataset.report.n_documents == 50
-    assert list(dataset.documents.columns) == ["doc_id", "title", "text", "specialty"]
+    assert list(dataset.documents.columns) == ["doc_id", "title", "text", "text_hash", "specialty"]
     assert dataset.documents["doc_id"].str.startswith("mts-").all()
 
 

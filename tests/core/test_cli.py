@@ -226,3 +226,20 @@ def test_help_names_the_environment_default_of_a_setting_read_from_it(capsys: py
     ray_help = help_text.split("--ray-address RAY_ADDRESS", 2)[2].split("--ray-workers")[0]
     assert "$PRISMA_RAY_ADDRESS by default" in ray_help and "(default: None)" not in ray_help
     assert "(default: 16)" in help_text  # a plain default is still shown (the embedding batch size)
+
+
+@pytest.mark.parametrize(("command", "offered"), [("train", False), ("embed", True), ("run", True)])
+def test_only_commands_that_embed_a_dataset_offer_the_ray_settings(
+    command: str, offered: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ray runs the embedding of a dataset only: `train` (stored vectors, keyword labels embedded here) has no
+    --ray-address or --ray-workers and refuses them."""
+    with pytest.raises(SystemExit):
+        cli_main([command, "--help"])
+    help_text = capsys.readouterr().out
+    assert ("--ray-address" in help_text, "--ray-workers" in help_text) == (offered, offered)
+    assert "--embed-batch-size" in help_text or command == "embed"  # train keeps its other embedding settings
+    if not offered:
+        with pytest.raises(SystemExit) as refused:
+            cli_main([command, "--ray-address", "auto"])
+        assert refused.value.code == 2 and "unrecognized arguments: --ray-address" in capsys.readouterr().err

@@ -23,6 +23,7 @@ from prisma_core.ingest import (
     read_paths,
     read_sources,
 )
+from prisma_core.store.datasets import text_hash
 
 BY_COLUMN = IngestConfig(text_column="text", id_column="id")
 
@@ -86,7 +87,7 @@ def test_tabular_formats_round_trip(tmp_path: Path, news: pd.DataFrame, file_nam
     write_table(news, path)
     dataset = read_paths([path], BY_COLUMN)
     docs = dataset.documents
-    assert list(docs.columns) == ["doc_id", "title", "text", "label"]
+    assert list(docs.columns) == ["doc_id", "title", "text", "text_hash", "label"]
     assert docs["doc_id"].tolist() == news["id"].tolist()
     assert docs["text"].tolist() == news["text"].tolist()
     assert docs["title"].tolist() == news["title"].tolist()  # a column named "title" is picked up
@@ -471,9 +472,21 @@ def test_document_length_limit(news: pd.DataFrame) -> None:
 
 
 def test_reserved_metadata_names_are_kept_under_new_names() -> None:
-    frame = pd.DataFrame({"body": ["long body one", "long body two"], "text": ["t1", "t2"], "doc_id": [1, 2]})
+    frame = pd.DataFrame(
+        {"body": ["long body one", "long body two"], "text": ["t1", "t2"], "doc_id": [1, 2], "text_hash": ["h1", "h2"]}
+    )
     dataset = read_sources([csv_source(frame)], IngestConfig(text_column="body"))
-    assert list(dataset.documents.columns) == ["doc_id", "title", "text", "text_original", "doc_id_original"]
+    assert list(dataset.documents.columns) == [
+        "doc_id",
+        "title",
+        "text",
+        "text_hash",
+        "text_original",
+        "doc_id_original",
+        "text_hash_original",
+    ]
+    assert dataset.documents["text_hash"].tolist() == [text_hash("long body one"), text_hash("long body two")]
+    assert dataset.documents["text_hash_original"].tolist() == ["h1", "h2"]
     assert dataset.documents["text"].tolist() == ["long body one", "long body two"]
     assert dataset.documents["doc_id_original"].tolist() == [1, 2]
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from small_run import SmallRun
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
 from prisma_core.errors import SettingsError
 from prisma_core.explore import DatasetDocuments, DocumentVectors, document_map, search_documents
 from prisma_core.pipeline.export import export_run
@@ -102,14 +102,15 @@ def test_searching_a_large_dataset_in_lancedb_finds_what_the_in_memory_search_fi
 
 def test_the_runs_codes_read_in_batches_equal_the_whole_table_read_at_once(opened, monkeypatch) -> None:
     workspace, _, run, _ = opened
-    rows = workspace.activations(run.record.run_id)
+    run_id = run.record.run_id
     n_docs, n_features = run.codes.shape
-    expected = analysis.codes_from_rows(
-        rows["position"].to_numpy(), rows["feature_id"].to_numpy(), rows["value"].to_numpy(), n_docs, n_features
-    )
-    monkeypatch.setattr("prisma_core.store.artefacts.ACTIVATION_ROWS", 50)  # many batches
-    codes = read_codes(workspace, run.record.run_id, n_docs, n_features)
-    assert codes.nnz == len(rows) == n_docs * run.record.config["sae"]["k"]
+    n_rows, batches = workspace.activation_batches(run_id)
+    assert len(list(batches)) == 1  # the whole table at once: far fewer rows than ACTIVATION_ROWS
+    expected = read_codes(workspace, run_id, n_docs, n_features)
+    monkeypatch.setattr("prisma_core.store.artefacts.ACTIVATION_ROWS", 50)
+    assert len(list(workspace.activation_batches(run_id)[1])) > 1  # many batches
+    codes = read_codes(workspace, run_id, n_docs, n_features)
+    assert codes.nnz == expected.nnz == n_rows == n_docs * run.record.config["sae"]["k"]
     assert (codes != expected).nnz == 0
     assert (run.codes != expected).nnz == 0
 

@@ -15,6 +15,7 @@ from prisma_core import analysis, pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import training
+from prisma_core.runs import read_codes
 from prisma_core.sae import SAEConfig, feature_codes, load_sae, train_from, train_sae
 from prisma_core.sae.moments import Moments
 from prisma_core.sae.stream import Slices
@@ -148,10 +149,7 @@ def test_a_streamed_run_stores_the_activations_and_statistics_of_the_whole(
     assert record.config["sae"]["vectors_memory_mb"] == TINY_BOUND_MB
     model, _ = load_sae(workspace.location(record.weights_dir))
     expected = feature_codes(model, workspace.vectors(dataset_id, model_key(EmbedConfig())))
-    rows = workspace.activations(summary.run_id)
-    stored = analysis.codes_from_rows(
-        rows["position"].to_numpy(), rows["feature_id"].to_numpy(), rows["value"].to_numpy(), *expected.shape
-    )
+    stored = read_codes(workspace, summary.run_id, *expected.shape)
     assert stored.nnz == expected.nnz == 300 * CONFIG.k
     assert ((stored != 0) != (expected != 0)).nnz == 0
     assert abs(stored - expected).max() <= 1e-6

@@ -20,6 +20,8 @@ from prisma_core.interpret.keywords import corpus_terms
 from prisma_core.pipeline import training
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
+from prisma_core.store import datasets as datasets_module
+from prisma_core.store.datasets import text_hash
 from prisma_core.store.retry import retry
 
 
@@ -87,7 +89,7 @@ def test_run_record_and_artefacts(trained):
     assert record.config["sae"]["seed"] == 0 and record.config["sae"]["k"] == 8
     assert record.config["embed"]["model"] == "all-MiniLM-L6-v2"
     assert {"torch", "lancedb", "prisma"} <= set(record.versions)
-    assert len(workspace.activations(summary.run_id)) == 60 * 8
+    assert workspace.activation_batches(summary.run_id)[0] == 60 * 8
     assert len(workspace.features(summary.run_id)) == 384
     interpretations = workspace.interpretations(summary.run_id)
     assert len(interpretations) == 384 and set(interpretations["source"]) == {"keywords"}
@@ -130,7 +132,7 @@ def test_failed_training_leaves_earlier_runs_intact(trained):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=crash)
     assert [run.run_id for run in workspace.runs(dataset_id)] == [summary.run_id]
     assert sorted(p.name for p in (workspace.path / "runs").iterdir()) == [summary.run_id]
-    assert len(workspace.activations(summary.run_id)) == 60 * 8
+    assert workspace.activation_batches(summary.run_id)[0] == 60 * 8
 
 
 def test_unknown_ids_raise_not_found(trained):
@@ -221,6 +223,31 @@ def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_pat
     assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
 
 
+def test_ingest_hashes_each_text_once_and_stores_that_hash(tmp_path, small_corpus, monkeypatch):
+    """Each stored document's text is hashed once (finding repeated texts and the embedding cache's key share it),
+    through batches of 16 rows, with repeated and blank texts among them."""
+    articles = pd.read_parquet(small_corpus)
+    again = articles.head(3).assign(id=lambda frame: frame["id"] + "-again")
+    blank = pd.DataFrame({"id": ["blank"], "title": ["Blank"], "text": ["   "]})
+    path = tmp_path / "repeated.parquet"
+    pd.concat([articles, again, blank]).to_parquet(path)
+    hashed: list[str] = []
+
+    def counted(text: str) -> str:
+        hashed.append(text)
+        return text_hash(text)
+
+    monkeypatch.setattr(datasets_module, "text_hash", counted)
+    workspace = Workspace(tmp_path / "ws")
+    dataset_id, report = pipeline.ingest(workspace, [path], "hashed", IngestConfig(id_column="id", batch_rows=16))
+
+    stored = workspace.documents(dataset_id, ["doc_id", "text", "text_hash"])
+    assert len(stored) == len(articles) + 3
+    assert stored["text_hash"].tolist() == [text_hash(text) for text in stored["text"]]
+    assert sorted(hashed) == sorted(stored["text"])  # once per stored document, never for the blank one
+    assert report.duplicate_text_ids == again["id"].tolist()
+
+
 def test_embedding_reads_a_window_of_texts_at_a_time_and_computes_a_repeated_text_once(
     tmp_path, small_corpus, trained, monkeypatch
 ):
@@ -279,26 +306,45 @@ def conflicting_write(conflicts: int):
 
 def test_a_write_keeps_retrying_past_many_conflicts_within_its_patience():
     write, calls = conflicting_write(conflicts=12)  # more than the old fixed 8 attempts allowed
-    assert retry(write, patience_s=60) == "committed"
+    assert retry(write, "/data/prisma", patience_s=60) == "committed"
     assert len(calls) == 13
 
 
 def test_a_write_that_never_wins_says_the_workspace_is_busy_once_its_patience_runs_out():
     write, calls = conflicting_write(conflicts=10**6)
     with pytest.raises(StoreError, match="workspace is busy"):
-        retry(write, patience_s=1.0)
+        retry(write, "/data/prisma", patience_s=1.0)
     assert 3 <= len(calls) < 20
 
 
-def test_a_failure_that_is_not_a_conflict_is_not_retried():
+@pytest.mark.parametrize(
+    ("where", "failure", "check", "not_for_this_storage"),
+    [
+        ("/data/prisma", "No space left on device (os error 28)", "free some disk space", "bucket"),
+        (
+            "s3://team-bucket/prisma",
+            "Generic S3 error: QuotaExceeded",
+            "check the connection to the storage service, that your access keys may write to the bucket and that "
+            "the bucket is not over its quota",
+            "disk",
+        ),
+    ],
+    ids=["local-folder", "object-store"],
+)
+def test_a_failure_that_is_not_a_conflict_is_not_retried_and_says_what_to_check_on_that_storage(
+    where: str, failure: str, check: str, not_for_this_storage: str
+) -> None:
     calls = []
 
-    def full_disk() -> None:
+    def failing_write() -> None:
         calls.append(1)
-        raise OSError("No space left on device (os error 28)")
+        raise OSError(failure)
 
-    with pytest.raises(StoreError, match=r"No space left on device.*stored before is unchanged"):
-        retry(full_disk)
+    with pytest.raises(StoreError) as failed:
+        retry(failing_write, where)
+    message = str(failed.value)
+    assert message.startswith(f"Could not write to the workspace: {failure}. What was stored before is unchanged;")
+    assert check in message and not_for_this_storage not in message.replace(failure, "")
     assert len(calls) == 1
 
 

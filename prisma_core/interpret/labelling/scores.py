@@ -25,7 +25,7 @@ from prisma_core.interpret.labelling.job import Batch, StopCheck, embed_config, 
 from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
 from prisma_core.interpret.scoring import detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
-from prisma_core.runs import load_run
+from prisma_core.runs import LoadedRun, with_shown_labels
 from prisma_core.store import RunRecord, Workspace
 
 
@@ -54,7 +54,7 @@ class ScoreBaseline:
 
 def score_run(
     workspace: Workspace,
-    run_id: str | None = None,
+    run: LoadedRun,
     config: ScoreConfig = ScoreConfig(),
     detect_with: OllamaConfig | None = None,
     feature_ids: Sequence[int] | None = None,
@@ -66,8 +66,8 @@ def score_run(
     Detection asks the LLM, once per label, which of a shuffled mix of activating and non-activating documents
     express the label; it covers LLM labels, and keyword labels too when `config.detect_keyword_labels`.
     Raises LabellingError before any detection if Ollama or the model is missing (embedding scores are kept).
+    `run`: the run as the caller loaded it (its codes are used, never read again).
     """
-    run = load_run(workspace, run_id)
     record = run.record
     config = covering_keywords(config, keyword_top_documents(record))
     interpretations = workspace.interpretations(record.run_id)
@@ -81,7 +81,7 @@ def score_run(
             workspace, record, codes, interpretations, config, detect_with, progress, should_stop
         )
     return ScoreSummary(
-        baseline=score_baseline(workspace, record.run_id, config),
+        baseline=score_baseline(workspace, run, config),
         n_embedding=counts["held_out"] + counts["in_sample"],
         n_held_out=counts["held_out"],
         n_in_sample=counts["in_sample"],
@@ -173,15 +173,16 @@ def _detection(
     return detection_score(detector, label, positives, negatives, seed=config.seed + feature)
 
 
-def score_baseline(
-    workspace: Workspace, run_id: str | None = None, config: ScoreConfig = ScoreConfig()
-) -> ScoreBaseline:
+def score_baseline(workspace: Workspace, run: LoadedRun, config: ScoreConfig = ScoreConfig()) -> ScoreBaseline:
     """Mean embedding score of the label each active feature shows, and of the same labels shuffled across the
-    features (seeded by `config.seed`): the distance between the two is what the labels are worth."""
-    run = load_run(workspace, run_id)
+    features (seeded by `config.seed`): the distance between the two is what the labels are worth.
+
+    `run`: the run as the caller loaded it (its codes are used, never read again); the labels and their scores are
+    read as stored now, so labels named or scored since it was loaded count."""
     record = run.record
     config = covering_keywords(config, keyword_top_documents(record))
-    active = run.features[run.features["density"] > 0]
+    features = with_shown_labels(workspace, record.run_id, run.features[["feature_id", "density", "n_strong"]])
+    active = features[features["density"] > 0]
     labelled = active[active["label"].notna()]
     support = score_support(labelled["n_strong"].to_numpy(), run.codes.shape[0], config)
     scoreable = labelled[[basis != "too_few" for basis in support.basis]]

@@ -514,14 +514,15 @@ def test_scores_are_high_for_the_true_topic_and_near_chance_for_a_random_feature
     fake.responder = perfect_detector(base_run.corpus)
     config = ScoreConfig(n_shown=8, n_detect_positives=20, n_detect_negatives=20)
 
-    first = score_run(workspace, run_id, config, detect_with=ollama(fake), feature_ids=[0])
+    run = pipeline.load_run(workspace, run_id)
+    first = score_run(workspace, run, config, detect_with=ollama(fake), feature_ids=[0])
 
     assert (first.n_embedding, first.n_held_out, first.n_detection, first.n_detection_failed) == (2, 2, 1, 0)
     [prompt] = fake.user_prompts()
     strongest = {prefix(base_run.corpus["text"][p]) for p in ranked_documents(run_codes(workspace, run_id), 0)[:8]}
     assert len(DOCUMENT.findall(prompt)) == len(sport) - 8 + 20  # every held-out sport article, 20 others
     assert not strongest & shown_documents(prompt, "documents")
-    second = score_run(workspace, run_id, config, detect_with=ollama(fake))
+    second = score_run(workspace, run, config, detect_with=ollama(fake))
     assert (second.n_embedding, second.n_detection) == (1, 1)
     rows = workspace.interpretations(run_id).set_index(["feature_id", "source"])
     planted, chance, keywords = rows.loc[(0, "llama3.2")], rows.loc[(1, "llama3.2")], rows.loc[(0, KEYWORD_SOURCE)]
@@ -531,7 +532,7 @@ def test_scores_are_high_for_the_true_topic_and_near_chance_for_a_random_feature
     assert np.isnan(keywords["score_detection"])  # keyword labels are not sent to the LLM by default
 
     fake.requests.clear()
-    again = score_run(workspace, run_id, config, detect_with=ollama(fake))
+    again = score_run(workspace, run, config, detect_with=ollama(fake))
     assert (again.n_embedding, again.n_detection, fake.requests) == (0, 0, [])
     quality = label_quality(workspace, run_id).set_index("source")
     assert quality.loc["llama3.2", ["n_labels", "n_scored", "n_detected"]].tolist() == [2, 2, 2]
@@ -660,10 +661,49 @@ def test_bands_narrow_with_more_documents_and_verdicts_read_against_chance():
 
 
 def test_the_shuffled_baseline_sits_near_chance_below_the_real_labels(workspace, base_run):
-    baseline = score_baseline(workspace, base_run.run_id)
+    baseline = score_baseline(workspace, pipeline.load_run(workspace, base_run.run_id))
     assert baseline.n_scored > 20 and baseline.n_too_few > 0
     assert baseline.mean_score > baseline.shuffled_mean + 0.1
     assert abs(baseline.shuffled_mean - 0.5) < 0.1
+
+
+def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(workspace, base_run, monkeypatch):
+    """The run's codes are read once, by the caller: scoring and the baseline never load the run again, yet the
+    baseline counts the LLM labels named and scored after the run was loaded. The values are those the scores gave
+    when they loaded the run themselves (before they took the caller's run)."""
+    run = pipeline.load_run(workspace, base_run.run_id)
+    dense = run.features.sort_values("density", ascending=False)["feature_id"].head(5).tolist()
+    assert dense == [40, 2, 1, 33, 5]
+    sections = ["sport", "business", "politics", "tech", "entertainment"]
+    llm = {"source": "llama3.2", "prompt_version": PROMPT_VERSION}
+    workspace.add_interpretations(
+        base_run.run_id, [{"feature_id": f, "label": s, **llm} for f, s in zip(dense, sections, strict=True)]
+    )
+
+    def no_second_load(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the run was loaded again")
+
+    monkeypatch.setattr("prisma_core.runs.load_run", no_second_load)
+    monkeypatch.setattr("prisma_core.pipeline.load_run", no_second_load)
+    before = score_baseline(workspace, run)
+    summary = score_run(workspace, run)
+
+    assert (before.n_scored, before.n_too_few) == (50, 233)
+    assert (before.mean_score, before.shuffled_mean) == pytest.approx((0.8861725243055899, 0.5092111303209713))
+    assert (summary.n_embedding, summary.n_held_out, summary.n_in_sample, summary.n_unscored) == (5, 0, 5, 329)
+    assert (summary.baseline.n_scored, summary.baseline.n_too_few) == (55, 233)
+    assert summary.baseline.mean_score == pytest.approx(0.8524143663187717)
+    assert summary.baseline.shuffled_mean == pytest.approx(0.5092111303209713)
+    rows = workspace.interpretations(base_run.run_id).query("source == 'llama3.2'").set_index("feature_id")
+    assert rows["score_embedding"].to_dict() == pytest.approx(
+        {
+            1: 0.3595679012345679,
+            2: 0.6145552560646901,
+            5: 0.4341517857142857,
+            33: 0.8881401617250674,
+            40: 0.2777488275143304,
+        }
+    )
 
 
 def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_strongest(workspace, base_run, fake):
