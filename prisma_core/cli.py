@@ -347,75 +347,76 @@ EMBEDDING_ONLY = ("ray_address", "ray_workers")
 this machine, so it does not offer them."""
 
 
+DATASET_HELP = "dataset id (default: the newest)"
+RUN_HELP = "run id (default: the newest)"
+Commands = Any  # argparse's subparsers action (a private type)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m prisma_core", description="Prisma: interpretable embeddings.")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_dataset_commands(commands)
+    _add_run_commands(commands)
+    _add_label_commands(commands)
+    return parser
 
-    def command(
-        name: str, help_text: str, handler: Any, *configs: type, omit: Collection[str] = ()
-    ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument(
-            "--workspace",
-            help="workspace folder or object store prefix s3://bucket/folder (default: $PRISMA_WORKSPACE or "
-            "./prisma_data)",
-        )
-        for config in configs:
-            add_config_flags(sub, config, _prefix(config, configs), omit)
-        sub.set_defaults(handler=handler, configs=configs)
-        return sub
 
-    ingest = command("ingest", "read files into a new dataset", cmd_ingest, IngestConfig)
+def _command(
+    commands: Commands, name: str, help_text: str, handler: Any, *configs: type, omit: Collection[str] = ()
+) -> argparse.ArgumentParser:
+    sub = commands.add_parser(name, help=help_text)
+    sub.add_argument(
+        "--workspace",
+        help="workspace folder or object store prefix s3://bucket/folder (default: $PRISMA_WORKSPACE or ./prisma_data)",
+    )
+    for config in configs:
+        add_config_flags(sub, config, _prefix(config, configs), omit)
+    sub.set_defaults(handler=handler, configs=configs)
+    return sub
+
+
+def _add_dataset_commands(commands: Commands) -> None:
+    ingest = _command(commands, "ingest", "read files into a new dataset", cmd_ingest, IngestConfig)
     ingest.add_argument("files", nargs="+", type=Path)
     ingest.add_argument("--name", help=NAME_HELP)
-    embed = command("embed", "embed a dataset (chunk-and-average, cached)", cmd_embed, EmbedConfig)
-    embed.add_argument("--dataset", help="dataset id (default: the newest)")
-    train = command(
-        "train",
-        "train an SAE run with themes, labels and families",
-        cmd_train,
-        SAEConfig,
-        EmbedConfig,
-        FamilyConfig,
-        ThemeConfig,
-        omit=EMBEDDING_ONLY,
+    embed = _command(commands, "embed", "embed a dataset (chunk-and-average, cached)", cmd_embed, EmbedConfig)
+    embed.add_argument("--dataset", help=DATASET_HELP)
+    configs = (IngestConfig, EmbedConfig, SAEConfig, FamilyConfig, ThemeConfig)
+    run = _command(commands, "run", "ingest, embed and train with defaults", cmd_run, *configs)
+    run.add_argument("files", nargs="+", type=Path)
+    run.add_argument("--name", help=NAME_HELP)
+    run.add_argument("--out", type=Path, help="also export the run to this folder")
+
+
+def _add_run_commands(commands: Commands) -> None:
+    configs = (SAEConfig, EmbedConfig, FamilyConfig, ThemeConfig)
+    train = _command(
+        commands, "train", "train an SAE run with themes, labels and families", cmd_train, *configs, omit=EMBEDDING_ONLY
     )
-    train.add_argument("--dataset", help="dataset id (default: the newest)")
-    families = command("families", "recompute the families of a run", cmd_families, FamilyConfig)
-    families.add_argument("--run", help="run id (default: the newest)")
-    themes = command("themes", "regroup a run's features into themes (e.g. --n-themes 8)", cmd_themes, ThemeConfig)
-    themes.add_argument("--run", help="run id (default: the newest)")
-    export = command("export", "write a run's results to a folder", cmd_export)
-    export.add_argument("--run", help="run id (default: the newest)")
+    train.add_argument("--dataset", help=DATASET_HELP)
+    families = _command(commands, "families", "recompute the families of a run", cmd_families, FamilyConfig)
+    families.add_argument("--run", help=RUN_HELP)
+    help_text = "regroup a run's features into themes (e.g. --n-themes 8)"
+    themes = _command(commands, "themes", help_text, cmd_themes, ThemeConfig)
+    themes.add_argument("--run", help=RUN_HELP)
+    export = _command(commands, "export", "write a run's results to a folder", cmd_export)
+    export.add_argument("--run", help=RUN_HELP)
     export.add_argument("--out", required=True, type=Path, help="folder to write the files into (new or empty)")
-    command("list", "list datasets and runs", cmd_list)
-    label = command(
-        "label", "name features (and families, themes) with an Ollama model", cmd_label, OllamaConfig, LabelConfig
-    )
-    score = command(
-        "score", "score every label (embedding; detection with --detect)", cmd_score, ScoreConfig, OllamaConfig
-    )
+    _command(commands, "list", "list datasets and runs", cmd_list)
+
+
+def _add_label_commands(commands: Commands) -> None:
+    help_text = "name features (and families, themes) with an Ollama model"
+    label = _command(commands, "label", help_text, cmd_label, OllamaConfig, LabelConfig)
+    help_text = "score every label (embedding; detection with --detect)"
+    score = _command(commands, "score", help_text, cmd_score, ScoreConfig, OllamaConfig)
     for sub in (label, score):
         sub.add_argument("--ollama-host", dest="host", help="Ollama server URL (same as --host; default: $OLLAMA_HOST)")
-        sub.add_argument("--run", help="run id (default: the newest)")
+        sub.add_argument("--run", help=RUN_HELP)
         sub.add_argument("--features", type=_feature_ids, help="only these feature ids, e.g. 1,2,3 (default: all)")
     label.add_argument("--families", action="store_true", help="also name the families, after the features")
     label.add_argument("--themes", action="store_true", help="also name the themes, after the features (and families)")
     score.add_argument("--detect", action="store_true", help="also run the LLM detection check on LLM labels")
-    run = command(
-        "run",
-        "ingest, embed and train with defaults",
-        cmd_run,
-        IngestConfig,
-        EmbedConfig,
-        SAEConfig,
-        FamilyConfig,
-        ThemeConfig,
-    )
-    run.add_argument("files", nargs="+", type=Path)
-    run.add_argument("--name", help=NAME_HELP)
-    run.add_argument("--out", type=Path, help="also export the run to this folder")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

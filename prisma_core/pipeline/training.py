@@ -77,6 +77,7 @@ def train_run(
     datasets are untouched. `should_stop()` turning true cancels (TrainingError) at the next training step, or
     before the record is written, leaving no run.
     """
+    configs = {"embed": embed_config, "families": family_config, "keywords": keyword_config, "themes": theme_config}
     key = model_key(embed_config)
     source = workspace.stored_vectors(dataset_id, key)
     sae_config = sae_config or suggest_config(*source.shape)
@@ -98,19 +99,12 @@ def train_run(
             themes = _store_themes(workspace, run_id, codes, vectors, labeller, theme_config, progress)
         with _timed(seconds, "families"):
             n_families = len(_store_families(workspace, run_id, codes, labeller, family_config, progress))
-        configs = {
-            "sae": result.config,
-            "embed": embed_config,
-            "families": family_config,
-            "keywords": keyword_config,
-            "themes": theme_config,
-        }
         record = RunRecord(
             run_id=run_id,
             dataset_id=dataset_id,
             created_at=now_iso(),
             embedding_key=key,
-            config={stage: asdict(config) for stage, config in configs.items()},
+            config={stage: asdict(config) for stage, config in ({"sae": result.config} | configs).items()},
             metrics=result.metrics | {"n_families": n_families, "n_themes": themes.n_themes},
             history=result.history,
             weights_dir=str(run_dir),

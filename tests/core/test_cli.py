@@ -4,25 +4,13 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from reliability_helpers import REPO, run_cli
 
 from prisma_core.cli import main as cli_main
 from prisma_core.sae import suggest_config
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def prisma(*args: str, workspace: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prisma_core", *args, "--workspace", str(workspace)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +18,7 @@ def bbc_run(bbc_workspace, corpora_dir, tmp_path_factory):
     """`run` re-ingests the corpus as a new dataset; its embeddings come from the session's cache."""
     workspace, _ = bbc_workspace
     out = tmp_path_factory.mktemp("export")
-    result = prisma(
+    result = run_cli(
         "run",
         str(corpora_dir / "bbc_news.parquet"),
         "--text-column",
@@ -40,6 +28,7 @@ def bbc_run(bbc_workspace, corpora_dir, tmp_path_factory):
         "--out",
         str(out),
         workspace=workspace.path,
+        timeout=1800,
     )
     assert result.returncode == 0, result.stderr
     return result, out
@@ -101,21 +90,21 @@ def test_themes_regroup_without_retraining(bbc_run, bbc_workspace):
 
     workspace, _ = bbc_workspace
     before = pipeline.load_run(workspace)
-    result = prisma("themes", "--n-themes", "4", workspace=workspace.path)
+    result = run_cli("themes", "--n-themes", "4", workspace=workspace.path)
     assert result.returncode == 0, result.stderr
     assert "4 themes" in result.stdout and len(re.findall(r"^  theme \d+: ", result.stdout, re.MULTILINE)) == 4
     after = pipeline.load_run(workspace)
     assert after.record.run_id == before.record.run_id and after.themes.n_themes == 4
     assert (after.codes != before.codes).nnz == 0  # the SAE and its activations are untouched
     assert after.theme_info["n_documents"].sum() >= after.codes.shape[0]  # every document in at least one
-    refused = prisma("themes", "--n-themes", "1", workspace=workspace.path)
+    refused = run_cli("themes", "--n-themes", "1", workspace=workspace.path)
     assert refused.returncode == 2 and "n_themes must be a whole number between 2" in refused.stderr
     assert pipeline.load_run(workspace).themes.n_themes == 4  # a refused setting changes nothing
 
 
 def test_list_shows_the_run(bbc_run, bbc_workspace, bbc):
     workspace, _ = bbc_workspace
-    listing = prisma("list", workspace=workspace.path)
+    listing = run_cli("list", workspace=workspace.path)
     assert listing.returncode == 0
     assert "bbc_news" in listing.stdout and "run-" in listing.stdout
     suggested = suggest_config(len(bbc), 384)
@@ -145,11 +134,11 @@ def test_ingest_without_an_id_column_guesses_it_as_the_datasets_page_does(tmp_pa
 def test_bad_input_gives_a_clear_error_and_exit_code(tmp_path):
     garbage = tmp_path / "notes.csv"
     garbage.write_bytes(bytes(range(256)) * 40)
-    result = prisma("ingest", str(garbage), workspace=tmp_path / "ws")
+    result = run_cli("ingest", str(garbage), workspace=tmp_path / "ws")
     assert result.returncode == 2
     assert result.stderr.startswith("error:") and "notes.csv" in result.stderr
     assert "Traceback" not in result.stderr
-    missing = prisma("train", workspace=tmp_path / "ws")
+    missing = run_cli("train", workspace=tmp_path / "ws")
     assert missing.returncode == 2 and "no dataset yet" in missing.stderr
 
 
