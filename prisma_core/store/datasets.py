@@ -27,8 +27,9 @@ def text_hash(text: str) -> str:
 
 def with_text_hashes(documents: pd.DataFrame) -> pd.DataFrame:
     """The documents with a `text_hash` column after `text`: each text hashed once, here, and the hash carried to
-    the store (ingest finds repeated texts by it too)."""
-    hashed = documents.copy(deep=False)
+    the store (ingest finds repeated texts by it too). A `text_hash` column they hold already is hashed anew: the
+    embedding cache relies on it."""
+    hashed = documents.drop(columns="text_hash", errors="ignore")
     hashed.insert(hashed.columns.get_loc("text") + 1, "text_hash", [text_hash(text) for text in documents["text"]])
     return hashed
 

@@ -15,7 +15,7 @@ from prisma_core.cli import main as cli_main
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.families import FamilyConfig
-from prisma_core.ingest import IngestConfig
+from prisma_core.ingest import IngestConfig, read_sources
 from prisma_core.interpret.keywords import corpus_terms
 from prisma_core.pipeline import training
 from prisma_core.progress import Progress
@@ -246,6 +246,18 @@ def test_ingest_hashes_each_text_once_and_stores_that_hash(tmp_path, small_corpu
     assert stored["text_hash"].tolist() == [text_hash(text) for text in stored["text"]]
     assert sorted(hashed) == sorted(stored["text"])  # once per stored document, never for the blank one
     assert report.duplicate_text_ids == again["id"].tolist()
+
+
+def test_documents_read_whole_are_stored_with_the_hash_of_their_own_text(tmp_path):
+    """What read_sources gives (text_hash included) stores as it is; a text_hash that does not match its text is
+    hashed anew, since the embedding cache finds vectors by it."""
+    source = b"id,text\n1,Markets fell on Monday.\n2,The striker scored twice.\n"
+    documents = read_sources([("news.csv", source)], IngestConfig(text_column="text", id_column="id")).documents
+    wrong = documents.assign(text_hash=["0" * 64] * len(documents))
+    workspace = Workspace(tmp_path / "ws")
+    for frame in (documents, wrong):
+        stored = workspace.documents(workspace.add_dataset("news", frame, ["news.csv"], {}), ["text", "text_hash"])
+        assert stored["text_hash"].tolist() == [text_hash(text) for text in stored["text"]]
 
 
 def test_embedding_reads_a_window_of_texts_at_a_time_and_computes_a_repeated_text_once(
