@@ -16,7 +16,10 @@ import threading
 
 import streamlit as st
 
+from prisma_core.errors import PrismaError
+from prisma_core.store.retry import plain_reason
 from ui.state import PAGES, sidebar, start_script_run
+from ui.text import md
 
 PAGE_TITLES = {
     "home": ("Home", ":material/home:"),
@@ -50,12 +53,27 @@ def run() -> None:
         for link in all_pages:
             st.page_link(link, label=link.title, icon=link.icon)
         st.divider()
-    sidebar()
     _routing.active = True
     try:
+        sidebar()
         page.run()
+    except PrismaError as error:  # written for the analyst: the message is enough
+        st.error(md(str(error)))
+    except Exception as error:  # Streamlit's stop and rerun are BaseExceptions: they pass
+        show_failure(error)
     finally:
         _routing.active = False
+
+
+def show_failure(error: Exception) -> None:
+    """An unexpected failure (a damaged table, storage gone mid-session) in plain words, details folded away."""
+    reason = plain_reason(error)[:300]
+    st.error(
+        f"Prisma could not show this page: {md(reason)}. Whatever was saved before is kept. Reload the page to try "
+        "again; if this happens again, the details below are for whoever looks after this Prisma installation."
+    )
+    with st.expander("Details"):
+        st.exception(error)
 
 
 def route_here() -> None:

@@ -9,7 +9,7 @@ from typing import TypeVar
 from prisma_core.errors import StoreError
 from prisma_core.store.location import is_object_store
 
-_LANCE_NOISE = re.compile(r"^lance error: LanceError\(\w+\): |, /\S+\.rs:\d+:\d+$")
+_LANCE_NOISE = re.compile(r"^lance error: (?:LanceError\(\w+\): )?|, /\S+\.rs:\d+:\d+$")
 
 T = TypeVar("T")
 
@@ -45,7 +45,13 @@ def retry(write: Callable[[], T], where: str, patience_s: float = CONFLICT_PATIE
                 continue
             if isinstance(error, ValueError):
                 raise
-            raise StoreError(_write_failed(_LANCE_NOISE.sub("", str(error)), where)) from error
+            raise StoreError(_write_failed(plain_reason(error), where)) from error
+
+
+def plain_reason(error: BaseException) -> str:
+    """An error's first line without LanceDB's prefix and the Rust source location it appends."""
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return _LANCE_NOISE.sub("", first_line)
 
 
 def _write_failed(reason: str, where: str) -> str:

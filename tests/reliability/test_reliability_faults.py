@@ -329,6 +329,25 @@ def test_app_says_a_damaged_run_cannot_be_opened(stored: Stored, damaged_copy: W
     assert "sae.safetensors is corrupted or not a safetensors file" in error
 
 
+def test_app_says_in_plain_words_when_a_table_is_damaged_and_folds_the_details_away(
+    stored: Stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files of the features table removed behind the app's back (a damaged disk, a bucket emptied by hand): the page
+    says what failed and that what was saved is kept, with the technical details in a folded section."""
+    copy = Workspace(shutil.copytree(stored.path, tmp_path / "damaged table"))
+    for data_file in (copy.path / "lancedb" / "features.lance" / "data").iterdir():
+        data_file.unlink()
+    monkeypatch.setenv(WORKSPACE_ENV, str(copy.path))
+    at = open_page(new_app(stored.dataset_a, stored.run_a), "features")
+    (error,) = texts(at.error)
+    assert error.startswith("Prisma could not show this page: Not found: ")
+    assert "lance error" not in error and ".rs:" not in error  # LanceDB's prefix and source location left out
+    assert "Whatever was saved before is kept" in error
+    assert [expander.label for expander in at.expander] == ["Details"]
+    assert len(at.exception) == 1  # the traceback, inside the folded section
+    stored.assert_earlier_work_intact(Workspace(stored.path))
+
+
 def test_a_damaged_run_can_be_deleted_from_the_train_page(stored: Stored, damaged_copy: Workspace) -> None:
     at = open_page(new_app(stored.dataset_a, stored.run_a), "train")
     assert not at.exception
