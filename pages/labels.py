@@ -178,13 +178,13 @@ class Scope:
 
 def start_labelling(config: OllamaConfig, label_config: LabelConfig, scope: Scope) -> None:
     def work(progress, should_stop) -> LabelJobResult:
-        features = labelling.label_run(ws, run_id, config, label_config, scope.feature_ids, progress, should_stop)
+        features = labelling.label_run(ws, run, config, label_config, scope.feature_ids, progress, should_stop)
         groups: dict[str, LabelSummary | None] = {"family": None, "theme": None}
         for kind, ids in (("family", scope.family_ids), ("theme", scope.theme_ids)):
             stopped = any(summary and summary.stop_reason for summary in (features, *groups.values()))
             if ids != [] and not stopped:
                 groups[kind] = labelling.label_groups(
-                    ws, run_id, kind, config, label_config, progress, should_stop, group_ids=ids
+                    ws, run, kind, config, label_config, progress, should_stop, group_ids=ids
                 )
         return LabelJobResult(features, groups["family"], groups["theme"])
 

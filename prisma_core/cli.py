@@ -282,19 +282,20 @@ def _print_label_quality(workspace: Workspace, run_id: str) -> None:
 def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     """Exit code 2 (a LabellingError) when Ollama is unreachable or the batch gave up; what was done is kept."""
     from prisma_core.interpret import labelling
+    from prisma_core.runs import load_run
 
-    run_id = workspace.run_or_latest(args.run).run_id
+    run = load_run(workspace, args.run)
     ollama, config = config_from_args(OllamaConfig, args), config_from_args(LabelConfig, args)
     bars = ProgressBars()
     summaries = {}
     try:
-        summaries["features"] = labelling.label_run(workspace, run_id, ollama, config, args.features, bars)
+        summaries["features"] = labelling.label_run(workspace, run, ollama, config, args.features, bars)
         for level, kind in (("families", "family"), ("themes", "theme")):
             if getattr(args, level) and not any(s.stop_reason for s in summaries.values()):
-                summaries[level] = labelling.label_groups(workspace, run_id, kind, ollama, config, bars)
+                summaries[level] = labelling.label_groups(workspace, run, kind, ollama, config, bars)
     finally:
         bars.close()
-    print(f"run {run_id}")
+    print(f"run {run.record.run_id}")
     for level, summary in summaries.items():
         _print_label_summary(level, summary)
     stop_reason = next((s.stop_reason for s in summaries.values() if s.stop_reason), "")

@@ -273,7 +273,12 @@ def test_unreachable_ollama_is_reported_before_anything_is_written(stored: Store
     workspace, labels_before = labelling_state
     url = closed_port_url()
     with pytest.raises(LabellingError, match=f"Ollama is not reachable at {url}"):
-        label_run(workspace, stored.run_a, OllamaConfig(host=url, timeout_s=2.0), feature_ids=range(5))
+        label_run(
+            workspace,
+            pipeline.load_run(workspace, stored.run_a),
+            OllamaConfig(host=url, timeout_s=2.0),
+            feature_ids=range(5),
+        )
     pd.testing.assert_frame_equal(workspace.interpretations(stored.run_a), labels_before)
 
 
@@ -287,7 +292,7 @@ def test_failing_ollama_stops_the_batch_and_keeps_every_label(stored: Stored, la
             fake.responder = lambda request: '{"label": "unterminated'
         summary = label_run(
             workspace,
-            stored.run_a,
+            pipeline.load_run(workspace, stored.run_a),
             OllamaConfig(host=fake.url, timeout_s=0.5, max_retries=1),
             LabelConfig(max_consecutive_failures=2),
         )

@@ -26,25 +26,25 @@ from prisma_core.interpret.labelling.planning import labelled_by, selected_featu
 from prisma_core.interpret.labelling.storing import record_batch
 from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun, load_run
+from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
 
 
 def label_run(
     workspace: Workspace,
-    run_id: str | None,
+    run: LoadedRun,
     ollama: OllamaConfig,
     config: LabelConfig = LabelConfig(),
     feature_ids: Sequence[int] | None = None,
     progress: ProgressCallback = ignore_progress,
     should_stop: StopCheck = never_stop,
 ) -> LabelSummary:
-    """Label every active feature of the run (the newest by default), or the active ones among `feature_ids`.
+    """Label every active feature of the run, or the active ones among `feature_ids`; `run` as the caller loaded it
+    (its codes are used, never read again).
 
-    Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
-    documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
+        Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
+        documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
     """
-    run = load_run(workspace, run_id)
     record = run.record
     selected = selected_features(len(run.features), feature_ids)
     wanted = [feature for feature in selected if run.features["density"].iat[feature] > 0]

@@ -32,7 +32,7 @@ from prisma_core.interpret.labelling.storing import (
 )
 from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller, has_model
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun, load_run, resolve_labels
+from prisma_core.runs import LoadedRun, resolve_labels
 from prisma_core.store import Workspace
 
 
@@ -84,7 +84,7 @@ GROUP_TABLES = {table.kind: table for table in (FAMILIES, THEMES)}
 
 def label_groups(
     workspace: Workspace,
-    run_id: str | None,
+    run: LoadedRun,
     kind: str,
     ollama: OllamaConfig,
     config: LabelConfig = LabelConfig(),
@@ -100,7 +100,6 @@ def label_groups(
     Labels are saved every few groups and when the batch ends, onto the groups stored at that moment: a group
     rebuilt in the meantime (other members) keeps its new label."""
     table = GROUP_TABLES[kind]
-    run = load_run(workspace, run_id)
     groups = table.read(workspace, run.record.run_id)
     wanted = chosen(groups, table.id_key, group_ids)
     todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], ollama.model)]

@@ -200,7 +200,9 @@ def test_labels_are_stored_with_model_prompt_version_and_an_embedding_score(work
     keyword_rows = interpretations(workspace, base_run.run_id)
     events: list[Progress] = []
 
-    summary = label_run(workspace, None, ollama(fake), feature_ids=features, progress=events.append)
+    summary = label_run(
+        workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features, progress=events.append
+    )
 
     assert (summary.n_labelled, summary.n_failed, summary.n_skipped, summary.n_remaining) == (6, 0, 0, 0)
     assert (summary.model, summary.host, summary.stop_reason, summary.errors) == ("llama3.2", fake.url, "", [])
@@ -222,7 +224,12 @@ def test_labels_are_stored_with_model_prompt_version_and_an_embedding_score(work
 def test_evidence_is_the_top_documents_and_contrast_never_activates(workspace, base_run, fake):
     feature = max(active_features(workspace, base_run.run_id), key=workspace.features(base_run.run_id)["density"].get)
     codes = run_codes(workspace, base_run.run_id)
-    label_run(workspace, base_run.run_id, ollama(fake, n_evidence=4, n_contrast=6), feature_ids=[feature])
+    label_run(
+        workspace,
+        pipeline.load_run(workspace, base_run.run_id),
+        ollama(fake, n_evidence=4, n_contrast=6),
+        feature_ids=[feature],
+    )
 
     [prompt] = fake.user_prompts()
     assert shown_documents(prompt, "evidence") == evidence_of(codes, base_run.corpus, feature, n=4)
@@ -234,17 +241,23 @@ def test_evidence_is_the_top_documents_and_contrast_never_activates(workspace, b
 def test_resume_sends_no_request_for_features_already_labelled(workspace, base_run, fake):
     first, second = active_features(workspace, base_run.run_id)[:3], active_features(workspace, base_run.run_id)[3:6]
     codes = run_codes(workspace, base_run.run_id)
-    label_run(workspace, None, ollama(fake), feature_ids=first)
+    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=first)
     fake.requests.clear()
 
-    summary = label_run(workspace, None, ollama(fake, model="llama3.2:latest"), feature_ids=first + second)
+    summary = label_run(
+        workspace, pipeline.load_run(workspace), ollama(fake, model="llama3.2:latest"), feature_ids=first + second
+    )
 
     assert (summary.n_skipped, summary.n_labelled) == (3, 3)
     assert labelled_features(fake, codes, base_run.corpus, first + second) == second
     assert llm_rows(workspace, base_run.run_id)["feature_id"].tolist() == first + second
     fake.requests.clear()
-    other_model = label_run(workspace, None, ollama(fake, model="qwen2.5:0.5b"), feature_ids=first)
-    again = label_run(workspace, None, ollama(fake), LabelConfig(relabel=True), feature_ids=first[:1])
+    other_model = label_run(
+        workspace, pipeline.load_run(workspace), ollama(fake, model="qwen2.5:0.5b"), feature_ids=first
+    )
+    again = label_run(
+        workspace, pipeline.load_run(workspace), ollama(fake), LabelConfig(relabel=True), feature_ids=first[:1]
+    )
     assert (other_model.n_labelled, other_model.n_skipped, again.n_labelled) == (3, 0, 1)
     assert len(fake.requests) == 4
 
@@ -254,13 +267,18 @@ def test_cancel_midway_keeps_every_label_made_and_a_rerun_finishes(workspace, ba
     done: list[Progress] = []
 
     summary = label_run(
-        workspace, None, ollama(fake), feature_ids=features, progress=done.append, should_stop=lambda: len(done) > 2
+        workspace,
+        pipeline.load_run(workspace),
+        ollama(fake),
+        feature_ids=features,
+        progress=done.append,
+        should_stop=lambda: len(done) > 2,
     )
 
     assert (summary.n_labelled, summary.n_remaining) == (2, 4)
     assert summary.stop_reason.startswith("Cancelled after 2 of 6")
     assert llm_rows(workspace, base_run.run_id)["feature_id"].tolist() == features[:2]
-    rest = label_run(workspace, None, ollama(fake), feature_ids=features)
+    rest = label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
     assert (rest.n_skipped, rest.n_labelled) == (2, 4)
     assert len(fake.requests) == 6
 
@@ -269,7 +287,7 @@ def test_a_malformed_answer_fails_only_its_feature(workspace, base_run, fake):
     features = active_features(workspace, base_run.run_id)[:4]
     fake.scripted.extend(["Sure! The label is: sport"] * 3)  # every attempt for the first feature
 
-    summary = label_run(workspace, None, ollama(fake, max_retries=2), feature_ids=features)
+    summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake, max_retries=2), feature_ids=features)
 
     assert (summary.n_labelled, summary.n_failed, summary.stop_reason) == (3, 1, "")
     assert summary.first_error.startswith(f"Feature {features[0]}: The model 'llama3.2' gave no usable answer in 3")
@@ -278,11 +296,11 @@ def test_a_malformed_answer_fails_only_its_feature(workspace, base_run, fake):
 
 def test_failures_in_a_row_stop_the_batch_and_lose_nothing(workspace, base_run, fake):
     features = active_features(workspace, base_run.run_id)[:8]
-    label_run(workspace, None, ollama(fake), feature_ids=features[:2])
+    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features[:2])
     before = interpretations(workspace, base_run.run_id)
     fake.responder = lambda request: '{"label": "unterminated'
 
-    summary = label_run(workspace, None, ollama(fake, max_retries=1), feature_ids=features)
+    summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake, max_retries=1), feature_ids=features)
 
     assert (summary.n_skipped, summary.n_labelled, summary.n_failed, summary.n_remaining) == (2, 0, 3, 3)
     assert summary.stop_reason.startswith("Stopped after 3 failures in a row; the last one: Feature")
@@ -293,7 +311,7 @@ def test_failures_in_a_row_stop_the_batch_and_lose_nothing(workspace, base_run, 
 def test_an_unknown_model_raises_before_any_request_and_changes_nothing(workspace, base_run, fake):
     before = store_snapshot(workspace)
     with pytest.raises(LabellingError, match=r"'mistral-nope' is not available on .*available: llama3\.2:latest"):
-        label_run(workspace, None, ollama(fake, model="mistral-nope"))
+        label_run(workspace, pipeline.load_run(workspace), ollama(fake, model="mistral-nope"))
     assert fake.requests == []
     after = store_snapshot(workspace)
     assert after == before
@@ -306,7 +324,14 @@ def test_a_model_removed_midway_stops_the_batch_after_the_failures_in_a_row(work
         if event.done == 1:
             fake.models = []
 
-    summary = label_run(workspace, None, ollama(fake), LabelConfig(max_consecutive_failures=2), features, remove_models)
+    summary = label_run(
+        workspace,
+        pipeline.load_run(workspace),
+        ollama(fake),
+        LabelConfig(max_consecutive_failures=2),
+        features,
+        remove_models,
+    )
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (1, 2, 3)
     assert "'llama3.2' is not available" in summary.first_error
@@ -319,7 +344,13 @@ def test_slow_replies_time_out_per_feature_within_the_timeout(workspace, base_ru
     fake.delay_s = 30.0
     started = time.monotonic()
 
-    summary = label_run(workspace, None, ollama(fake, timeout_s=1.0), LabelConfig(max_consecutive_failures=2), features)
+    summary = label_run(
+        workspace,
+        pipeline.load_run(workspace),
+        ollama(fake, timeout_s=1.0),
+        LabelConfig(max_consecutive_failures=2),
+        features,
+    )
 
     assert time.monotonic() - started < 2 * 1.0 + 5.0
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (0, 2, 3)
@@ -331,16 +362,16 @@ def test_a_refused_connection_raises_one_plain_error_and_changes_nothing(workspa
     before = store_snapshot(workspace)
     url = closed_port_url()
     with pytest.raises(LabellingError, match=f"Ollama is not reachable at {url}"):
-        label_run(workspace, None, OllamaConfig(host=url, timeout_s=2.0))
+        label_run(workspace, pipeline.load_run(workspace), OllamaConfig(host=url, timeout_s=2.0))
     with pytest.raises(LabellingError, match="not reachable"):
-        label_groups(workspace, None, "family", OllamaConfig(host=url, timeout_s=2.0))
+        label_groups(workspace, pipeline.load_run(workspace), "family", OllamaConfig(host=url, timeout_s=2.0))
     after = store_snapshot(workspace)
     assert after == before
 
 
 def test_unknown_feature_ids_are_refused(workspace, fake):
     with pytest.raises(NotFoundError, match="no feature 384, 999"):
-        label_run(workspace, None, ollama(fake), feature_ids=[1, 384, 999])
+        label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=[1, 384, 999])
     assert fake.requests == []
 
 
@@ -364,7 +395,7 @@ def test_a_prompt_injection_changes_only_the_label_of_the_features_it_is_evidenc
     documents_before = {name: document_vectors(workspace, name) for name in vector_tables}
     old_rows = interpretations(workspace, base_run.run_id)
 
-    label_run(workspace, None, ollama(fake), feature_ids=victims + bystanders)
+    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=victims + bystanders)
 
     after = store_snapshot(workspace)
     changed = {name for name in after if after[name] != before[name]}
@@ -398,14 +429,19 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
 ):
     families = workspace.families(base_run.run_id)
     first, second = families[0], families[1]
-    label_run(workspace, None, ollama(fake), feature_ids=[second.parent])
+    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=[second.parent])
     parent_label = llm_rows(workspace, base_run.run_id)["label"].iloc[0]
     fake.requests.clear()
     fake.scripted.extend(["no JSON here"] * 3)  # every attempt for the first family
     done: list[Progress] = []
 
     summary = label_groups(
-        workspace, None, "family", ollama(fake), progress=done.append, should_stop=lambda: len(done) > 5
+        workspace,
+        pipeline.load_run(workspace),
+        "family",
+        ollama(fake),
+        progress=done.append,
+        should_stop=lambda: len(done) > 5,
     )
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (4, 1, len(families) - 5)
@@ -429,7 +465,9 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     assert {"label_source", "score_embedding", "score_detection"} <= set(features.columns)
 
     fake.requests.clear()
-    rerun = label_groups(workspace, None, "family", ollama(fake), should_stop=lambda: len(fake.requests) >= 1)
+    rerun = label_groups(
+        workspace, pipeline.load_run(workspace), "family", ollama(fake), should_stop=lambda: len(fake.requests) >= 1
+    )
     assert rerun.n_skipped == 4 and len(fake.requests) == 1
 
 
@@ -440,7 +478,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     run = pipeline.load_run(workspace, base_run.run_id)
     assert plan_labels(workspace, run, ollama(fake), feature_ids=[], theme_ids=None).n_themes == len(themes)
 
-    summary = label_groups(workspace, None, "theme", ollama(fake))
+    summary = label_groups(workspace, pipeline.load_run(workspace), "theme", ollama(fake))
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (len(themes), 0, 0)
     stored = workspace.themes(base_run.run_id)
@@ -455,7 +493,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     assert "a broad subject that many concepts share" in fake.requests[0]["messages"][0]["content"]
 
     fake.requests.clear()
-    again = label_groups(workspace, None, "theme", ollama(fake))
+    again = label_groups(workspace, pipeline.load_run(workspace), "theme", ollama(fake))
     assert again.n_skipped == len(themes) and fake.requests == []
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = json.loads((tmp_path / "export" / "themes.json").read_text())
@@ -714,7 +752,9 @@ def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_stro
     summed = np.asarray(codes[:, family.members].sum(axis=1)).ravel()
     assert summed[evidence].min() >= np.sort(summed)[-len(evidence)] and (summed[contrast] == 0).all()
 
-    summary = label_groups(workspace, None, "family", ollama(fake), group_ids=[family.family_id])
+    summary = label_groups(
+        workspace, pipeline.load_run(workspace), "family", ollama(fake), group_ids=[family.family_id]
+    )
 
     assert summary.n_labelled == 1 and summary.n_skipped == 0
     prompt = fake.user_prompts()[0]
@@ -731,7 +771,7 @@ def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace
         if event.done == 1:
             pipeline.rebuild_families(workspace, base_run.run_id, FamilyConfig(tau=0.3))
 
-    label_groups(workspace, None, "family", ollama(fake), progress=rebuild_during_the_batch)
+    label_groups(workspace, pipeline.load_run(workspace), "family", ollama(fake), progress=rebuild_during_the_batch)
 
     rebuilt = workspace.families(base_run.run_id)
     old_members = {f.family_id: f.members for f in families}
@@ -743,7 +783,7 @@ def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace
 def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run, fake):
     run = pipeline.load_run(workspace, base_run.run_id)
     active = active_features(workspace, base_run.run_id)
-    label_run(workspace, None, ollama(fake), feature_ids=active[:4])
+    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=active[:4])
     fake.requests.clear()
 
     plan = plan_labels(workspace, run, ollama(fake), feature_ids=None, family_ids=None)
@@ -792,8 +832,15 @@ def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, 
 
     monkeypatch.setattr(Workspace, "documents", counted_documents)
     monkeypatch.setattr(Workspace, "documents_at", counted_documents_at)
-    label_run(workspace, base_run.run_id, ollama(fake, n_evidence=4, n_contrast=6), feature_ids=features)
-    label_groups(workspace, base_run.run_id, "family", ollama(fake, n_evidence=4, n_contrast=6))
+    label_run(
+        workspace,
+        pipeline.load_run(workspace, base_run.run_id),
+        ollama(fake, n_evidence=4, n_contrast=6),
+        feature_ids=features,
+    )
+    label_groups(
+        workspace, pipeline.load_run(workspace, base_run.run_id), "family", ollama(fake, n_evidence=4, n_contrast=6)
+    )
 
     assert not [columns for columns in whole_reads if "text" in (columns or ["text"])]
     feature_positions, family_positions = kept
