@@ -17,7 +17,7 @@ from ui.glossary import explain
 from ui.navigation import route_here
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
 from ui.tables import rows_table
-from ui.text import md
+from ui.text import feature_name, md
 from ui.themes import families_by_theme
 
 route_here()
@@ -73,8 +73,8 @@ def families_table(run: LoadedRun, families: list[NamedFamily]) -> None:
         {
             "family": family.family_id,
             "label": family.label,
-            "parent": f"#{family.parent} {label_of.get(family.parent, '')}",
-            "children": " · ".join(f"#{m} {label_of.get(m, '')}" for m in family.members[1:]),
+            "parent": feature_name(family.parent, label_of.get(family.parent)),
+            "children": " · ".join(feature_name(m, label_of.get(m)) for m in family.members[1:]),
             "size": len(family.members),
             "round": family.iteration + 1,
         }

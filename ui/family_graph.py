@@ -14,7 +14,7 @@ import pandas as pd
 from streamlit_agraph import Config, Edge, Node
 
 from prisma_core.store import NamedFamily
-from ui.text import html_text, snippet
+from ui.text import feature_name, html_text, snippet
 
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#C9A227", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]
 LABEL_CHARS = 28
@@ -69,7 +69,7 @@ def graph_elements(views: list[FamilyView], features: pd.DataFrame) -> tuple[lis
         for member, level in view.depth.items():
             row = features.loc[member]
             more = len([c for c in view.children.get(member, []) if c not in view.depth])
-            label = f"#{member} {row['label']}"
+            label = feature_name(member, row["label"])
             nodes.setdefault(
                 str(member),
                 Node(

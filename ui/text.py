@@ -34,9 +34,10 @@ def snippet(text: object, limit: int = SNIPPET_CHARS) -> str:
 
 
 def feature_name(feature_id: int, label: object) -> str:
-    """How a feature is named in pickers and charts: "#12 chest pain, cough" (plain text, not markdown)."""
+    """How a feature is named in pickers, tables and charts: "#12 chest pain, cough" (plain text, not markdown). A
+    label that ends with the feature's own number ("(no shared words) #12", kept unique that way) does not repeat it."""
     shown = "" if label is None or (not isinstance(label, str) and pd.isna(label)) else str(label)
-    return f"#{int(feature_id)} {shown}".strip()
+    return f"#{int(feature_id)} {shown.removesuffix(f' #{int(feature_id)}')}".strip()
 
 
 def sample_notice(shown: int, total: int) -> str:

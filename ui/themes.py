@@ -31,7 +31,7 @@ from ui.state import (
     workspace,
 )
 from ui.tables import clickable_table
-from ui.text import md, snippet
+from ui.text import feature_name, md, snippet
 
 HIERARCHY_CAPTION = (
     "How to read it: a **theme** is a broad subject of the collection (like a section of a newspaper). A theme "
@@ -254,7 +254,7 @@ def theme_families_table(run: LoadedRun, theme_id: int, key: str) -> None:
                 "family": [f.family_id for f in families],
                 "label": [f.label for f in families],
                 "features": [len(f.members) for f in families],
-                "general concept": [f"#{f.parent} {label_of.get(f.parent, '')}" for f in families],
+                "general concept": [feature_name(f.parent, label_of.get(f.parent)) for f in families],
             },
             columns=["family", "label", "features", "general concept"],
         ),

@@ -3,6 +3,7 @@
 import threading
 
 from prisma_core.errors import TrainingError
+from prisma_core.interpret.keywords import UNNAMED_LABEL
 from prisma_core.progress import Progress
 from ui.jobs import JobRegistry
 from ui.text import feature_name, html_text, md, snippet
@@ -55,6 +56,11 @@ def test_user_text_is_escaped_for_markdown_and_html():
     assert html_text("abcdefghij", limit=5) == "abcd…"
     assert snippet("a  b\n\nc", 10) == "a b c" and snippet("x" * 30, 10) == "x" * 9 + "…"
     assert feature_name(12, "chest · pain") == "#12 chest · pain" and feature_name(3, None) == "#3"
+
+
+def test_a_feature_whose_label_ends_with_its_number_is_not_numbered_twice():
+    assert feature_name(14, f"{UNNAMED_LABEL} #14") == "#14 (no shared words)"
+    assert feature_name(14, "troop surge #2004") == "#14 troop surge #2004"  # another number is part of the label
 
 
 def test_cancel_raises_at_the_next_report_or_asks_stop_aware_work_to_stop():
