@@ -42,8 +42,8 @@ def label_run(
     """Label every active feature of the run, or the active ones among `feature_ids`; `run` as the caller loaded it
     (its codes are used, never read again).
 
-        Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
-        documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
+    Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
+    documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
     """
     record = run.record
     selected = selected_features(len(run.features), feature_ids)
