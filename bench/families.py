@@ -73,9 +73,8 @@ def sae_codes(vectors: np.ndarray, n_features: int, n_docs: int, quick: bool) ->
     """Codes of n_docs resampled BBC vectors under a Prisma SAE with n_features latents trained on resampled ones."""
     from prisma_core.sae import SAEConfig, feature_codes, train_sae
 
-    dim = vectors.shape[1]
     train = common.resample(vectors, 1_000 if quick else SAE_TRAIN_VECTORS, seed=4)
-    config = SAEConfig(expansion_factor=n_features // dim, k=K, epochs=1 if quick else 2, device="cpu")
+    config = SAEConfig(n_features=n_features, k=K, epochs=1 if quick else 2, n_trainings=1, device="cpu")
     model = train_sae(train, config).model
     return feature_codes(model, common.resample(vectors, n_docs, seed=5))
 

@@ -17,6 +17,15 @@ Per level (theme, family, feature) and baseline:
 - duplicate labels: labels shared by two or more units of the level.
 - label score: mean embedding score (ROC-AUC of the label's similarity to the unit's documents vs the others); the
   same labels shuffled across units give the chance baseline.
+
+Whether the concepts hold up: the default run is trained with SEEDS (three seeds), and per corpus:
+- recurring: the share of a run's firing features that recur in every other seed's run (a feature of the other run
+  whose activations over the same documents correlate with it at >= 0.7, `prisma_core.recurrence`), mean over runs;
+  the same weighted by the documents each feature fires on; the median best correlation;
+- decoder match: the share of firing features whose direction has a cosine >= 0.7 with a feature of every other run;
+- theme agreement: adjusted Rand index of the documents' strongest themes, mean over pairs of runs;
+- held-out minus train FVU, and the seconds of SAE training and of the whole run stage (means over the seeds).
+The recovery levels above come from the first seed's run.
 """
 
 from __future__ import annotations
@@ -43,6 +52,10 @@ TARGETS = {
 MAX_THEMES = 50
 MIN_COVERAGE = 0.95
 SHUFFLE_SEED = 0
+SEEDS = (0, 1, 2)
+SAE_SETTINGS = ("n_features", "k", "epochs", "nested_levels", "n_trainings")
+DECODER_MATCH = 0.7
+STABILITY_TARGETS = {"recurring_by_documents": 0.70, "recurring": 0.50, "fvu_gap": 0.10, "theme_agreement": 0.90}
 
 
 def run(corpora: list[str], cache: Path, quick: bool = False, bertopic: bool = True) -> dict[str, Any]:
@@ -75,20 +88,19 @@ def _corpus(name: str, cache: Path, quick: bool, bertopic: bool) -> dict[str, An
     vectors = workspace.vectors(dataset_id, model_key(EmbedConfig()))
     categories = workspace.metadata(dataset_id)["label"].astype(str).to_numpy()
 
-    started = time.perf_counter()
-    summary = pipeline.train_run(workspace, dataset_id)
-    seconds = time.perf_counter() - started
-    run = pipeline.load_run(workspace, summary.run_id)
+    runs, timings = _seeded_runs(workspace, dataset_id)
+    run = runs[0]
     levels = _prisma_levels(run)
     scores = _label_scores(run, vectors, levels)
     result: dict[str, Any] = {
         "n_documents": len(categories),
         "n_categories": len(np.unique(categories)),
-        "train_seconds": seconds,
+        "train_seconds": timings["pipeline"],
         "fvu_holdout": run.record.metrics["fvu_holdout"],
         "fvu_train": run.record.metrics["fvu_train"],
         "dead_fraction": run.record.metrics["dead_fraction"],
-        "sae": {k: run.record.config["sae"][k] for k in ("expansion_factor", "k", "epochs", "nested_levels")},
+        "sae": {k: run.record.config["sae"][k] for k in SAE_SETTINGS if k in run.record.config["sae"]},
+        "stability": _stability(runs) | {f"{step}_seconds": seconds for step, seconds in timings.items()},
         "levels": {},
         "theme_labels": run.theme_info["label"].tolist(),
     }
@@ -101,6 +113,57 @@ def _corpus(name: str, cache: Path, quick: bool, bertopic: bool) -> dict[str, An
     for baseline, members in _baselines(vectors, categories, run.record.embedding_key, bertopic, workspace, dataset_id):
         result["levels"][baseline] = _recovery(members, categories)
     return result
+
+
+def _seeded_runs(workspace: Any, dataset_id: str) -> tuple[list[Any], dict[str, float]]:
+    """The default run trained with each of SEEDS, and the mean seconds of its SAE training and whole run stage."""
+    from dataclasses import replace
+
+    from prisma_core import pipeline
+
+    runs, train, whole = [], [], []
+    for seed in SEEDS:
+        config = replace(pipeline.suggested_sae_config(workspace, dataset_id), seed=seed)
+        started = time.perf_counter()
+        summary = pipeline.train_run(workspace, dataset_id, config)
+        whole.append(time.perf_counter() - started)
+        train.append(summary.seconds["train"])
+        runs.append(pipeline.load_run(workspace, summary.run_id))
+    return runs, {"train": float(np.mean(train)), "pipeline": float(np.mean(whole))}
+
+
+def _stability(runs: list[Any]) -> dict[str, float]:
+    """How the seeds' runs agree: recurring features, decoder match, theme agreement, and the FVU gap."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from prisma_core.recurrence import recurrence
+
+    found = recurrence([run.codes for run in runs])
+    pairs = [(a, b) for a in range(len(runs)) for b in range(a + 1, len(runs))]
+    strongest = [run.themes.strongest() for run in runs]
+    fvu_train = np.mean([run.record.metrics["fvu_train"] for run in runs])
+    fvu_holdout = np.mean([run.record.metrics["fvu_holdout"] for run in runs])
+    return {
+        "recurring": found.share,
+        "recurring_by_documents": found.share_by_documents,
+        "median_best_correlation": found.median_best_correlation,
+        "decoder_match": _decoder_match(runs),
+        "theme_agreement": float(np.mean([adjusted_rand_score(strongest[a], strongest[b]) for a, b in pairs])),
+        "fvu_train": float(fvu_train),
+        "fvu_holdout": float(fvu_holdout),
+        "fvu_gap": float(fvu_holdout - fvu_train),
+        "features": float(np.mean([run.codes.shape[1] for run in runs])),
+    }
+
+
+def _decoder_match(runs: list[Any]) -> float:
+    """Share of firing features whose direction is within cosine DECODER_MATCH of a feature of every other run."""
+    shares = []
+    for i, run in enumerate(runs):
+        firing = np.diff(run.codes.tocsc().indptr) > 0
+        best = np.min([(run.directions @ other.directions.T).max(axis=1) for j, other in enumerate(runs) if j != i], 0)
+        shares.append(float((best[firing] >= DECODER_MATCH).mean()))
+    return float(np.mean(shares))
 
 
 def _prisma_levels(run: Any) -> dict[str, tuple[sp.csr_matrix, list[str]]]:
@@ -209,6 +272,8 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             f"Themes: {', '.join(corpus['theme_labels'])}.",
             "",
+            _stability_table(corpus["stability"]),
+            "",
         ]
         rows = [
             [
@@ -232,6 +297,34 @@ def markdown(result: dict[str, Any]) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def _stability_table(stability: dict[str, float]) -> str:
+    header = [
+        f"seeds {', '.join(map(str, SEEDS))}",
+        "features",
+        "recurring",
+        "recurring (by documents)",
+        "median best correlation",
+        "decoder match",
+        "theme agreement (ARI)",
+        "FVU train / held-out (gap)",
+        "SAE training s",
+        "run stage s",
+    ]
+    row = [
+        "mean over runs",
+        f"{stability['features']:.0f}",
+        f"{stability['recurring']:.1%}",
+        f"{stability['recurring_by_documents']:.1%}",
+        f"{stability['median_best_correlation']:.2f}",
+        f"{stability['decoder_match']:.1%}",
+        f"{stability['theme_agreement']:.3f}",
+        f"{stability['fvu_train']:.3f} / {stability['fvu_holdout']:.3f} ({stability['fvu_gap']:+.3f})",
+        f"{stability['train_seconds']:.1f}",
+        f"{stability['pipeline_seconds']:.1f}",
+    ]
+    return common.markdown_table(header, [row])
 
 
 def _score(values: dict[str, Any]) -> str:
@@ -262,6 +355,17 @@ def _verdicts(name: str, corpus: dict[str, Any]) -> list[str]:
         checks.append((f"feature label score >= {targets['label_score']}", feature_score, targets["label_score"]))
     duplicates = sum(levels[level]["duplicate_labels"] for level in ("theme", "feature"))
     checks.append(("no duplicate theme or feature labels", -duplicates, 0))
+    stability, stable = corpus["stability"], STABILITY_TARGETS
+    checks += [
+        (
+            f"recurring by documents >= {stable['recurring_by_documents']:.0%}",
+            stability["recurring_by_documents"],
+            stable["recurring_by_documents"],
+        ),
+        (f"recurring >= {stable['recurring']:.0%}", stability["recurring"], stable["recurring"]),
+        (f"held-out minus train FVU <= {stable['fvu_gap']}", -stability["fvu_gap"], -stable["fvu_gap"]),
+        (f"theme agreement >= {stable['theme_agreement']}", stability["theme_agreement"], stable["theme_agreement"]),
+    ]
     return [f"- {what}: **{common.verdict(measured, target)}**" for what, measured, target in checks]
 
 

@@ -131,7 +131,14 @@ def worker(trainer: str, data_file: Path, settings: dict[str, Any]) -> dict[str,
 def _train_prisma(train: np.ndarray, settings: dict[str, Any]) -> tuple[int, Any, Any]:
     from prisma_core.sae import SAEConfig, encode, train_sae
 
-    config = SAEConfig(**{name: settings[name] for name in _PRISMA_FIELDS}, holdout_fraction=0.0, device="cpu")
+    config = SAEConfig(
+        n_features=settings["expansion_factor"] * train.shape[1],
+        **{name: settings[name] for name in _PRISMA_FIELDS},
+        n_trainings=1,  # one training from random directions, as latentsae trains
+        init="random",
+        holdout_fraction=0.0,
+        device="cpu",
+    )
     result = train_sae(train, config)
     model = result.model.eval()
 
@@ -144,7 +151,7 @@ def _train_prisma(train: np.ndarray, settings: dict[str, Any]) -> tuple[int, Any
     return int(result.metrics["steps"]) * min(config.batch_size, len(train)), reconstruct, encode_all
 
 
-_PRISMA_FIELDS = ("expansion_factor", "k", "k_aux", "aux_alpha", "epochs", "batch_size", "lr", "dead_after", "seed")
+_PRISMA_FIELDS = ("k", "k_aux", "aux_alpha", "epochs", "batch_size", "lr", "dead_after", "seed")
 
 
 class _Epochs(torch.utils.data.Dataset):

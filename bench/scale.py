@@ -48,7 +48,7 @@ SENTENCES_PER_DOCUMENT = (4, 16)
 CORPUS_ROWS = 50_000
 TARGET_PEAK_MB = 4096.0
 """Issue 14: 200,000 real-length documents end to end with peak memory <= 4 GB."""
-SAE_OVERRIDES = ("expansion_factor", "epochs")
+SAE_OVERRIDES = ("n_features", "epochs")
 """SAE settings the command line can set for the run stage: a million documents with the suggested SAE take hours on
 2 cores, a smaller one shows the memory of every part in less."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -200,7 +200,7 @@ def run_stage(workspace_path: Path, quick: bool, **sae_overrides: int) -> dict[s
         "seconds": summary.seconds,
         "peak_mb_by_part": sampler.peaks,
         "sae": {
-            "n_latents": config.n_latents(384),
+            "n_latents": summary.metrics["features_kept"],
             "k": config.k,
             "epochs": config.epochs,
             "streamed": not config.holds_in_memory(dataset.n_documents, 384),

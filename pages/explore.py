@@ -26,8 +26,8 @@ from prisma_core.groups import (
     too_many_values,
 )
 from ui import charts, levels
-from ui.cards import feature_options
-from ui.glossary import explain
+from ui.cards import comes_back_words, feature_options
+from ui.glossary import TERMS, explain
 from ui.loaders import comparison, document_choices, document_vectors, export_folder, metadata
 from ui.map import document_map_view
 from ui.navigation import route_here
@@ -79,6 +79,8 @@ CONCEPT_COLUMNS = {
     "feature_id": st.column_config.NumberColumn("Feature", format="%d"),
     "value": st.column_config.NumberColumn("Strength", format="%.4f"),
     "label": st.column_config.TextColumn("Label", width="large"),
+    "comes_back": st.column_config.TextColumn("Comes back", help=TERMS["trainings compared"]),
+    "found_in": None,
 }
 
 
@@ -86,7 +88,7 @@ def show_concepts(frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info("No feature is active on this text.")
         return
-    frame, weak = levels.split_strong(frame)
+    frame, weak = levels.split_strong(frame.assign(comes_back=comes_back_words(run, frame["found_in"])))
     st.markdown(f"**The {len(frame)} concepts that matter most here**, strongest first")
     st.altair_chart(charts.feature_bars(frame), width="stretch")
     st.dataframe(

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui.cards import FEATURE_COLUMNS, feature_card, feature_options, features_table
+from ui.cards import FEATURE_COLUMNS, feature_card, feature_options, features_table, reliable_summary
 from ui.glossary import explain
 from ui.navigation import route_here
 from ui.state import current_feature, open_feature, require_run, revision
@@ -21,7 +21,7 @@ st.markdown(
     "Each feature is a concept the model found in your documents. Its label starts as the words that set its "
     "documents apart; rename any feature on its card. Click a row (or use the picker below) to open a feature's card."
 )
-explain("feature", "activation", "label score", "never-firing features")
+explain("feature", "trainings compared", "background feature", "activation", "label score", "never-firing features")
 st.subheader("Themes")
 themes_overview(run, key="features")
 theme_detail(run, key="features")
@@ -37,6 +37,7 @@ clickable_table(table, table_key, "feature_id", FEATURE_COLUMNS, TABLE_PICK_KEY,
 n_dead = int((run.features["density"] == 0).sum())
 st.caption(
     f"{len(table):,} of {len(run.features):,} features shown"
+    + f" · {reliable_summary(run)}"
     + (f" · {n_dead:,} never fire on these documents" if n_dead else "")
     + (f" · matching “{md(query)}”" if query.strip() else "")
 )

@@ -18,7 +18,7 @@ from ui.jobs import Job
 from ui.loaders import diagnostics, embedding_dim
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.runs import detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
+from ui.runs import comes_back, detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
 from ui.state import PAGES, RUN_KEY, embed_config, require_dataset, revision, select, vector_space, workspace
 from ui.tables import rows_table
 from ui.text import md
@@ -26,7 +26,7 @@ from ui.text import md
 route_here()
 
 
-MAIN_SETTINGS = ("expansion_factor", "k", "epochs", "batch_size", "lr", "seed")
+MAIN_SETTINGS = ("n_features", "k", "n_trainings", "epochs", "batch_size", "lr", "seed")
 ADVANCED_SETTINGS = ("k_aux", "aux_alpha", "dead_after", "holdout_fraction", "grad_clip", "device")
 FAMILY_SETTINGS = ("tau", "iterations")
 SAE_HELP = field_help(SAEConfig)
@@ -41,7 +41,7 @@ st.markdown(
     "meant to capture one concept. Every document is described by its **k** strongest features. The settings "
     "below are suggested for the size of this dataset; the defaults are a good start."
 )
-explain("sparse autoencoder (SAE)", "expansion factor", "k", "epoch", "detail captured", "overfitting")
+explain("sparse autoencoder (SAE)", "k", "trainings compared", "epoch", "detail captured", "overfitting")
 
 embedding = embed_config()
 space = vector_space(embedding)
@@ -92,7 +92,7 @@ def runs_table(runs: list[RunRecord]) -> None:
                 "detail_train": 1.0 - m["fvu_train"] if isinstance(m.get("fvu_train"), float) else None,
                 "never_firing": m.get("dead_fraction"),
                 "features": n_features(run),
-                "expansion": sae["expansion_factor"],
+                "comes_back": comes_back(run),
                 "k": sae["k"],
                 "epochs": sae["epochs"],
                 "batch": sae["batch_size"],
@@ -123,8 +123,8 @@ def runs_table(runs: list[RunRecord]) -> None:
                 "overfitting.",
             ),
             "never_firing": number("Never-firing features", format="percent", help=TERMS["never-firing features"]),
-            "features": number("Features", help="How many features the run learned."),
-            "expansion": number("Expansion factor", help=SAE_HELP["expansion_factor"]),
+            "features": number("Features", help="How many features the run kept."),
+            "comes_back": st.column_config.TextColumn("Found in every training", help=TERMS["trainings compared"]),
             "k": number("k", help=SAE_HELP["k"]),
             "epochs": number("Epochs", help=SAE_HELP["epochs"]),
             "batch": number("Batch size", help=SAE_HELP["batch_size"]),

@@ -24,6 +24,9 @@ def codes_from_rows(
     return sp.csr_matrix((values, (positions, features)), shape=(n_docs, n_features), dtype=np.float32)
 
 
+BACKGROUND_SHARE = 0.5
+"""A feature active on at least this share of the documents is background: something most documents have (a note's
+template, a newspaper's house style), not a subject that sets some of them apart."""
 STRONG_SHARE = 0.25
 """An activation is strong when it reaches this share of its document's largest activation. TopK gives every
 document k active features; the strong ones are the handful that say what the document is about."""
@@ -39,6 +42,20 @@ def strong_codes(codes: sp.csr_matrix, share: float = STRONG_SHARE) -> sp.csr_ma
     strong.data[strong.data < share * np.repeat(row_max, lengths)] = 0
     strong.eliminate_zeros()
     return strong
+
+
+def background_features(codes: sp.csr_matrix) -> np.ndarray:
+    """[n_features] bool: the features active on at least BACKGROUND_SHARE of the documents."""
+    density = np.diff(sp.csc_matrix(codes).indptr)
+    return density >= BACKGROUND_SHARE * max(codes.shape[0], 1)
+
+
+def without_features(codes: sp.csr_matrix, dropped: np.ndarray) -> sp.csr_matrix:
+    """The codes with every activation of the `dropped` features ([n_features] bool) removed."""
+    kept = sp.csr_matrix(codes, copy=True)
+    kept.data[dropped[kept.indices]] = 0
+    kept.eliminate_zeros()
+    return kept
 
 
 def strong_density(codes: sp.csr_matrix) -> np.ndarray:

@@ -50,10 +50,12 @@ def refract_document(run: LoadedRun, position: int) -> pd.DataFrame:
 
 
 def with_labels(frame: pd.DataFrame, run: LoadedRun) -> pd.DataFrame:
-    """Adds each feature's label and `strong`: whether it is one of the handful of concepts that matter for the
-    document (see analysis.STRONG_SHARE); the others are weak traces, best folded away."""
+    """Adds each feature's label, in how many trainings it was found, and `strong`: whether it is one of the handful
+    of concepts that matter for the document (see analysis.STRONG_SHARE); the others are weak traces, best folded
+    away."""
     strong = frame["value"] >= analysis.STRONG_SHARE * frame["value"].max() if len(frame) else frame["value"] > 0
-    return frame.assign(strong=strong).merge(run.features[["feature_id", "label"]], on="feature_id", how="left")
+    labels = run.features[["feature_id", "label", "found_in"]]
+    return frame.assign(strong=strong).merge(labels, on="feature_id", how="left")
 
 
 @dataclass(frozen=True)
@@ -138,11 +140,13 @@ def search_documents(
 
 
 def search_features(run: LoadedRun, query: str) -> pd.DataFrame:
-    """Features whose label or description mentions the query (case-insensitive), densest first."""
+    """Features whose label or description mentions the query (case-insensitive): the topics found in the most
+    trainings first, densest first among them, background features last."""
     needle = query.strip().lower()
     haystack = (run.features["label"].fillna("") + " " + run.features["description"].fillna("")).str.lower()
     matches = run.features[haystack.str.contains(needle, regex=False)] if needle else run.features
-    return matches.sort_values("density", ascending=False)
+    order = ["background", "found_in", "density"]
+    return matches.sort_values(order, ascending=[True, False, False], na_position="last", kind="stable")
 
 
 def documents_by_positions(documents: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:

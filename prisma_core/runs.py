@@ -19,7 +19,7 @@ from prisma_core.errors import StoreError
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.location import Location
-from prisma_core.store.schemas import KEYWORD_SOURCE
+from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
 from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
 
 
@@ -62,6 +62,34 @@ def with_shown_labels(workspace: Workspace, run_id: str, stats: pd.DataFrame) ->
     return stats.merge(resolve_labels(workspace.interpretations(run_id)), on="feature_id", how="left")
 
 
+def background_named(features: pd.DataFrame) -> pd.DataFrame:
+    """Features (with their shown labels) marked `background` when they are active on most documents
+    (`analysis.BACKGROUND_SHARE`): such a feature is something nearly every document has, so unless the analyst
+    named it, it shows as "background: in 68% of documents", not as a topic its words would suggest."""
+    background = features["density_fraction"] >= analysis.BACKGROUND_SHARE
+    renamed = background & (features["label_source"] != MANUAL_SOURCE)
+    shares = features.loc[renamed, "density_fraction"]
+    features = features.assign(background=background)
+    features.loc[renamed, "label"] = [BACKGROUND_LABEL.format(share=share) for share in shares]
+    return features
+
+
+BACKGROUND_LABEL = "background: in {share:.0%} of documents"
+
+
+def trainings_compared(record: RunRecord) -> int:
+    """How many trainings a run compared to find its features (1 for runs trained before runs compared any)."""
+    return int(record.config.get("sae", {}).get("n_trainings", 1))
+
+
+def reliability(found_in: object, n_trainings: int) -> str:
+    """In words, how reliably a feature comes back: "found in 3 of 3 trainings"; "not checked" when the run
+    trained once, or before Prisma recorded it."""
+    if n_trainings < 2 or found_in is None or pd.isna(found_in):
+        return "not checked (trained once)"
+    return f"found in {int(found_in)} of {n_trainings} trainings"
+
+
 REBUILT_STAGES = ("families", "themes")
 """Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows."""
 
@@ -84,13 +112,12 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     directions = read_weights(weights).decoder_directions()  # [n_features, d]
     n_docs = workspace.dataset(record.dataset_id).n_documents
     codes = read_codes(workspace, record.run_id, n_docs, len(directions))
-    features = with_shown_labels(workspace, record.run_id, workspace.features(record.run_id))
+    features = background_named(with_shown_labels(workspace, record.run_id, workspace.features(record.run_id)))
     features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
     theme_rows = workspace.themes(record.run_id)
     themes = None
     if theme_rows:
-        member_share = record.config.get("themes", {}).get("member_share", ThemeConfig().member_share)
-        themes = themes_from_evidence(codes, np.stack([t["evidence"] for t in theme_rows], axis=1), member_share)
+        themes = stored_themes(theme_rows, codes, record.config.get("themes", {}))
         features["theme_id"] = themes.feature_theme()[features["feature_id"].to_numpy()]
     else:
         features["theme_id"] = -1
@@ -100,6 +127,16 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     )
     families = workspace.families(record.run_id)
     return LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
+
+
+def stored_themes(rows: Sequence[dict], codes: sp.csr_matrix, settings: dict) -> Themes:
+    """The run's themes as stored: their evidence and every document's probabilities (recomputed from the codes for
+    themes stored before the probabilities were)."""
+    member_share = settings.get("member_share", ThemeConfig().member_share)
+    evidence = np.stack([row["evidence"] for row in rows], axis=1)
+    if any(row["probabilities"] is None for row in rows):
+        return themes_from_evidence(codes, evidence, member_share)
+    return Themes(evidence, np.stack([row["probabilities"] for row in rows], axis=1), member_share)
 
 
 CODES_CHANGED = "The run's activations changed while they were read: open the run again."

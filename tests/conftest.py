@@ -72,6 +72,15 @@ def ag_news(corpora_dir: Path) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="session")
+def bbc_subset(bbc: pd.DataFrame) -> np.ndarray:
+    """Real embeddings [600, 384] of the first 600 BBC headlines (a few words each: cheap to embed, so the tests of
+    training mechanics run in the fast tier)."""
+    from prisma_core.embed import embed_texts
+
+    return embed_texts(bbc["title"].head(600).tolist())
+
+
+@pytest.fixture(scope="session")
 def small_run(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
     """60 BBC articles ingested, embedded and trained with a small SAE through the pipeline, once per session
     (tests/helpers/small_run.py); tests that change it take a copy."""

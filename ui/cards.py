@@ -20,7 +20,9 @@ from prisma_core.interpret.label_scores import (
     verdict,
 )
 from prisma_core.pipeline import LoadedRun, family_membership
+from prisma_core.runs import reliability, trainings_compared
 from ui import charts
+from ui.glossary import TERMS
 from ui.state import bump_revision, dataset_documents, workspace
 from ui.text import feature_name, md, snippet
 
@@ -33,6 +35,7 @@ FULL_TEXTS = 3
 FEATURE_COLUMNS = {
     "feature_id": st.column_config.NumberColumn("Feature", format="%d"),
     "label": st.column_config.TextColumn("Label", width="large"),
+    "comes_back": st.column_config.TextColumn("Comes back", help=TERMS["trainings compared"]),
     "density": st.column_config.NumberColumn("Documents", help="How many documents the feature is active on."),
     "density_fraction": st.column_config.NumberColumn(
         "Share", format="percent", help="The share of all documents the feature is active on."
@@ -56,9 +59,28 @@ FEATURE_COLUMNS = {
 
 
 def features_table(run: LoadedRun, query: str = "") -> pd.DataFrame:
-    """The features matching `query` (all when empty), densest first, with their family, in FEATURE_COLUMNS order."""
+    """The features matching `query` (all when empty), those found in the most trainings first (see
+    `search_features`), with how reliably each comes back and its family, in FEATURE_COLUMNS order."""
     matches = search_features(run, query).merge(family_membership(run.families), on="feature_id", how="left")
+    matches["comes_back"] = comes_back_words(run, matches["found_in"])
     return matches[list(FEATURE_COLUMNS)].reset_index(drop=True)
+
+
+def reliable_summary(run: LoadedRun) -> str:
+    """E.g. "52 found in all 3 trainings, listed first · 2 background"."""
+    compared = trainings_compared(run.record)
+    background = int(run.features["background"].sum())
+    parts = [] if background == 0 else [f"{background:,} background (active on most documents), listed last"]
+    if compared < 2:
+        return " · ".join(["trained once: how reliably features come back was not checked", *parts])
+    everywhere = int((run.features["found_in"] == compared).sum())
+    return " · ".join([f"{everywhere:,} found in all {compared} trainings, listed first", *parts])
+
+
+def comes_back_words(run: LoadedRun, found_in: pd.Series) -> list[str]:
+    """ "found in 3 of 3 trainings" (or "not checked") for each feature's found_in."""
+    compared = trainings_compared(run.record)
+    return [reliability(found, compared) for found in found_in]
 
 
 def feature_row(run: LoadedRun, feature_id: int) -> pd.Series:
@@ -85,6 +107,7 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
     if int(row["density"]) == 0:
         st.info("This feature never fires on these documents: it has no documents to show.")
         return
+    reliability_note(run, row)
 
     left, right = st.columns([3, 2])
     with left:
@@ -118,6 +141,28 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
     label_editor(run, feature_id, key)
 
 
+def reliability_note(run: LoadedRun, row: pd.Series) -> None:
+    """How reliably the feature comes back, in words, and what that means when it is not found every time or when it
+    is background."""
+    compared = trainings_compared(run.record)
+    words = reliability(row["found_in"], compared)
+    if row["background"]:
+        st.info(
+            f"Background, {words}: this feature is active on {row['density_fraction']:.0%} of the documents, so it "
+            "stands for something nearly all of them have (a template, a house style), not a topic that sets some "
+            "apart.",
+            icon=":material/layers:",
+        )
+    elif compared > 1 and not pd.isna(row["found_in"]) and int(row["found_in"]) < compared:
+        st.warning(
+            f"Less reliable: {words}. Trained again, this feature may split in two or merge with a neighbour; check "
+            "its documents below before relying on it.",
+            icon=":material/help:",
+        )
+    else:
+        st.caption(f"Comes back: {words}.")
+
+
 def nearest_active(run: LoadedRun, feature_id: int) -> pd.DataFrame:
     """The closest features by decoder cosine among those that fire (dead features carry no meaning)."""
     alive = run.features.loc[run.features["density"] > 0, ["feature_id", "label", "density"]]
@@ -139,6 +184,7 @@ def _number_columns() -> dict[str, st.column_config.Column]:
             "Closeness", format="%.3f", help="1 = the same concept; near 0 = unrelated (cosine of the directions)."
         ),
         "label": st.column_config.TextColumn("Label", width="large"),
+        "comes_back": st.column_config.TextColumn("Comes back", help=TERMS["trainings compared"]),
         "density": st.column_config.NumberColumn("Documents"),
     }
 

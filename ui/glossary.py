@@ -17,15 +17,19 @@ TERMS: dict[str, str] = {
     "run": "One trained SAE on one dataset, with its settings. Train again with other settings to get another run; "
     "the sidebar picks the run every page shows.",
     "detail captured": "How much of the documents' embeddings the features reproduce, on documents kept aside "
-    "during training (technically 1 - FVU, the fraction of variance unexplained). Above 70% is good, 50-70% fair, "
-    "below 50% rough.",
+    "during training (technically 1 - FVU, the fraction of variance unexplained). A few broad features per document "
+    "keep what documents share and leave out what is particular to each: above 50% is good, 30-50% fair, below 30% "
+    "rough.",
     "overfitting": "The run describes the documents it was trained on much better than documents it has not seen: "
-    "it memorised instead of learning general concepts. Fewer epochs, fewer features (a lower expansion factor) or "
-    "more documents help.",
+    "it memorised instead of learning general concepts. Fewer epochs, fewer features or more documents help.",
+    "trainings compared": "Prisma trains the model several times, each from another random start, and keeps only "
+    'the features most trainings find. "Found in 3 of 3 trainings" means the feature came back every time: train '
+    'again and you will find it again. "2 of 3" means it came back most times: when trained again it may split '
+    "in two or merge with a neighbour, so check its documents before relying on it.",
+    "background feature": "A feature active on most documents (over half): something nearly every document has, "
+    "such as a report's template or a newspaper's house style. It is shown as background, not as a topic.",
     "never-firing features": "Features active on no document (sometimes called dead). They carry no meaning; a few "
     "percent is normal, many mean the run has more features than the documents need.",
-    "expansion factor": "How many features the SAE may learn, as a multiple of the embedding size (384 for the "
-    "default model): 8 gives 3,072 features.",
     "k": "How many features describe each document. Larger k keeps more detail; smaller k gives each document fewer, "
     "broader concepts.",
     "epoch": "One pass of training over all documents.",

@@ -8,12 +8,10 @@ from datetime import datetime
 
 import streamlit as st
 
-from prisma_core.embed import DEFAULT_MODEL
 from prisma_core.store import RunRecord
 from ui.text import md
 
-DEFAULT_DIM = 384  # all-MiniLM-L6-v2, the bundled model
-GOOD, FAIR = 0.7, 0.5  # share of detail captured on documents kept aside
+GOOD, FAIR = 0.5, 0.3  # share of detail captured on documents kept aside (a few features per document keep part of it)
 OVERFIT_GAP = 0.15  # held-out FVU this much above train FVU...
 OVERFIT_RATIO = 2.0  # ...and at least this many times it
 
@@ -33,10 +31,18 @@ def quality_words(run: RunRecord) -> str:
 
 
 def n_features(run: RunRecord) -> int | None:
-    sae, embed = run.config.get("sae", {}), run.config.get("embed", {})
-    if embed.get("model", DEFAULT_MODEL) != DEFAULT_MODEL or not sae.get("expansion_factor"):
-        return None
-    return int(sae["expansion_factor"]) * DEFAULT_DIM
+    """The features the run kept (None for a run that recorded neither how many it kept nor how many it trained)."""
+    kept = run.metrics.get("features_kept") or run.config.get("sae", {}).get("n_features")
+    return int(kept) if kept else None
+
+
+def comes_back(run: RunRecord) -> str:
+    """E.g. "52 of 60 (3 trainings)": the run's features found in every training it compared; "not checked" for a
+    run that trained once."""
+    compared, kept, everywhere = (run.metrics.get(key) for key in ("n_trainings", "features_kept", "found_in_all"))
+    if not compared or compared < 2 or kept is None or everywhere is None:
+        return "not checked (trained once)"
+    return f"{everywhere:,} of {kept:,} ({compared} trainings)"
 
 
 def when(iso: str) -> str:
@@ -47,15 +53,10 @@ def when(iso: str) -> str:
 
 
 def run_name(run: RunRecord, dataset_name: str | None = None) -> str:
-    """E.g. "MTSamples demo · 23 Nov 2026 12:20 · 3,072 features · fair (54% of detail) · overfitted"."""
+    """E.g. "MTSamples demo · 23 Nov 2026 12:20 · 64 features · fair (46% of detail) · overfitted"."""
     size = n_features(run)
-    sae = run.config.get("sae", {})
     parts = [dataset_name] if dataset_name else []
-    parts += [
-        when(run.created_at),
-        f"{size:,} features" if size else f"{sae.get('expansion_factor')} features per embedding dimension",
-        quality_words(run),
-    ]
+    parts += [when(run.created_at), *([f"{size:,} features"] if size else []), quality_words(run)]
     if overfitting(run):
         parts.append("overfitted")
     return " · ".join(parts)
@@ -69,12 +70,12 @@ def overfitting(run: RunRecord) -> str | None:
     if holdout - train < OVERFIT_GAP or holdout < OVERFIT_RATIO * train:
         return None
     sae = run.config.get("sae", {})
-    epochs, expansion = int(sae.get("epochs", 1)), int(sae.get("expansion_factor", 1))
+    epochs, features = int(sae.get("epochs", 1)), int(sae.get("n_features") or 0)
     fixes = []
     if epochs > 1:
         fixes.append(f"fewer epochs (try {max(1, epochs // 2)} instead of {epochs})")
-    if expansion > 1:
-        fixes.append(f"a lower expansion factor (try {max(1, expansion // 2)} instead of {expansion})")
+    if features > 32:
+        fixes.append(f"fewer features (try {features // 2} instead of {features})")
     fixes.append("more documents")
     fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])} or {fixes[-1]}"
     return (

@@ -5,8 +5,7 @@ from __future__ import annotations
 import uuid
 
 from prisma_core.store import Workspace
-
-MANUAL_SOURCE = "manual"
+from prisma_core.store.schemas import MANUAL_SOURCE
 
 
 def save_manual_label(workspace: Workspace, run_id: str, feature_id: int, label: str, description: str = "") -> str:

@@ -85,6 +85,8 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "density_fraction",
         "mean_activation",
         "max_activation",
+        "found_in",
+        "background",
         "label",
         "description",
         "label_source",

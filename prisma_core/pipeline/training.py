@@ -90,7 +90,7 @@ def train_run(
             result = sae.train_from(source, sae_config, progress, should_stop)
             sae.save_sae(result.model, result.config, run_dir)
         with _timed(seconds, "analyse"):
-            codes = _store_codes(workspace, run_id, result.model, source)
+            codes = _store_codes(workspace, run_id, result.model, source, result.found_in)
             vectors = _analysis_vectors(source, result.config)
             labeller = _store_features(
                 workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
@@ -222,9 +222,12 @@ def _check_dataset_still_there(workspace: Workspace, dataset_id: str) -> None:
         raise NotFoundError("The dataset was deleted while its SAE was training; nothing was saved.") from None
 
 
-def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, source: StoredVectors) -> sp.csr_matrix:
+def _store_codes(
+    workspace: Workspace, run_id: str, model: sae.TopKSAE, source: StoredVectors, found_in: np.ndarray
+) -> sp.csr_matrix:
     """Encode every document, one slice of CODES_ROWS documents at a time, storing each slice's activations and the
-    features' statistics (accumulated over the slices); returns the codes [n_documents, n_features]."""
+    features' statistics (accumulated over the slices, with in how many trainings each was found); returns the codes
+    [n_documents, n_features]."""
     n_documents = source.shape[0]
     totals = analysis.FeatureTotals(model.n_latents)
     values = np.empty((n_documents, model.k), np.float32)  # filled slice by slice: no second copy of the whole
@@ -235,7 +238,7 @@ def _store_codes(workspace: Workspace, run_id: str, model: sae.TopKSAE, source: 
         workspace.save_activations(run_id, np.repeat(positions, model.k), slice_indices.ravel(), slice_values.ravel())
         totals.add(slice_values, slice_indices)
         values[start : start + len(positions)], indices[start : start + len(positions)] = slice_values, slice_indices
-    workspace.save_features(run_id, totals.stats())
+    workspace.save_features(run_id, totals.stats().assign(found_in=found_in))
     return sae.codes_matrix(values, indices, model.n_latents)
 
 
@@ -261,6 +264,7 @@ def _store_themes(
             "n_documents": int(members[:, theme].sum()),
             "features": _strongest_first(np.flatnonzero(feature_theme == theme), themes.evidence[:, theme]),
             "evidence": themes.evidence[:, theme],
+            "probabilities": themes.probabilities[:, theme],
         }
         for theme in range(themes.n_themes)
     ]
@@ -280,7 +284,9 @@ def _store_families(
     config: FamilyConfig,
     progress: ProgressCallback,
 ) -> list[NamedFamily]:
-    families = find_families(codes, config, progress)
+    """The families of the run's features, background features left out: they co-occur with nearly every feature,
+    so each would parent one family of everything."""
+    families = find_families(analysis.without_features(codes, analysis.background_features(codes)), config, progress)
     family_codes = codes @ family_matrix([f.members for f in families], codes.shape[1])
     labels = labeller(top_document_members(family_codes, labeller.config.n_top_documents))
     named = [
@@ -325,7 +331,7 @@ def rebuild_themes(
 def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
     """The labeller of a trained run: its texts and vectors in memory or read in slices, as when it was trained."""
     source = workspace.stored_vectors(run.record.dataset_id, run.record.embedding_key)
-    vectors = _analysis_vectors(source, SAEConfig.from_dict(run.record.config["sae"]))
+    vectors = _analysis_vectors(source, SAEConfig.from_dict(run.record.config["sae"], source.shape[1]))
     texts = _corpus_texts(workspace, run.record.dataset_id, vectors)
     keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
     return _KeywordLabeller(workspace, texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)

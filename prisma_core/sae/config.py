@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+import numpy as np
+
 from prisma_core.config_docs import DEVICE_CHOICES, CheckedConfig, setting
 from prisma_core.errors import SettingsError, TrainingError
 
@@ -13,29 +15,44 @@ MIN_TRAIN_DOCUMENTS = 20
 """Below this many training documents there is nothing to learn features from."""
 FEW_DOCUMENTS = 500
 """Below this many documents features tend to describe single documents."""
+FIRES_PER_FEATURE = 96
+"""The suggested number of features gives each feature about this many training documents to fire on per epoch
+(documents x k / features): enough that a feature describes something many documents share, so it comes back when
+the SAE is trained again (BENCHMARKS.md section 7: at 128 features for 2,000 documents, fewer come back; at 48,
+the features are too broad to find the specialties of a clinic)."""
 MIN_FIRES_PER_EPOCH = 8
-"""A feature should get at least this many activations per epoch on average to learn a stable direction."""
+"""Below this many fires per feature and epoch, features memorise single documents or stay dead (a warning)."""
+SUGGESTED_K = 4
+"""Active features per document the suggested settings use: a document is described by its few strongest concepts;
+at k = 8 and more, features split what they share into finer, less reproducible parts."""
+FEATURE_STEP = 16
+"""The suggested number of features is a multiple of this."""
+MIN_SUGGESTED_FEATURES = 16
+MAX_SUGGESTED_FEATURES = 4096
 TARGET_SAMPLES = 24_000
 """Documents (counting repeats) the suggested epochs aim to show the SAE: 12 epochs of BBC News."""
 MIN_STEPS = 150
 """Fewest optimiser steps the suggested epochs allow; far fewer leave the reconstruction poor."""
-MAX_SUGGESTED_EPOCHS = 100
+MAX_SUGGESTED_EPOCHS = 20
+"""More epochs on a small corpus pull the features away from what the trainings share (BENCHMARKS.md section 7)."""
 DEAD_AFTER_MAX = 20_000
 """dead_after defaults to one epoch of documents, but at most this many on large corpora."""
 REFERENCE_LR = 1e-3
 REFERENCE_LATENTS = 8192
-"""lr = REFERENCE_LR / sqrt(n_latents / REFERENCE_LATENTS) when lr is None: the 1/sqrt(n) scaling of Gao et al.
+"""lr = REFERENCE_LR / sqrt(n_features / REFERENCE_LATENTS) when lr is None: the 1/sqrt(n) scaling of Gao et al.
 (2024) with a larger constant (7e-4 at 16,384 latents where they use 2e-4): theirs needed about three times the
 epochs for the same held-out FVU on corpora of a few thousand documents."""
 PREFIX_RATIO = 8
 """Each nested feature group is this many times smaller than the next."""
-MAX_EXPANSION_FACTOR = 256
-"""More features per embedding dimension than this is refused outright (before any work); below it, the memory
-check in `check_config` decides."""
+MAX_FEATURES = 98_304
+"""More features than this (256 per dimension of the default model) are refused outright (before any work); below
+it, the memory check in `check_config` decides."""
+MAX_TRAININGS = 9
 TRAINING_BYTES_PER_WEIGHT = 16
 """float32 bytes held per encoder/decoder weight while training: the weight, its gradient and Adam's two moments."""
 VECTOR_BYTES = 4
 """Bytes per vector component (float32)."""
+INIT_CHOICES = ("data", "random")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -45,24 +62,42 @@ class SAEConfig(CheckedConfig):
 
     settings_name = "SAE"
 
-    expansion_factor: int = setting(
-        8,
-        label="Expansion factor",
-        minimum=1,
-        maximum=MAX_EXPANSION_FACTOR,
-        help="How many features the model may learn, as a multiple of the embedding size (384 for the default "
-        "model): 8 gives 3,072. More features give finer concepts but need more documents; with few documents, a "
-        "lower value avoids overfitting.",
+    n_features: int = setting(
+        256,
+        label="Features",
+        minimum=2,
+        maximum=MAX_FEATURES,
+        step=FEATURE_STEP,
+        help="How many concepts the model may learn. The suggested number comes from the number of documents, so "
+        "that each feature describes something many documents share. More features give finer concepts, which come "
+        "back less reliably when the model is trained again.",
     )
-    """Number of features (latents) per embedding dimension: n_latents = expansion_factor * d."""
+    """Features (latents) each training learns. The run keeps those most trainings find (`n_trainings`), so it may
+    end with fewer."""
     k: int = setting(
-        32,
+        SUGGESTED_K,
         label="k (active features per document)",
         minimum=1,
         help="How many features describe each document. Larger keeps more detail of each document; smaller gives "
         "fewer, broader concepts per document.",
     )
     """Active features per document (the TopK); every document is described by exactly k weighted features."""
+    n_trainings: int = setting(
+        3,
+        label="Trainings compared",
+        minimum=1,
+        maximum=MAX_TRAININGS,
+        help="How many times the model is trained, each time from another random start. Only the features that "
+        "most trainings find are kept, and each shows in how many it was found: a concept found every time is one "
+        "you will find again. 1 trains once and checks nothing.",
+    )
+    """SAEs trained on the same documents, each with its own seed drawn from `seed`; the run keeps the features that
+    more than half of them share (matched by their activations, see `prisma_core.sae.consensus`), with their
+    weights averaged. 1 trains a single SAE and keeps all its features."""
+    init: str = setting("data", choices=INIT_CHOICES)
+    """Initial feature directions: "data" starts them at centres of groups of training documents (k-means, one run
+    per nested feature group, seeded), so the first features start broad and later ones fine; "random" starts them
+    at random unit directions (SPEC section 3)."""
     k_aux: int | None = setting(
         None,
         label="Second-chance features",
@@ -71,10 +106,10 @@ class SAEConfig(CheckedConfig):
         help="Features that have stopped firing get a second chance: this many of them are trained on what the "
         "others miss. Auto is twice k.",
     )
-    """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_latents."""
+    """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_features."""
     nested_levels: int = setting(4, minimum=1)
-    """Matryoshka nesting: the first n_latents/8^j features (j = levels-1 ... 1) must also reconstruct each document on
-    their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
+    """Matryoshka nesting: the first n_features/8^j features (j = levels-1 ... 1) must also reconstruct each document
+    on their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
     aux_alpha: float = setting(
         1 / 32,
         label="Second-chance weight",
@@ -88,8 +123,8 @@ class SAEConfig(CheckedConfig):
         12,
         label="Epochs",
         minimum=1,
-        help="How many times training goes through all documents. Too many on a small dataset makes the model "
-        "memorise its documents (overfitting).",
+        help="How many times each training goes through all documents. Too many on a small dataset makes the "
+        "model memorise its documents (overfitting).",
     )
     """Passes over the training documents."""
     batch_size: int = setting(
@@ -109,8 +144,8 @@ class SAEConfig(CheckedConfig):
         number_format="%.6f",
         help="How big each training step is. Leave it on auto unless training is unstable (then lower it).",
     )
-    """Adam learning rate (typically 1e-4 to 1e-3); None -> 1e-3 / sqrt(n_latents / 8192), i.e. larger for fewer
-    latents."""
+    """Adam learning rate (typically 1e-4 to 1e-3); None -> 1e-3 / sqrt(n_features / 8192), i.e. larger for fewer
+    features."""
     dead_after: int | None = setting(
         None,
         label="Never-firing after (documents)",
@@ -146,7 +181,8 @@ class SAEConfig(CheckedConfig):
         maximum=2**31 - 1,
         help="Any number. The same number, documents and settings give exactly the same result.",
     )
-    """Seeds initialisation, the holdout split and shuffling: same seed, data and device -> same weights."""
+    """Seeds the holdout split and, through one seed drawn from it per training, each training's initialisation and
+    shuffling: same seed, data and device -> same weights."""
     vectors_memory_mb: float = setting(256.0, minimum=0.0)
     """Training holds the vectors in memory when they take at most this many MB (float32: 1.5 KB per document at
     384 dimensions, so 256 MB is about 175,000 documents); larger corpora are read from the vectors table in shuffled
@@ -161,34 +197,38 @@ class SAEConfig(CheckedConfig):
     """"auto" (CUDA, then Apple MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps"."""
 
     def other_problems(self) -> list[str]:
-        if _DEVICE.match(self.device):
-            return []
-        return [f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"']
+        problems = (
+            []
+            if _DEVICE.match(self.device)
+            else [f'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "{self.device}"']
+        )
+        if self.init not in INIT_CHOICES:
+            problems.append(f'init must be "data" or "random", got "{self.init}"')
+        return problems
 
-    def n_latents(self, dim: int) -> int:
-        return self.expansion_factor * dim
-
-    def prefixes(self, dim: int) -> tuple[int, ...]:
+    def prefixes(self) -> tuple[int, ...]:
         """Sizes of the nested feature groups trained to reconstruct on their own, smallest first, ending with all
         features: e.g. (6, 48, 384, 3072) for 3072 features and 4 levels. Groups of fewer than 2 features are
         skipped."""
-        n_latents = self.n_latents(dim)
-        sizes = {n_latents // PREFIX_RATIO**level for level in range(self.nested_levels)}
+        sizes = {self.n_features // PREFIX_RATIO**level for level in range(self.nested_levels)}
         return tuple(sorted(size for size in sizes if size >= 2))
+
+    def kept_at_least(self) -> int:
+        """Trainings a feature must be found in to be kept: more than half of them."""
+        return self.n_trainings // 2 + 1
 
     def split_sizes(self, n_documents: int) -> tuple[int, int]:
         """(training documents, held-out documents); at least one is held out when holdout_fraction > 0."""
         n_holdout = max(1, round(n_documents * self.holdout_fraction)) if self.holdout_fraction > 0 else 0
         return n_documents - n_holdout, n_holdout
 
-    def resolved(self, n_documents: int, dim: int) -> "SAEConfig":
-        """This config with lr, k_aux and dead_after filled in for a corpus of n_documents vectors of size dim."""
-        n_latents = self.n_latents(dim)
+    def resolved(self, n_documents: int) -> "SAEConfig":
+        """This config with lr, k_aux and dead_after filled in for a corpus of n_documents."""
         n_train, _ = self.split_sizes(n_documents)
         return replace(
             self,
-            lr=self.lr if self.lr is not None else REFERENCE_LR / math.sqrt(n_latents / REFERENCE_LATENTS),
-            k_aux=min(self.k_aux if self.k_aux is not None else 2 * self.k, n_latents),
+            lr=self.lr if self.lr is not None else REFERENCE_LR / math.sqrt(self.n_features / REFERENCE_LATENTS),
+            k_aux=min(self.k_aux if self.k_aux is not None else 2 * self.k, self.n_features),
             dead_after=self.dead_after if self.dead_after is not None else min(n_train, DEAD_AFTER_MAX),
         )
 
@@ -200,8 +240,12 @@ class SAEConfig(CheckedConfig):
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "SAEConfig":
-        """Inverse of to_dict; raises SettingsError naming any unknown setting."""
+    def from_dict(cls, values: dict[str, Any], dim: int | None = None) -> "SAEConfig":
+        """Inverse of to_dict; raises SettingsError naming any unknown setting. Settings recorded by Prisma before
+        runs compared several trainings (an `expansion_factor` instead of `n_features`) are read as what they did:
+        expansion_factor x dim features, one training, random initial directions."""
+        if "expansion_factor" in values:
+            values = _before_consensus(values, dim)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -209,12 +253,19 @@ class SAEConfig(CheckedConfig):
         return cls(**values)
 
 
+def _before_consensus(values: dict[str, Any], dim: int | None) -> dict[str, Any]:
+    if dim is None:
+        raise SettingsError("These SAE settings give an expansion factor; the embedding size is needed to read them.")
+    upgraded = {key: value for key, value in values.items() if key != "expansion_factor"}
+    return upgraded | {"n_features": int(values["expansion_factor"]) * dim, "n_trainings": 1, "init": "random"}
+
+
 def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
     """Warnings (with suggested settings) for training `config` on n_documents vectors of size dim.
 
     Raises TrainingError, saying what to change, when training is impossible.
     """
-    n_latents = config.n_latents(dim)
+    n_features = config.n_features
     n_train, n_holdout = config.split_sizes(n_documents)
     if dim < 1:
         raise TrainingError("The embeddings have no dimensions; embed the dataset again.")
@@ -223,10 +274,10 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
             f"{n_documents} documents leave {n_train} for training after holding out {n_holdout}; an SAE needs at "
             f"least {MIN_TRAIN_DOCUMENTS}. Add documents or lower the holdout fraction."
         )
-    if config.k >= n_latents:
+    if config.k >= n_features:
         raise TrainingError(
-            f"k={config.k} active features per document must be fewer than the {n_latents} features "
-            f"(expansion factor {config.expansion_factor} x {dim} dimensions). Lower k or raise the expansion factor."
+            f"k={config.k} active features per document must be fewer than the {n_features} features. Lower k or "
+            "raise the number of features."
         )
     _check_memory(config, dim)
     warnings = []
@@ -236,21 +287,21 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
             f"Only {n_train} training documents: features will tend to describe single documents; "
             f"results are more trustworthy from about {FEW_DOCUMENTS} documents on."
         )
-    fires_per_epoch = n_train * config.k / n_latents
-    if n_latents > n_train or fires_per_epoch < MIN_FIRES_PER_EPOCH:
+    fires_per_epoch = n_train * config.k / n_features
+    if n_features > n_train or fires_per_epoch < MIN_FIRES_PER_EPOCH:
         remedy = (
-            f"Suggested: expansion factor {suggested.expansion_factor} ({suggested.n_latents(dim)} features)."
-            if suggested.expansion_factor < config.expansion_factor
+            f"Suggested: {suggested.n_features} features."
+            if suggested.n_features < n_features
             else "Add documents for features that generalise."
         )
         warnings.append(
-            f"{n_latents} features for {n_train} training documents (each fires on about {fires_per_epoch:.1f} "
+            f"{n_features} features for {n_train} training documents (each fires on about {fires_per_epoch:.1f} "
             f"documents per epoch): many features will memorise single documents or stay dead. {remedy}"
         )
-    if config.k > n_latents // 4:
+    if config.k > n_features // 4:
         warnings.append(
-            f"k={config.k} is more than a quarter of the {n_latents} features, so codes are barely sparse. "
-            f"Suggested: k={max(1, n_latents // 16)}."
+            f"k={config.k} is more than a quarter of the {n_features} features, so codes are barely sparse. "
+            f"Suggested: k={max(1, n_features // 16)}."
         )
     steps = config.epochs * max(1, n_train // min(config.batch_size, n_train))
     if steps < MIN_STEPS // 2:
@@ -259,28 +310,31 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
             f"{config.batch_size}): the reconstruction will be poor. Suggested: {suggested.epochs} epochs "
             f"with batches of {suggested.batch_size}."
         )
-    if config.k_aux is not None and config.k_aux > n_latents:
-        warnings.append(f"k_aux={config.k_aux} exceeds the {n_latents} features; {n_latents} will be used.")
+    if config.k_aux is not None and config.k_aux > n_features:
+        warnings.append(f"k_aux={config.k_aux} exceeds the {n_features} features; {n_features} will be used.")
     return warnings
 
 
 def suggest_config(n_documents: int, dim: int) -> SAEConfig:
-    """Defaults that suit the corpus: no more features than training documents, about TARGET_SAMPLES documents
-    shown in at least MIN_STEPS steps and two epochs (more epochs on small corpora, fewer on large ones)."""
+    """Defaults that suit the corpus: about FIRES_PER_FEATURE training documents per feature and epoch at
+    SUGGESTED_K active features (a multiple of FEATURE_STEP, at least MIN_SUGGESTED_FEATURES), about
+    TARGET_SAMPLES documents shown in at least MIN_STEPS steps and two epochs (more epochs on small corpora, fewer
+    on large ones). `dim` does not change the suggestion: features are counted from documents, not dimensions."""
     default = SAEConfig()
     n_train, _ = default.split_sizes(n_documents)
-    expansion = next((e for e in (8, 4, 2) if e * dim <= n_train), 1)
-    k = min(default.k, max(1, expansion * dim // 16))
+    n_features = FEATURE_STEP * round(n_train * SUGGESTED_K / FIRES_PER_FEATURE / FEATURE_STEP)
+    n_features = int(np.clip(n_features, MIN_SUGGESTED_FEATURES, MAX_SUGGESTED_FEATURES))
     batch_size = max(2, min(default.batch_size, n_train // 4))
     steps_per_epoch = max(1, n_train // batch_size)
     epochs = max(2, math.ceil(TARGET_SAMPLES / max(1, n_train)), math.ceil(MIN_STEPS / steps_per_epoch))
     epochs = min(epochs, MAX_SUGGESTED_EPOCHS)
-    return replace(default, expansion_factor=expansion, k=k, batch_size=batch_size, epochs=epochs)
+    return replace(default, n_features=n_features, k=SUGGESTED_K, batch_size=batch_size, epochs=epochs)
 
 
 def training_bytes(config: SAEConfig, dim: int) -> int:
-    """Memory the weights of an SAE on dim-dimensional vectors take while training (encoder and decoder)."""
-    return 2 * config.n_latents(dim) * dim * TRAINING_BYTES_PER_WEIGHT
+    """Memory the weights of an SAE on dim-dimensional vectors take while training (encoder and decoder; the
+    trainings compared run one after the other)."""
+    return 2 * config.n_features * dim * TRAINING_BYTES_PER_WEIGHT
 
 
 def available_memory_bytes() -> int:
@@ -298,9 +352,8 @@ def available_memory_bytes() -> int:
 def _check_memory(config: SAEConfig, dim: int) -> None:
     needed, available = training_bytes(config, dim), available_memory_bytes()
     if needed > available:
-        fitting = max(1, available // training_bytes(replace(config, expansion_factor=1), dim))
+        fitting = max(1, available // (2 * dim * TRAINING_BYTES_PER_WEIGHT))
         raise TrainingError(
-            f"Expansion factor {config.expansion_factor} gives {config.n_latents(dim):,} features, whose training "
-            f"needs about {needed / 2**30:.1f} GB of memory; {available / 2**30:.1f} GB are free. Use an expansion "
-            f"factor of at most {fitting}."
+            f"Training {config.n_features:,} features needs about {needed / 2**30:.1f} GB of memory; "
+            f"{available / 2**30:.1f} GB are free. Use at most {fitting:,} features."
         )

@@ -27,9 +27,9 @@ def save_sae(result_or_model: TrainResult | TopKSAE, config: SAEConfig, director
     written last, so a directory without one holds an interrupted save.
     """
     model = result_or_model.model if isinstance(result_or_model, TrainResult) else result_or_model
-    if config.k != model.k or config.n_latents(model.d) != model.n_latents:
+    if config.k != model.k or model.n_latents > config.n_features:
         raise WeightsError(
-            f"The settings (k={config.k}, {config.n_latents(model.d)} features) do not describe this SAE "
+            f"The settings (k={config.k}, {config.n_features} features) do not describe this SAE "
             f"(k={model.k}, {model.n_latents} features); save it with the config it was trained with."
         )
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in model.state_dict().items()}

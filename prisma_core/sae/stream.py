@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,9 +32,11 @@ from prisma_core.sae.train import (
     holdout_sample,
     initial_model,
     input_scale,
+    match_sample,
     optimise,
     prepare,
     quality_metrics,
+    train_compared,
     train_sae,
 )
 
@@ -70,7 +72,7 @@ def train_from(
     n_documents, dim = source.shape
     if config.holds_in_memory(n_documents, dim):
         return train_sae(source.all(), config, progress, should_stop)
-    config, device, generator, train_index, holdout_index = prepare(config, n_documents, dim)
+    config, device, train_index, holdout_index = prepare(config, n_documents, dim)
     slices = Slices.of(source, config, train_index)
     train, holdout = slices.moments()
     scale = input_scale(train)
@@ -79,12 +81,16 @@ def train_from(
     def training_rows(rows: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(source.rows(train_index[rows]) * scale)
 
-    model = initial_model(dim, len(train_index), config, generator, training_rows).to(device)
-    epochs = functools.partial(slices.epoch, generator, scale=scale, device=device)
-    loop = optimise(model, epochs, len(train_index), x_holdout_sample, config, progress, should_stop)
+    def train_once(generator: torch.Generator, report: ProgressCallback) -> tuple[TopKSAE, dict[str, Any]]:
+        model = initial_model(dim, len(train_index), config, generator, training_rows).to(device)
+        epochs = functools.partial(slices.epoch, generator, scale=scale, device=device)
+        return model, optimise(model, epochs, len(train_index), x_holdout_sample, config, report, should_stop)
+
+    match_rows = training_rows(match_sample(len(train_index), config.seed)).to(device)
+    model, found_in, loop = train_compared(train_once, config, match_rows, progress)
     fold_input_scale(model, scale)
     metrics = slices.final_metrics(model, train, holdout)
-    return finished(model, config, metrics | loop, started, train_index, holdout_index)
+    return finished(model, config, metrics | loop, started, train_index, holdout_index, found_in)
 
 
 @dataclass(frozen=True)

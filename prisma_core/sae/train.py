@@ -1,4 +1,5 @@
-"""Training loop of the TopK SAE: holdout split, data-centred init, AuxK, decoder constraints, metrics."""
+"""Training loop of the TopK SAE: holdout split, data-centred init, AuxK, decoder constraints, metrics; several
+trainings compared and their shared features kept (`consensus`)."""
 
 import time
 from collections.abc import Callable, Iterator
@@ -8,19 +9,34 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+from sklearn.cluster import KMeans
+from sklearn.decomposition import PCA
 
 from prisma_core.errors import TrainingError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.sae import consensus
 from prisma_core.sae.adam import FusedAdam
 from prisma_core.sae.config import SAEConfig, check_config
 from prisma_core.sae.loss import fvu, matryoshka_fvu, prefix_reconstructions, sae_loss, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
 from prisma_core.sae.moments import Moments
 from prisma_core.sae.weights import codes_matrix
+from prisma_core.store.vectors import unit_rows
 
 STAGE = "train_sae"
 MEDIAN_SAMPLE = 4096
 """Training documents the initial b_pre (geometric median) is computed from."""
+INIT_SAMPLE = 16_384
+"""Training documents the data-initialised directions (k-means centres) are computed from."""
+KMEANS_ITERATIONS = 50
+"""Lloyd iterations of each k-means of the data-initialised directions: a starting point, not a final grouping."""
+KMEANS_COMPONENTS = 50
+"""Principal components the data-initialising k-means groups documents on."""
+BROAD_GROUP = 128
+"""Nested feature groups of fewer features than this are broad: their k-means keeps the best of BROAD_RESTARTS."""
+BROAD_RESTARTS = 10
+MATCH_SAMPLE = 20_000
+"""Training documents whose codes match the features of the trainings compared."""
 EPOCH_HOLDOUT_SAMPLE = 1024
 """Held-out documents scored at the end of every epoch (all of them are scored once training ends)."""
 HISTORY_POINTS = 100
@@ -32,6 +48,8 @@ NO_VARIANCE = (
 )
 EpochBatches = Callable[[int], Iterator[torch.Tensor]]
 """batch size -> one epoch of shuffled training batches [batch, d], scaled, on the training device."""
+TrainOnce = Callable[[torch.Generator, ProgressCallback], tuple[TopKSAE, dict[str, Any]]]
+"""One training from a seeded generator: its model (on the training device, scaled units) and `optimise`'s record."""
 
 
 @dataclass
@@ -39,19 +57,23 @@ class TrainResult:
     """A trained SAE, the settings that made it (lr, k_aux, dead_after resolved) and how well it did."""
 
     model: TopKSAE
-    """On the CPU, whatever device trained it."""
+    """On the CPU, whatever device trained it: the features kept from the trainings compared."""
     config: SAEConfig
     metrics: dict[str, float | int | str]
     """fvu_train, fvu_holdout, variance_explained_holdout (NaN without holdout, or when the held-out documents do
     not vary: then fvu_holdout_note says so), dead_fraction (share of latents that fire on no training document),
-    mean_l0, n_train, n_holdout, steps, seconds, samples_per_second, device."""
+    mean_l0, n_train, n_holdout, steps, seconds, samples_per_second, device, n_trainings, features_trained
+    (features each training learned), features_kept."""
     history: list[dict[str, float]]
-    """Averages over every few steps: step, epoch, loss, fvu, aux_loss, dead_fraction (latents dead for the
-    tracker at that step). Entries that close an epoch also carry fvu_holdout (on a sample of held-out docs)."""
+    """Averages over every few steps of every training: training (1-based), step (counted over all trainings),
+    epoch, loss, fvu, aux_loss, dead_fraction (latents dead for the tracker at that step). Entries that close an
+    epoch also carry fvu_holdout (on a sample of held-out docs)."""
     train_index: np.ndarray
     """Row numbers (into the embeddings) of the training documents, ascending."""
     holdout_index: np.ndarray
     """Row numbers of the held-out documents, ascending."""
+    found_in: np.ndarray
+    """[n_features] int32: in how many of the `config.n_trainings` trainings each kept feature was found."""
 
 
 class _DeadLatentTracker:
@@ -101,33 +123,108 @@ def train_sae(
     """
     started = time.perf_counter()
     data = _validated(embeddings)
-    config, device, generator, train_index, holdout_index = prepare(config, *data.shape)
+    config, device, train_index, holdout_index = prepare(config, *data.shape)
     scale = input_scale(Moments.of(data[train_index]))
     x_train = torch.from_numpy(data[train_index] * scale).to(device)
     x_holdout_sample = holdout_sample(data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]], scale, device)
 
-    def epoch_batches(batch_size: int) -> Iterator[torch.Tensor]:
-        order = torch.randperm(len(x_train), generator=generator).to(device)
-        for start in range(0, len(x_train) - batch_size + 1, batch_size):
-            yield x_train[order[start : start + batch_size]]
+    def train_once(generator: torch.Generator, report: ProgressCallback) -> tuple[TopKSAE, dict[str, Any]]:
+        def epoch_batches(batch_size: int) -> Iterator[torch.Tensor]:
+            order = torch.randperm(len(x_train), generator=generator).to(device)
+            for start in range(0, len(x_train) - batch_size + 1, batch_size):
+                yield x_train[order[start : start + batch_size]]
 
-    model = initial_model(data.shape[1], len(x_train), config, generator, lambda rows: x_train.cpu()[rows]).to(device)
-    loop = optimise(model, epoch_batches, len(x_train), x_holdout_sample, config, progress, should_stop)
+        model = initial_model(data.shape[1], len(x_train), config, generator, lambda rows: x_train.cpu()[rows])
+        model = model.to(device)
+        return model, optimise(model, epoch_batches, len(x_train), x_holdout_sample, config, report, should_stop)
+
+    match_rows = x_train[match_sample(len(x_train), config.seed)]
+    model, found_in, loop = train_compared(train_once, config, match_rows, progress)
     fold_input_scale(model, scale)
     metrics = _final_metrics(model, data, train_index, holdout_index)
-    return finished(model, config, metrics | loop, started, train_index, holdout_index)
+    return finished(model, config, metrics | loop, started, train_index, holdout_index, found_in)
 
 
-def prepare(
-    config: SAEConfig, n_documents: int, dim: int
-) -> tuple[SAEConfig, torch.device, torch.Generator, np.ndarray, np.ndarray]:
-    """The checked, resolved config, the device, the seeded generator and the holdout split (train rows, held-out
-    rows): the first uses of the generator, the same whichever way the vectors are read."""
+def prepare(config: SAEConfig, n_documents: int, dim: int) -> tuple[SAEConfig, torch.device, np.ndarray, np.ndarray]:
+    """The checked, resolved config, the device and the holdout split (train rows, held-out rows), drawn from the
+    run's seed: the same whichever way the vectors are read, and shared by every training compared."""
     check_config(config, n_documents, dim)
-    config = config.resolved(n_documents, dim)
+    config = config.resolved(n_documents)
     device = resolve_device(config.device)
-    generator = torch.Generator().manual_seed(config.seed)
-    return config, device, generator, *_split(n_documents, config, generator)
+    return config, device, *_split(n_documents, config, torch.Generator().manual_seed(config.seed))
+
+
+def match_sample(n_train: int, seed: int) -> np.ndarray:
+    """The training rows (at most MATCH_SAMPLE, ascending, seeded) whose codes match the trainings' features."""
+    if n_train <= MATCH_SAMPLE:
+        return np.arange(n_train)
+    return np.sort(np.random.default_rng(seed).choice(n_train, MATCH_SAMPLE, replace=False))
+
+
+def train_compared(
+    train_once: TrainOnce, config: SAEConfig, match_rows: torch.Tensor, progress: ProgressCallback
+) -> tuple[TopKSAE, np.ndarray, dict[str, Any]]:
+    """`config.n_trainings` trainings, each from its own seed, combined into the SAE of the features most of them
+    find (`consensus.combine`); returns it (scaled units, training device), in how many trainings each of its
+    features was found, and the trainings' joint record (history, steps, samples_per_second, device, counts).
+    match_rows: scaled training vectors [m, d] on the training device, whose codes match the features."""
+    trainings = []
+    for number, seed in enumerate(consensus.training_seeds(config.seed, config.n_trainings)):
+        report = _one_of(progress, number, config.n_trainings)
+        trainings.append(train_once(torch.Generator().manual_seed(seed), report))
+    models = [model for model, _ in trainings]
+    if len(models) == 1:
+        model, found_in = models[0], np.ones(models[0].n_latents, dtype=np.int32)
+    else:
+        codes = [codes_matrix(*_encoded(model, match_rows), model.n_latents) for model in models]
+        model, found_in = consensus.combine(models, codes, config.kept_at_least())
+    counts = {
+        "n_trainings": len(models),
+        "features_trained": config.n_features,
+        "features_kept": model.n_latents,
+        "found_in_all": int((found_in == len(models)).sum()),
+    }
+    return model, found_in, _joint_record([loop for _, loop in trainings]) | counts
+
+
+def _one_of(progress: ProgressCallback, number: int, count: int) -> ProgressCallback:
+    """Progress of training `number` (0-based) of `count`, reported as a part of all of them."""
+    if count == 1:
+        return progress
+
+    def report(update: Progress) -> None:
+        progress(
+            Progress(
+                update.stage,
+                number * update.total + update.done,
+                count * update.total,
+                f"Training {number + 1} of {count} · {update.message}",
+                update.metrics,
+            )
+        )
+
+    return report
+
+
+def _joint_record(loops: list[dict[str, Any]]) -> dict[str, Any]:
+    """The trainings' histories one after the other (steps counted over all of them), their steps and speed."""
+    history, offset = [], 0
+    for number, loop in enumerate(loops, start=1):
+        history += [entry | {"training": number, "step": entry["step"] + offset} for entry in loop["history"]]
+        offset += loop["steps"]
+    seconds = sum(loop["seconds"] for loop in loops)
+    return {
+        "history": history,
+        "steps": offset,
+        "samples_per_second": sum(loop["samples"] for loop in loops) / seconds if seconds else 0.0,
+        "device": loops[0]["device"],
+    }
+
+
+def _encoded(model: TopKSAE, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    with torch.no_grad():
+        values, indices = model.encode_topk(x)
+    return values.cpu().numpy(), indices.cpu().numpy()
 
 
 def holdout_sample(holdout: np.ndarray, scale: float, device: torch.device) -> torch.Tensor:
@@ -139,15 +236,16 @@ def holdout_sample(holdout: np.ndarray, scale: float, device: torch.device) -> t
 def finished(
     model: TopKSAE,
     config: SAEConfig,
-    metrics: dict[str, float | int | str],
+    metrics: dict[str, Any],
     started: float,
     train_index: np.ndarray,
     holdout_index: np.ndarray,
+    found_in: np.ndarray,
 ) -> TrainResult:
     """The result, the whole training's seconds added to its metrics."""
     history = metrics.pop("history")
     metrics["seconds"] = time.perf_counter() - started
-    return TrainResult(model.cpu(), config, metrics, history, train_index, holdout_index)
+    return TrainResult(model.cpu(), config, metrics, history, train_index, holdout_index, found_in)
 
 
 def encode(model: TopKSAE, embeddings: np.ndarray, batch_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -208,14 +306,46 @@ def initial_model(
     generator: torch.Generator,
     training_rows: Callable[[np.ndarray], torch.Tensor],
 ) -> TopKSAE:
-    """Random tied weights; b_pre at the geometric median of (a sample of) the training data.
+    """Tied weights; b_pre at the geometric median of (a sample of) the training data; directions random, or with
+    config.init "data" the centres of the training documents around b_pre (`data_directions`).
 
     training_rows: indices into the training documents -> their scaled vectors [m, d] on the CPU."""
-    model = TopKSAE(dim, config.n_latents(dim), config.k, generator=generator)
+    model = TopKSAE(dim, config.n_features, config.k, generator=generator)
     sample = torch.randperm(n_train, generator=generator)[:MEDIAN_SAMPLE].numpy()
     with torch.no_grad():
         model.b_pre.copy_(_geometric_median(training_rows(sample)))
+        if config.init == "data":
+            sample = np.sort(torch.randperm(n_train, generator=generator)[:INIT_SAMPLE].numpy())
+            centred = (training_rows(sample) - model.b_pre).numpy()
+            seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+            directions = torch.from_numpy(data_directions(centred, config.prefixes(), seed))
+            model.W_dec[: len(directions)] = directions
+            model.W_enc[: len(directions)] = directions
     return model
+
+
+def data_directions(centred: np.ndarray, prefixes: tuple[int, ...], seed: int) -> np.ndarray:
+    """Unit directions [n, d] from documents centred on b_pre [m, d]: each nested feature group (`prefixes`, the
+    group sizes, smallest first) gets the mean directions of as many k-means groups of documents as it adds
+    features, so the first features start at the broadest directions and later ones at finer ones. Fewer than n
+    when a group asks for more centres than there are documents (the rest keep their random start).
+
+    k-means runs on the documents' first principal components (the grouping is the same, several times faster), and
+    the broad groups' k-means keeps the best of BROAD_RESTARTS starts: the broadest directions of a corpus are then
+    found alike from any seed."""
+    unit = unit_rows(centred)
+    points = PCA(min(KMEANS_COMPONENTS, *unit.shape), random_state=seed).fit_transform(unit)
+    found, start = [], 0
+    for size in prefixes:
+        wanted = min(size - start, len(unit))
+        restarts = BROAD_RESTARTS if wanted < BROAD_GROUP else 1
+        kmeans = KMeans(wanted, n_init=restarts, max_iter=KMEANS_ITERATIONS, random_state=seed).fit(points)
+        members = sp.csr_matrix((np.ones(len(unit)), (kmeans.labels_, np.arange(len(unit)))), (wanted, len(unit)))
+        found.append(unit_rows(np.asarray(members @ unit)))
+        if wanted < size - start:
+            break
+        start = size
+    return np.concatenate(found).astype(np.float32)
 
 
 def _geometric_median(points: torch.Tensor, iterations: int = 100, tolerance: float = 1e-7) -> torch.Tensor:
@@ -241,7 +371,8 @@ def optimise(
     progress: ProgressCallback,
     should_stop: Callable[[], bool] | None,
 ) -> dict[str, Any]:
-    """Run all epochs in place on `model` (on the training device); returns history, steps and samples_per_second.
+    """Run all epochs in place on `model` (on the training device); returns history, steps, samples, seconds and
+    device.
     Every epoch takes n_train // batch_size steps of `epoch_batches`."""
     started = time.perf_counter()
     device = model.W_dec.device
@@ -251,7 +382,7 @@ def optimise(
     log_every = max(1, total_steps // HISTORY_POINTS)
     optimizer = FusedAdam(model.parameters(), lr=config.lr)
     tracker = _DeadLatentTracker(model.n_latents, config.dead_after, device)
-    prefixes = config.prefixes(model.d)
+    prefixes = config.prefixes()
     history: list[dict[str, float]] = []
     sums = torch.zeros(3, device=device)
     since_log = 0
@@ -284,7 +415,7 @@ def optimise(
             since_log = 0
         batches.close()
     seconds = time.perf_counter() - started
-    return {"history": history, "steps": step, "samples_per_second": step * batch_size / seconds, "device": str(device)}
+    return {"history": history, "steps": step, "samples": step * batch_size, "seconds": seconds, "device": str(device)}
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:

@@ -102,10 +102,10 @@ def _read_config(path: Location) -> tuple[int, int, SAEConfig]:
     record.pop("format_version", None)
     d, n_latents = record.pop("d", None), record.pop("n_latents", None)
     try:
-        config = SAEConfig.from_dict(record)
+        config = SAEConfig.from_dict(record, d if isinstance(d, int) else None)
     except (PrismaError, TypeError) as error:
         raise WeightsError(f"{path} holds invalid SAE settings: {error}") from error
-    if not isinstance(d, int) or not isinstance(n_latents, int) or d < 1 or config.n_latents(d) != n_latents:
+    if not isinstance(d, int) or not isinstance(n_latents, int) or d < 1 or not 0 < n_latents <= config.n_features:
         raise WeightsError(f"{path} gives inconsistent sizes (d={d}, n_latents={n_latents}).")
     if config.k > n_latents:
         raise WeightsError(f"{path} asks for k={config.k} active features out of only {n_latents}.")

@@ -54,7 +54,9 @@ class Artefacts(Tables):
         self._add("features", pa.Table.from_pandas(frame, schema=SCHEMAS["features"], preserve_index=False))
 
     def features(self, run_id: str) -> pd.DataFrame:
+        """The run's feature statistics; `found_in` is empty (<NA>) for runs trained before it was recorded."""
         frame = self._read("features", f"run_id = '{check_id(run_id)}'")
+        frame = frame.astype({"found_in": "Int32"})
         return frame.drop(columns="run_id").sort_values("feature_id").reset_index(drop=True)
 
     def add_interpretations(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -139,7 +141,8 @@ class Artefacts(Tables):
 
     def save_themes(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
         """Replace a run's themes: theme_id, label, description, label_source, n_documents, features (ids),
-        evidence (one weight per feature)."""
+        evidence (one weight per feature), probabilities (the theme's probability for every document, in position
+        order)."""
         self._replace_generation(
             "themes",
             run_id,
@@ -149,15 +152,22 @@ class Artefacts(Tables):
                 | {
                     "features": json.dumps([int(f) for f in row["features"]]),
                     "evidence": [float(e) for e in row["evidence"]],
+                    "probabilities": np.asarray(row["probabilities"], np.float32),
                 }
                 for row in rows
             ],
         )
 
     def themes(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's themes, theme 0 first; empty for runs made before themes existed."""
+        """A run's themes, theme 0 first; empty for runs made before themes existed. `probabilities` is None for
+        themes stored before the documents' probabilities were."""
         return [
-            {**row, "features": json.loads(row["features"]), "evidence": np.asarray(row["evidence"], np.float32)}
+            {
+                **row,
+                "features": json.loads(row["features"]),
+                "evidence": np.asarray(row["evidence"], np.float32),
+                "probabilities": _float_array_or_none(row["probabilities"]),
+            }
             for row in self._latest_generation("themes", run_id, "theme_id")
         ]
 
@@ -187,3 +197,9 @@ class Artefacts(Tables):
         frame = self._read(name, f"run_id = '{check_id(run_id)}'")
         frame = frame[frame["generation"] == frame["generation"].max()].sort_values(order)
         return frame.drop(columns=["run_id", "generation"]).to_dict(orient="records")
+
+
+def _float_array_or_none(value: Any) -> np.ndarray | None:
+    """A stored list of floats as float32, None where the row has none (a null, or a table made before the column
+    was: NaN after the read fills it in)."""
+    return np.asarray(value, np.float32) if isinstance(value, list | np.ndarray) else None

@@ -9,6 +9,8 @@ import pyarrow as pa
 
 KEYWORD_SOURCE = "keywords"
 """The `source` of labels made from distinctive keywords (an LLM's labels carry the model's name)."""
+MANUAL_SOURCE = "manual"
+"""The `source` of labels the analyst wrote."""
 
 _TYPES = {
     "str": pa.string(),
@@ -111,7 +113,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     "sae_runs": _record_schema(RunRecord),
     "activations": _schema("run_id position:int64 feature_id:int32 value:float32"),
     "features": _schema(
-        "run_id feature_id:int32 density:int64 density_fraction:float64 mean_activation:float64 max_activation:float64"
+        "run_id feature_id:int32 density:int64 density_fraction:float64 mean_activation:float64 max_activation:float64 "
+        "found_in:int32"
     ),
     "interpretations": _schema(
         "run_id feature_id:int32 interpretation_id label description source prompt_version created_at "
@@ -122,7 +125,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     "themes": _schema(
         "run_id generation:int32 theme_id:int32 label description label_source n_documents:int64 features "
-        "evidence:float32s"
+        "evidence:float32s probabilities:float32s"
     ),
     "stages": _record_schema(StageRecord),
 }

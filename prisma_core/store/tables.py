@@ -30,7 +30,21 @@ class Tables:
 
     def _table(self, name: str, schema: pa.Schema | None = None) -> lancedb.table.Table:
         schema = schema or SCHEMAS[name]
-        return retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True), self.uri)
+        if self._has_table(name):
+            table = self.db.open_table(name)
+        else:
+            table = retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True), self.uri)
+        if set(schema.names) - set(table.schema.names):
+            retry(lambda: self._add_missing_columns(name, schema), self.uri)
+            table = self.db.open_table(name)
+        return table
+
+    def _add_missing_columns(self, name: str, schema: pa.Schema) -> None:
+        """A table made by an earlier version of Prisma gets the columns added since, empty for its rows."""
+        table = self.db.open_table(name)
+        missing = [field for field in schema if field.name not in table.schema.names]
+        if missing:
+            table.add_columns(missing)
 
     def _has_table(self, name: str) -> bool:
         return name in self.db.list_tables().tables
@@ -40,8 +54,9 @@ class Tables:
             return pd.DataFrame(columns=list(columns or SCHEMAS[name].names))
         query = self.db.open_table(name).search().where(where)
         if columns:
-            query = query.select(list(columns))
-        return query.limit(None).to_pandas()
+            return query.select(list(columns)).limit(None).to_pandas()
+        frame = query.limit(None).to_pandas()
+        return frame.reindex(columns=SCHEMAS[name].names) if name in SCHEMAS else frame
 
     def _records(self, name: str, where: str, record_type: type[Record]) -> list[Record]:
         """The matching rows of a record table as records, oldest first."""

@@ -39,7 +39,7 @@ def cancel_when_reporting(at: AppTest, key: str, timeout: float = 300) -> Job:
 def test_training_is_cancelled_and_leaves_no_run(trained_app):
     runs_before = [run.run_id for run in trained_app.workspace.runs(trained_app.dataset_id)]
     at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "train")
-    at.number_input(key="expansion_factor").set_value(1)
+    at.number_input(key="n_features").set_value(384)
     at.number_input(key="k").set_value(4)
     at.number_input(key="epochs").set_value(5000)
     at.number_input(key="batch_size").set_value(32)

@@ -16,20 +16,41 @@ def features_page(trained_app):
     return open_page(at, "features")
 
 
-def test_table_lists_every_feature_densest_first_with_core_values(trained_app):
+def test_table_lists_the_features_found_in_every_training_first_with_core_values(trained_app):
     at = features_page(trained_app)
     assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     shown = features_table(at)
-    assert len(shown) == len(run.features) == 768
-    assert shown["density"].is_monotonic_decreasing
+    kept = run.record.metrics["features_kept"]
+    assert len(shown) == len(run.features) == kept <= 64
+    everywhere = run.features["found_in"] == 3
+    assert (shown["comes_back"].head(int(everywhere.sum())) == "found in 3 of 3 trainings").all()
+    assert set(shown["comes_back"]) <= {"found in 3 of 3 trainings", "found in 2 of 3 trainings"}
+    topics = shown[~shown["label"].str.startswith("background: ")]
+    for words, group in topics.groupby("comes_back", sort=False):
+        assert group["density"].is_monotonic_decreasing, words  # densest first among the equally reliable
     expected = run.features.set_index("feature_id")
     for row in shown.head(20).itertuples():
         assert row.label == expected.at[row.feature_id, "label"]
         assert row.density == expected.at[row.feature_id, "density"]
         assert row.mean_activation == pytest.approx(expected.at[row.feature_id, "mean_activation"])
-    n_dead = int((run.features["density"] == 0).sum())
-    assert f"768 of 768 features shown · {n_dead} never fire on these documents" in texts(at.caption)
+    assert f"{kept} of {kept} features shown · {int(everywhere.sum())} found in all 3 trainings, listed first" in (
+        " ".join(texts(at.caption))
+    )
+
+
+def test_a_less_reliable_or_background_feature_says_what_that_means(trained_app):
+    at = features_page(trained_app)
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    features = run.features.set_index("feature_id")
+    less = features.index[(features["found_in"] == 2) & ~features["background"]]
+    reliable = features.index[(features["found_in"] == 3) & ~features["background"]]
+    assert len(reliable) and len(less)  # the small app run has both
+    at.selectbox(key="feature_pick").select(int(less[0])).run()
+    assert any("Less reliable: found in 2 of 3 trainings" in warning for warning in texts(at.warning))
+    at.selectbox(key="feature_pick").select(int(reliable[0])).run()
+    assert "Comes back: found in 3 of 3 trainings." in texts(at.caption)
+    assert not any("Less reliable" in warning for warning in texts(at.warning))
 
 
 def test_search_filters_by_label(trained_app):

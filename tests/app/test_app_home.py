@@ -38,7 +38,7 @@ def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_a
     assert at.sidebar.selectbox(key="dataset_id").value == demo.dataset_id
     (run,) = trained_app.workspace.runs(demo.dataset_id)
     assert at.sidebar.selectbox(key=run_widget_key(demo.dataset_id)).value == run.run_id
-    assert len(features_table(at)) == run.config["sae"]["expansion_factor"] * 384
+    assert len(features_table(at)) == run.metrics["features_kept"]
 
     again = new_app()  # on Home (an AppTest.switch_page would pin the page and hide the app's own switch)
     again.button(key="demo").click().run()
@@ -57,9 +57,7 @@ def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypa
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     (warning,) = texts(at.warning)
     assert "it has memorised its training documents instead of learning general concepts (overfitting)" in warning
-    assert (
-        "train again with fewer epochs (try 5 instead of 10), a lower expansion factor (try 1 instead of 2)" in warning
-    )
+    assert "train again with fewer epochs (try 5 instead of 10), fewer features (try 32 instead of 64)" in warning
     run_picker = at.sidebar.selectbox(key=run_widget_key(trained_app.dataset_id))
     assert run_picker.format_func(run_picker.value).endswith(" · overfitted")
     open_page(at, "train")

@@ -22,7 +22,8 @@ def test_form_is_prefilled_for_the_corpus_size(trained_app):
     at = new_app(trained_app.dataset_id)
     open_page(at, "train")
     suggested = suggest_config(len(trained_app.frame), 384)
-    assert at.number_input(key="expansion_factor").value == suggested.expansion_factor
+    assert at.number_input(key="n_features").value == suggested.n_features
+    assert at.number_input(key="n_trainings").value == suggested.n_trainings == 3
     assert at.number_input(key="k").value == suggested.k
     assert at.number_input(key="epochs").value == suggested.epochs
     assert at.number_input(key="batch_size").value == suggested.batch_size
@@ -36,11 +37,12 @@ def test_runs_table_shows_the_run_metrics_and_diagnostics(trained_app):
     assert not at.exception
     record = trained_app.workspace.run(trained_app.run_id)
     row = runs_frame(at).set_index("run").loc[trained_app.run_id]
-    assert (row["expansion"], row["k"], row["epochs"], row["batch"]) == tuple(SMALL_SAE.values())
+    assert (row["k"], row["epochs"], row["batch"]) == (SMALL_SAE["k"], SMALL_SAE["epochs"], SMALL_SAE["batch_size"])
     assert row["detail_unseen"] == pytest.approx(1 - record.metrics["fvu_holdout"])
     assert row["detail_train"] == pytest.approx(1 - record.metrics["fvu_train"])
     assert row["never_firing"] == pytest.approx(record.metrics["dead_fraction"])
-    assert row["features"] == SMALL_SAE["expansion"] * 384
+    assert row["features"] == record.metrics["features_kept"] <= SMALL_SAE["n_features"]
+    assert row["comes_back"] == f"{record.metrics['found_in_all']} of {row['features']} (3 trainings)"
     assert row["name"] == run_name(record) and " features · " in row["name"]
     assert row["quality"].split(" ")[0] in {"good", "fair", "rough"}
     assert row["families"] == record.metrics["n_families"]
@@ -51,7 +53,7 @@ def test_runs_table_shows_the_run_metrics_and_diagnostics(trained_app):
 def test_second_click_joins_the_running_job_and_the_new_run_is_selected(trained_app):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     open_page(at, "train")
-    at.number_input(key="expansion_factor").set_value(1)
+    at.number_input(key="n_features").set_value(64)
     at.number_input(key="k").set_value(4)
     at.number_input(key="epochs").set_value(25)
     at.number_input(key="batch_size").set_value(32)
@@ -79,13 +81,13 @@ def test_k_larger_than_the_features_is_refused_with_advice(trained_app):
     before = job_registry().get(f"train:{trained_app.dataset_id}")
     at = new_app(trained_app.dataset_id)
     open_page(at, "train")
-    at.number_input(key="expansion_factor").set_value(1)
+    at.number_input(key="n_features").set_value(384)
     at.number_input(key="k").set_value(500)
     at.button(key=TRAIN_BUTTON).click().run()
     (error,) = texts(at.error)
     assert error == (
-        "k=500 active features per document must be fewer than the 384 features (expansion factor 1 x 384 "
-        "dimensions). Lower k or raise the expansion factor."
+        "k=500 active features per document must be fewer than the 384 features. Lower k or raise the number of "
+        "features."
     )
     assert job_registry().get(f"train:{trained_app.dataset_id}") is before  # no job was started
     assert len(trained_app.workspace.runs(trained_app.dataset_id)) == 1

@@ -266,7 +266,7 @@ def test_scale_ingest_only_stops_after_ingest() -> None:
 
 
 def test_scale_quick_times_and_measures_every_stage_in_its_own_process() -> None:
-    result = scale.run(quick=True, n_docs=600, embed_sample=40, sae_flags=["expansion_factor=2"])
+    result = scale.run(quick=True, n_docs=600, embed_sample=40, sae_flags=["n_features=64"])
     stages = result["stages"]
     assert stages["run"]["sae"]["n_latents"] == 2 * 384  # the run's SAE as the command line set it
     assert result["documents"] == 600 and result["embed_sample"] == 40

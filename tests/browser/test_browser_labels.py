@@ -42,7 +42,7 @@ def labels_server(tmp_path_factory, bbc) -> Iterator[str]:
     config = IngestConfig(text_column="text", id_column="id")
     dataset_id, _ = pipeline.ingest(workspace, [folder / "bbc120.parquet"], "BBC 120", config)
     pipeline.embed_dataset(workspace, dataset_id)
-    pipeline.train_run(workspace, dataset_id, SAEConfig(expansion_factor=1, k=8))
+    pipeline.train_run(workspace, dataset_id, SAEConfig(n_features=64, k=4))
 
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / "streamlit_labels.log"

@@ -31,7 +31,7 @@ from prisma_core.themes import NO_THEME, ThemeConfig, build_themes
 
 PER_CATEGORY = 60
 TEXT_BATCH = 50
-BOUNDED_SAE = SAEConfig(expansion_factor=2, k=8, epochs=3, batch_size=32, vectors_memory_mb=0.01)
+BOUNDED_SAE = SAEConfig(n_features=64, k=4, epochs=3, batch_size=32, vectors_memory_mb=0.01)
 """0.01 MB holds 6 vectors: every part of the run reads the 300 documents in batches."""
 
 

@@ -19,13 +19,13 @@ from prisma_core.runs import read_codes
 from prisma_core.sae import SAEConfig, feature_codes, load_sae, train_from, train_sae
 from prisma_core.sae.moments import Moments
 from prisma_core.sae.stream import Slices
-from prisma_core.sae.train import MEDIAN_SAMPLE
+from prisma_core.sae.train import INIT_SAMPLE, MEDIAN_SAMPLE
 from prisma_core.store import Workspace
 from prisma_core.store import vectors as vectors_module
 from prisma_core.store.vectors import StoredVectors
 
 PER_CATEGORY = 60
-CONFIG = SAEConfig(expansion_factor=1, k=8, epochs=6, batch_size=32, seed=3)
+CONFIG = SAEConfig(n_features=64, k=4, epochs=6, batch_size=32, seed=3)
 TINY_BOUND_MB = 0.05
 """About 17 vectors of 384 dimensions: every read is one batch of 32 documents."""
 
@@ -96,10 +96,12 @@ def test_streamed_training_reads_bounded_slices_and_learns_as_well(embedded: tup
     streamed = train_from(source, config)
     in_memory = train_from(_stored(embedded), CONFIG)
 
-    # One read gathers the (at most MEDIAN_SAMPLE) training documents the initial centre is computed from; every
-    # other read holds one block of 32 documents (the bound is below a batch) or the 30 held-out documents.
-    largest, *others = sorted(source.sizes, reverse=True)
-    assert largest == min(MEDIAN_SAMPLE, 270) and max(others) == CONFIG.batch_size
+    # Each training reads the training documents twice, sampled (at most MEDIAN_SAMPLE for the initial centre, at
+    # most INIT_SAMPLE for the initial directions), and the trainings' features are matched on one more sample of
+    # them; every other read holds one block of 32 documents (the bound is below a batch) or the 30 held-out ones.
+    samples = 2 * CONFIG.n_trainings + 1
+    sampled, others = sorted(source.sizes, reverse=True)[:samples], sorted(source.sizes, reverse=True)[samples:]
+    assert sampled == [min(MEDIAN_SAMPLE, INIT_SAMPLE, 270)] * samples and max(others) == CONFIG.batch_size
     assert len(others) > CONFIG.epochs * 300 // CONFIG.batch_size
     for key in ("n_train", "n_holdout", "steps"):
         assert streamed.metrics[key] == in_memory.metrics[key]
@@ -150,10 +152,11 @@ def test_a_streamed_run_stores_the_activations_and_statistics_of_the_whole(
     model, _ = load_sae(workspace.location(record.weights_dir))
     expected = feature_codes(model, workspace.vectors(dataset_id, model_key(EmbedConfig())))
     stored = read_codes(workspace, summary.run_id, *expected.shape)
-    assert stored.nnz == expected.nnz == 300 * CONFIG.k
+    assert stored.nnz == expected.nnz and (np.diff(stored.indptr) <= CONFIG.k).all()
     assert ((stored != 0) != (expected != 0)).nnz == 0
     assert abs(stored - expected).max() <= 1e-6
     features = workspace.features(summary.run_id)
     whole = analysis.feature_stats(expected)
+    assert set(features.pop("found_in")) <= set(range(1, CONFIG.n_trainings + 1))
     pd.testing.assert_frame_equal(features, whole, check_dtype=False, rtol=1e-6)
-    assert features["density"].sum() == 300 * CONFIG.k
+    assert features["density"].sum() == stored.nnz

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from small_run import SMALL_SAE, SmallRun
 
@@ -23,6 +24,7 @@ from prisma_core.store import Workspace
 from prisma_core.store import datasets as datasets_module
 from prisma_core.store.datasets import text_hash
 from prisma_core.store.retry import retry
+from prisma_core.store.schemas import SCHEMAS
 
 
 @pytest.fixture(scope="module")
@@ -86,13 +88,17 @@ def test_run_record_and_artefacts(trained):
     workspace, dataset_id, _, summary = trained
     record = workspace.run(summary.run_id)
     assert record.dataset_id == dataset_id
-    assert record.config["sae"]["seed"] == 0 and record.config["sae"]["k"] == 8
+    assert record.config["sae"]["seed"] == 0 and record.config["sae"]["k"] == 4
+    assert record.config["sae"]["n_trainings"] == record.metrics["n_trainings"] == 3
     assert record.config["embed"]["model"] == "all-MiniLM-L6-v2"
     assert {"torch", "lancedb", "prisma"} <= set(record.versions)
-    assert workspace.activation_batches(summary.run_id)[0] == 60 * 8
-    assert len(workspace.features(summary.run_id)) == 384
+    features = workspace.features(summary.run_id)
+    assert workspace.activation_batches(summary.run_id)[0] == features["density"].sum() <= 60 * 4
+    kept = record.metrics["features_kept"]
+    assert len(features) == kept <= record.config["sae"]["n_features"]
+    assert set(features["found_in"]) <= {2, 3} and (features["found_in"] == 3).sum() == record.metrics["found_in_all"]
     interpretations = workspace.interpretations(summary.run_id)
-    assert len(interpretations) == 384 and set(interpretations["source"]) == {"keywords"}
+    assert len(interpretations) == kept and set(interpretations["source"]) == {"keywords"}
     assert workspace.run_or_latest(summary.run_id) == record
     assert workspace.run_or_latest(None, dataset_id) == record == workspace.run_or_latest()  # the only run so far
 
@@ -123,6 +129,7 @@ def test_rebuilding_families_replaces_the_previous_set(trained):
 
 def test_failed_training_leaves_earlier_runs_intact(trained):
     workspace, dataset_id, _, summary = trained
+    activations = workspace.activation_batches(summary.run_id)[0]
 
     def crash(event: Progress) -> None:
         if event.stage == "train_sae" and event.done > 1:
@@ -132,7 +139,7 @@ def test_failed_training_leaves_earlier_runs_intact(trained):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=crash)
     assert [run.run_id for run in workspace.runs(dataset_id)] == [summary.run_id]
     assert sorted(p.name for p in (workspace.path / "runs").iterdir()) == [summary.run_id]
-    assert workspace.activation_batches(summary.run_id)[0] == 60 * 8
+    assert workspace.activation_batches(summary.run_id)[0] == activations
 
 
 def test_unknown_ids_raise_not_found(trained):
@@ -370,3 +377,31 @@ def test_lancedbs_own_warnings_stay_out_of_prismas_output_unless_asked_for(tmp_p
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment, check=True)
     assert done.stdout.strip() == expected
+
+
+def test_tables_made_before_a_column_existed_gain_it_empty_and_keep_their_rows(tmp_path):
+    """A workspace from an earlier Prisma: its features table has no found_in, its themes no probabilities. Reading
+    shows them empty; the next write adds the column, and the old rows keep their values."""
+    workspace = Workspace(tmp_path / "ws")
+    old, new = "run-20260101-000000-aaaaaa", "run-20260102-000000-bbbbbb"
+    stats = {"feature_id": [0, 1], "density": [3, 1], "density_fraction": [0.3, 0.1]}
+    stats |= {"mean_activation": [0.5, 0.2], "max_activation": [0.9, 0.2]}
+    old_features = pa.table({"run_id": [old, old], **stats}, schema=_without(SCHEMAS["features"], "found_in"))
+    workspace.db.create_table("features", data=old_features)
+    theme = {"run_id": old, "generation": 0, "theme_id": 0, "label": "t", "description": "", "label_source": "keywords"}
+    theme |= {"n_documents": 2, "features": "[0, 1]", "evidence": [0.5, 0.1]}
+    old_themes = pa.Table.from_pylist([theme], _without(SCHEMAS["themes"], "probabilities"))
+    workspace.db.create_table("themes", data=old_themes)
+
+    assert workspace.features(old)["found_in"].isna().all()
+    assert workspace.themes(old)[0]["probabilities"] is None
+    workspace.save_features(new, pd.DataFrame(stats).assign(found_in=[3, 2]))
+
+    assert "found_in" in workspace.db.open_table("features").schema.names
+    assert workspace.features(new)["found_in"].tolist() == [3, 2]
+    assert workspace.features(old)["found_in"].isna().all()
+    assert workspace.features(old)["density"].tolist() == [3, 1]
+
+
+def _without(schema: pa.Schema, column: str) -> pa.Schema:
+    return pa.schema([field for field in schema if field.name != column])

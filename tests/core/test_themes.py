@@ -1,15 +1,18 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.metrics import adjusted_rand_score
 
-from prisma_core.sae import SAEConfig, feature_codes, train_sae
+from prisma_core.sae import feature_codes, suggest_config, train_sae
 from prisma_core.themes import NO_THEME, ThemeConfig, build_themes, max_themes, themes_from_evidence
 
 
 @pytest.fixture(scope="module")
 def bbc_codes(bbc_embeddings) -> sp.csr_matrix:
-    """Codes of a small real SAE (384 features, k 16) trained on all BBC embeddings."""
-    result = train_sae(bbc_embeddings, SAEConfig(expansion_factor=1, k=16, epochs=8, seed=0))
+    """Codes of the default run's SAE (80 features, k 4, three trainings compared) on all BBC embeddings."""
+    result = train_sae(bbc_embeddings, suggest_config(*bbc_embeddings.shape))
     return feature_codes(result.model, bbc_embeddings)
 
 
@@ -45,9 +48,10 @@ def test_a_theme_is_explained_by_its_features(bbc_codes, bbc_embeddings):
     fires = np.diff(bbc_codes.tocsc().indptr) > 0
     assert (feature_theme[~fires] == NO_THEME).all()
     assert set(feature_theme[fires]) <= set(range(5)) | {NO_THEME}
-    # A document's strongest theme is the one its own features vote for, weighted by their activations.
+    # A document's strongest theme is, nearly always, the one its own features vote for, weighted by their
+    # activations; where the vote is close, the document's position decides.
     votes = np.asarray(bbc_codes @ themes.evidence)
-    assert (votes.argmax(axis=1) == themes.strongest()).all()
+    assert (votes.argmax(axis=1) == themes.strongest()).mean() >= 0.9
     members = themes.members()
     assert (members[np.arange(members.shape[0]), themes.strongest()] == 1).all()
 
@@ -57,8 +61,17 @@ def test_the_number_of_themes_changes_without_retraining_and_is_reproducible(bbc
     again = build_themes(bbc_codes, bbc_embeddings, ThemeConfig(n_themes=8))
     assert eight.n_themes == 8
     np.testing.assert_array_equal(eight.evidence, again.evidence)
+    np.testing.assert_array_equal(eight.probabilities, again.probabilities)
+    # Themes stored before the documents' probabilities were are read from the features' vote alone: nearly the same.
     restored = themes_from_evidence(bbc_codes, eight.evidence, eight.member_share)
-    np.testing.assert_allclose(restored.probabilities, eight.probabilities, atol=1e-6)
+    assert (restored.strongest() == eight.strongest()).mean() >= 0.85
+
+
+def test_themes_agree_when_the_sae_is_trained_with_another_seed(bbc_codes, bbc_embeddings):
+    other = train_sae(bbc_embeddings, replace(suggest_config(*bbc_embeddings.shape), seed=1))
+    first = build_themes(bbc_codes, bbc_embeddings).strongest()
+    second = build_themes(feature_codes(other.model, bbc_embeddings), bbc_embeddings).strongest()
+    assert adjusted_rand_score(first, second) >= 0.9
 
 
 @pytest.mark.parametrize(("n_documents", "low", "high"), [(1_000, 10, 14), (100_000, 45, 50), (10, 4, 4)])

@@ -58,7 +58,7 @@ def trained_app(app_workspace: Path, corpora_dir: Path) -> TrainedApp:
     wait_for_job(f"embed:{dataset.dataset_id}:{model_key(EmbedConfig())}")
 
     open_page(at, "train")
-    at.number_input(key="expansion_factor").set_value(SMALL_SAE["expansion"])
+    at.number_input(key="n_features").set_value(SMALL_SAE["n_features"])
     at.number_input(key="k").set_value(SMALL_SAE["k"])
     at.number_input(key="epochs").set_value(SMALL_SAE["epochs"])
     at.number_input(key="batch_size").set_value(SMALL_SAE["batch_size"])

@@ -14,7 +14,7 @@ from ui.state import PENDING_SELECTION_KEY, job_registry
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")
 N_DOCUMENTS = 150
-SMALL_SAE = {"expansion": 2, "k": 8, "epochs": 10, "batch_size": 32}
+SMALL_SAE = {"n_features": 64, "k": 4, "epochs": 10, "batch_size": 32}
 JOB_TIMEOUT = 600
 SCRIPT_TIMEOUT = 120
 

@@ -14,14 +14,14 @@ from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL_SAE = SAEConfig(expansion_factor=1, k=8, epochs=3, batch_size=32)
+SMALL_SAE = SAEConfig(n_features=32, k=4, epochs=3, batch_size=32)
 """Trains in about a second on 60 documents: the tests are about what is stored, not about quality."""
 
 
 def sae_flags(config: SAEConfig = SMALL_SAE) -> list[str]:
     """The CLI flags that train with `config`'s main settings."""
     return [
-        *("--expansion-factor", str(config.expansion_factor), "--k", str(config.k)),
+        *("--n-features", str(config.n_features), "--k", str(config.k)),
         *("--epochs", str(config.epochs), "--batch-size", str(config.batch_size)),
     ]
 

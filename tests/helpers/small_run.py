@@ -16,7 +16,7 @@ from prisma_core.pipeline import EmbedSummary, RunSummary
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 
-SMALL_SAE = SAEConfig(expansion_factor=1, k=8, epochs=3, batch_size=32)
+SMALL_SAE = SAEConfig(n_features=32, k=4, epochs=3, batch_size=32)
 PER_CATEGORY = 12
 
 

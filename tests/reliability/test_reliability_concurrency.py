@@ -173,7 +173,7 @@ def test_train_clicked_in_two_sessions_at_once_trains_once(tmp_path, bbc, monkey
     pipeline.embed_dataset(workspace, dataset_id)
     sessions = [open_page(new_app(dataset_id), "train") for _ in range(2)]
     for at in sessions:
-        for key, value in {"expansion_factor": 1, "k": 8, "epochs": 300, "batch_size": 32}.items():
+        for key, value in {"n_features": 64, "k": 4, "epochs": 300, "batch_size": 32}.items():
             at.number_input(key=key).set_value(value)
 
     sessions[0].button(key=TRAIN_BUTTON).click().run()

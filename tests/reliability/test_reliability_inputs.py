@@ -310,9 +310,9 @@ def test_a_million_character_document_is_stored_whole_and_planned_in_windows(wor
         (12, SAEConfig(), "12 documents leave 11 for training"),
         (
             25,
-            SAEConfig(expansion_factor=1, k=384),
-            "k=384 active features per document must be fewer than the 384 "
-            "features (expansion factor 1 x 384 dimensions). Lower k or raise the expansion factor.",
+            SAEConfig(n_features=384, k=384),
+            "k=384 active features per document must be fewer than the 384 features. Lower k or raise the number "
+            "of features.",
         ),
     ],
     ids=["single document", "fewer than needed", "k too large for the features"],

@@ -29,7 +29,7 @@ from ui.state import run_name, run_widget_key
 
 N_SESSIONS = 5
 N_ROUNDS = 3
-LOAD_SAE = SAEConfig(expansion_factor=2, k=16, epochs=10, batch_size=128)
+LOAD_SAE = SAEConfig(n_features=64, k=4, epochs=10, batch_size=128)
 """768 features on 2,225 articles: a real run, trained in seconds."""
 SEARCHES = ["football transfer", "interest rates", "mobile phones", "election campaign", "film awards"]
 REQUEST_TIMEOUT_S = 600

@@ -290,7 +290,7 @@ def test_hostile_files_give_one_error_line(tmp_path: Path, capsys, name: str, co
         ["run", "{file}", "--tau", "2"],
         ["run", "{file}", "--iterations", "0"],
         ["run", "{file}", "--min-family-size", "1"],
-        ["run", "{file}", "--expansion-factor", "100000"],
+        ["run", "{file}", "--n-features", "38400000"],
         ["families", "--tau", "2"],
         ["label", "--timeout-s", "0"],
         ["label", "--n-evidence", "0"],
@@ -313,7 +313,7 @@ def test_settings_out_of_range_fail_before_any_work(trained: Trained, tmp_path: 
 
 def test_training_that_cannot_fit_in_memory_is_refused_before_allocating() -> None:
     with pytest.raises(TrainingError, match=r"needs about [\d.]+ GB of memory; [\d.]+ GB are free"):
-        check_config(SAEConfig(expansion_factor=256), 10_000, 100_000)
+        check_config(SAEConfig(n_features=98_304), 10_000, 100_000)
 
 
 def test_dataset_deleted_while_it_trains_gives_a_message_and_no_run(trained: Trained, bbc: pd.DataFrame) -> None:
@@ -351,7 +351,7 @@ def test_identical_documents_are_refused_with_no_variance_to_explain(tmp_path: P
 
 def test_a_held_out_set_with_no_variance_reports_no_fvu(trained: Trained) -> None:
     vectors = Workspace(trained.path).vectors(trained.dataset_id, KEY)
-    metrics = train_sae(vectors, SAEConfig(expansion_factor=1, k=8, epochs=2, holdout_fraction=0.01)).metrics
+    metrics = train_sae(vectors, SAEConfig(n_features=64, k=4, epochs=2, holdout_fraction=0.01)).metrics
     assert metrics["n_holdout"] == 1
     assert math.isnan(metrics["fvu_holdout"]) and math.isnan(metrics["variance_explained_holdout"])
     assert metrics["fvu_holdout_note"] == "the held-out documents do not vary: no variance to explain"
@@ -513,5 +513,5 @@ def test_missing_gpu_is_reported_before_anything_is_written(trained: Trained) ->
     workspace = Workspace(trained.path)
     before = snapshot(workspace)
     with pytest.raises(TrainingError, match="no CUDA GPU"):
-        pipeline.train_run(workspace, trained.dataset_id, SAEConfig(expansion_factor=1, k=8, device="cuda"))
+        pipeline.train_run(workspace, trained.dataset_id, SAEConfig(n_features=64, k=4, device="cuda"))
     assert snapshot(Workspace(trained.path)) == before

@@ -92,7 +92,7 @@ def test_cancel_raises_at_the_next_report_or_asks_stop_aware_work_to_stop():
     assert registry.running() == [] and registry.cancel("label") is None
 
 
-def run_record(fvu_train: float, fvu_holdout: float, epochs: int = 40, expansion: int = 8):
+def run_record(fvu_train: float, fvu_holdout: float, epochs: int = 40, n_features: int = 3072, **metrics):
     from prisma_core.store import RunRecord
 
     return RunRecord(
@@ -101,10 +101,10 @@ def run_record(fvu_train: float, fvu_holdout: float, epochs: int = 40, expansion
         created_at="2026-11-23T12:20:00+00:00",
         embedding_key="all-MiniLM-L6-v2",
         config={
-            "sae": {"expansion_factor": expansion, "k": 32, "epochs": epochs},
+            "sae": {"n_features": n_features, "k": 32, "epochs": epochs},
             "embed": {"model": "all-MiniLM-L6-v2"},
         },
-        metrics={"fvu_train": fvu_train, "fvu_holdout": fvu_holdout},
+        metrics={"fvu_train": fvu_train, "fvu_holdout": fvu_holdout} | metrics,
         history=[],
         weights_dir="",
         versions={},
@@ -112,19 +112,23 @@ def run_record(fvu_train: float, fvu_holdout: float, epochs: int = 40, expansion
 
 
 def test_runs_get_readable_names_and_overfitting_is_said_in_words():
-    from ui.runs import overfitting, run_name
+    from ui.runs import comes_back, overfitting, run_name
 
     demo_like = run_record(0.015, 0.535)  # the demo's run in issue 11: train 0.015, held out 0.535
     assert run_name(demo_like, "MTSamples demo") == (
-        "MTSamples demo · 23 Nov 2026 12:20 · 3,072 features · rough (46% of detail) · overfitted"
+        "MTSamples demo · 23 Nov 2026 12:20 · 3,072 features · fair (46% of detail) · overfitted"
     )
     message = overfitting(demo_like)
     assert "almost perfectly (98% of their detail)" in message and "much less well (46%)" in message
-    assert (
-        "fewer epochs (try 20 instead of 40), a lower expansion factor (try 4 instead of 8) or more documents"
-        in message
-    )
+    assert "fewer epochs (try 20 instead of 40), fewer features (try 1536 instead of 3072) or more documents" in message
     healthy = run_record(0.25, 0.29)
     assert overfitting(healthy) is None
     assert run_name(healthy) == "23 Nov 2026 12:20 · 3,072 features · good (71% of detail)"
+    assert comes_back(healthy) == "not checked (trained once)"
+    compared = run_record(0.55, 0.6, n_features=80, features_kept=61, n_trainings=3, found_in_all=44)
+    assert run_name(compared) == "23 Nov 2026 12:20 · 61 features · fair (40% of detail)"
+    assert comes_back(compared) == "44 of 61 (3 trainings)"
     assert "FVU" not in run_name(healthy) and "k32" not in run_name(healthy)
+    legacy = run_record(0.25, 0.29)
+    legacy.config["sae"] = {"expansion_factor": 8, "k": 32}  # recorded before runs counted their features
+    assert run_name(legacy) == "23 Nov 2026 12:20 · good (71% of detail)"

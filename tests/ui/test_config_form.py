@@ -9,11 +9,11 @@ from prisma_core.embed import EmbedConfig
 from prisma_core.errors import SettingsError
 from prisma_core.families import FamilyConfig
 from prisma_core.sae import SAEConfig
-from prisma_core.sae.config import MAX_EXPANSION_FACTOR
+from prisma_core.sae.config import MAX_FEATURES, MAX_TRAININGS
 
 SHOWN = {
     SAEConfig: (
-        *("expansion_factor", "k", "epochs", "batch_size", "lr", "seed"),
+        *("n_features", "k", "n_trainings", "epochs", "batch_size", "lr", "seed"),
         *("k_aux", "aux_alpha", "dead_after", "holdout_fraction", "grad_clip", "device"),
     ),
     FamilyConfig: ("tau", "iterations", "min_family_size"),
@@ -65,7 +65,8 @@ def test_number_widgets_carry_the_configs_bounds(form):
                 assert widget(form, prefix + name).min == metadata["minimum"]
             if metadata["maximum"] is not None:
                 assert widget(form, prefix + name).max == metadata["maximum"]
-    assert widget(form, "sae_expansion_factor").max == MAX_EXPANSION_FACTOR
+    assert widget(form, "sae_n_features").max == MAX_FEATURES
+    assert (widget(form, "sae_n_trainings").min, widget(form, "sae_n_trainings").max) == (1, MAX_TRAININGS)
     assert (widget(form, "sae_holdout_fraction").min, widget(form, "sae_holdout_fraction").max) == (0.0, 0.89)
     assert (widget(form, "family_tau").min, widget(form, "family_tau").max) == (0.0, 1.0)  # a slider
 

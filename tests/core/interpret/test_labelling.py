@@ -89,7 +89,7 @@ def base_run(tmp_path_factory, bbc) -> BaseRun:
         workspace, [folder / "bbc120.parquet"], "bbc120", IngestConfig(text_column="text", id_column="id")
     )
     pipeline.embed_dataset(workspace, dataset_id)
-    summary = pipeline.train_run(workspace, dataset_id, SAEConfig(expansion_factor=1, k=8))
+    summary = pipeline.train_run(workspace, dataset_id, SAEConfig(n_features=64, k=4))
     return BaseRun(workspace.path, summary.run_id, dataset_id, corpus)
 
 
@@ -511,11 +511,12 @@ def plant_run(
     rows = np.concatenate(list(active_on.values()))
     columns = np.concatenate([np.full(len(docs), feature) for feature, docs in active_on.items()])
     values = np.random.default_rng(0).uniform(1.0, 2.0, len(rows)).astype(np.float32)
-    codes = sp.csr_matrix((values, (rows, columns)), shape=(N_DOCUMENTS, 384))
+    n_features = len(workspace.features(base_run.run_id))
+    codes = sp.csr_matrix((values, (rows, columns)), shape=(N_DOCUMENTS, n_features))
     run_id, _ = workspace.new_run_dir()
     coo = codes.tocoo()
     workspace.save_activations(run_id, coo.row, coo.col, coo.data)
-    workspace.save_features(run_id, analysis.feature_stats(codes))
+    workspace.save_features(run_id, analysis.feature_stats(codes).assign(found_in=3))
     workspace.add_interpretations(run_id, labels)
     config = {name: value for name, value in record.config.items() if name != "keywords"}
     workspace.add_run(replace(record, run_id=run_id, created_at=now_iso(), config=config))
@@ -609,7 +610,7 @@ def test_keyword_labels_carry_an_embedding_score_from_training(workspace, base_r
     keyword = rows[rows["source"] == KEYWORD_SOURCE].set_index("feature_id")
     scoreable = n_strong[keyword.index] >= ScoreConfig().min_positives
     assert keyword["score_embedding"].notna().tolist() == scoreable.tolist()
-    assert scoreable.sum() >= 20
+    assert scoreable.sum() >= 10
     assert keyword["score_embedding"].dropna().between(0, 1).all()
     assert keyword["score_embedding"].mean() > 0.7
 
@@ -700,23 +701,27 @@ def test_bands_narrow_with_more_documents_and_verdicts_read_against_chance():
 
 def test_the_shuffled_baseline_sits_near_chance_below_the_real_labels(workspace, base_run):
     baseline = score_baseline(workspace, pipeline.load_run(workspace, base_run.run_id))
-    assert baseline.n_scored > 20 and baseline.n_too_few > 0
+    assert baseline.n_scored > 10 and baseline.n_too_few > 0
     assert baseline.mean_score > baseline.shuffled_mean + 0.1
     assert abs(baseline.shuffled_mean - 0.5) < 0.1
 
 
-def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(workspace, base_run, monkeypatch):
+def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(
+    workspace, base_run, monkeypatch, tmp_path
+):
     """The run's codes are read once, by the caller: scoring and the baseline never load the run again, yet the
-    baseline counts the LLM labels named and scored after the run was loaded. The values are those the scores gave
-    when they loaded the run themselves (before they took the caller's run)."""
+    baseline counts the LLM labels named and scored after the run was loaded. The values are those the scores give
+    on a copy of the workspace where they load the run themselves."""
     run = pipeline.load_run(workspace, base_run.run_id)
     dense = run.features.sort_values("density", ascending=False)["feature_id"].head(5).tolist()
-    assert dense == [40, 2, 1, 33, 5]
     sections = ["sport", "business", "politics", "tech", "entertainment"]
     llm = {"source": "llama3.2", "prompt_version": PROMPT_VERSION}
-    workspace.add_interpretations(
-        base_run.run_id, [{"feature_id": f, "label": s, **llm} for f, s in zip(dense, sections, strict=True)]
-    )
+    labels = [{"feature_id": f, "label": s, **llm} for f, s in zip(dense, sections, strict=True)]
+    fresh = Workspace(shutil.copytree(workspace.path, tmp_path / "fresh"))
+    fresh.add_interpretations(base_run.run_id, labels)
+    expected_before = score_baseline(fresh, pipeline.load_run(fresh, base_run.run_id))
+    expected = score_run(fresh, pipeline.load_run(fresh, base_run.run_id))
+    workspace.add_interpretations(base_run.run_id, labels)
 
     def no_second_load(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the run was loaded again")
@@ -726,22 +731,13 @@ def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(wo
     before = score_baseline(workspace, run)
     summary = score_run(workspace, run)
 
-    assert (before.n_scored, before.n_too_few) == (50, 233)
-    assert (before.mean_score, before.shuffled_mean) == pytest.approx((0.8861725243055899, 0.5092111303209713))
-    assert (summary.n_embedding, summary.n_held_out, summary.n_in_sample, summary.n_unscored) == (5, 0, 5, 329)
-    assert (summary.baseline.n_scored, summary.baseline.n_too_few) == (55, 233)
-    assert summary.baseline.mean_score == pytest.approx(0.8524143663187717)
-    assert summary.baseline.shuffled_mean == pytest.approx(0.5092111303209713)
+    assert before == expected_before and before.n_too_few > 0
+    assert summary.n_embedding == 5 and summary.n_held_out + summary.n_in_sample == 5
+    assert summary == expected
     rows = workspace.interpretations(base_run.run_id).query("source == 'llama3.2'").set_index("feature_id")
-    assert rows["score_embedding"].to_dict() == pytest.approx(
-        {
-            1: 0.3595679012345679,
-            2: 0.6145552560646901,
-            5: 0.4341517857142857,
-            33: 0.8881401617250674,
-            40: 0.2777488275143304,
-        }
-    )
+    stored = fresh.interpretations(base_run.run_id).query("source == 'llama3.2'").set_index("feature_id")
+    assert sorted(rows.index) == sorted(dense)
+    assert rows["score_embedding"].to_dict() == pytest.approx(stored["score_embedding"].to_dict())
 
 
 def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_strongest(workspace, base_run, fake):
@@ -789,7 +785,7 @@ def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run
     plan = plan_labels(workspace, run, ollama(fake), feature_ids=None, family_ids=None)
 
     assert (plan.n_features, plan.n_features_skipped) == (len(active) - 4, 4)
-    assert plan.n_families == len(run.families) and plan.n_inactive == 384 - len(active)
+    assert plan.n_families == len(run.families) and plan.n_inactive == len(run.features) - len(active)
     assert plan.prompt_tokens > plan.n_requests * 300 and not fake.requests
 
 

@@ -1,0 +1,93 @@
+"""Several trainings compared, and the features most of them share kept (prisma_core.sae.consensus), on real BBC
+headline embeddings."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from prisma_core.errors import TrainingError
+from prisma_core.sae import SAEConfig, TopKSAE, feature_codes, train_sae
+from prisma_core.sae.consensus import combine, training_seeds
+from prisma_core.sae.train import data_directions
+
+CONFIG = SAEConfig(n_features=32, k=4, epochs=4, batch_size=64)
+
+
+def test_each_training_gets_its_own_seed_and_runs_share_none() -> None:
+    assert training_seeds(0, 3) == training_seeds(0, 3)
+    assert len(set(training_seeds(0, 3))) == 3
+    assert not set(training_seeds(0, 3)) & set(training_seeds(1, 3))
+    assert training_seeds(0, 5)[:3] == training_seeds(0, 3)  # more trainings add seeds, they do not change them
+
+
+def permuted(model: TopKSAE, order: np.ndarray) -> TopKSAE:
+    """The same SAE with its latents listed in another order."""
+    copy = TopKSAE(model.d, model.n_latents, model.k)
+    copy.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for name in ("W_enc", "b_enc", "W_dec"):
+            getattr(copy, name).copy_(getattr(model, name).detach()[order.copy()])
+    return copy
+
+
+def test_the_same_features_found_in_every_training_are_all_kept_with_their_weights(bbc_subset: np.ndarray) -> None:
+    model = train_sae(bbc_subset, replace(CONFIG, n_trainings=1)).model
+    orders = [np.arange(32), np.random.default_rng(0).permutation(32), np.random.default_rng(1).permutation(32)]
+    models = [permuted(model, order) for order in orders]
+    combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2)
+    assert combined.n_latents == 32 and found_in.tolist() == [3] * 32
+    density = np.diff(feature_codes(combined, bbc_subset).tocsc().indptr)
+    assert (np.diff(density) <= 0).all()  # densest first
+    original = model.decoder_directions().numpy()
+    kept = combined.decoder_directions().numpy()
+    assert np.allclose(np.sort(np.abs(kept @ original.T).max(axis=1)), 1.0, atol=1e-5)
+    x = torch.from_numpy(bbc_subset[:50])
+    np.testing.assert_allclose(  # the mean of three equal weights, to float rounding
+        np.sort(combined(x).latents.detach().numpy(), axis=1),
+        np.sort(model(x).latents.detach().numpy(), axis=1),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+def test_features_found_in_one_training_only_are_left_out(bbc_subset: np.ndarray) -> None:
+    first, second = (train_sae(bbc_subset, replace(CONFIG, n_trainings=1, seed=s)).model for s in (0, 1))
+    models = [first, permuted(first, np.arange(32)[::-1].copy()), second]
+    combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2)
+    assert combined.n_latents == 32 and set(found_in.tolist()) <= {2, 3}  # every feature of the first is in two
+    alone = TopKSAE(first.d, 32, first.k, generator=torch.Generator().manual_seed(2))  # random directions: shares none
+    with pytest.raises(TrainingError, match="came back in 3 of the 3 trainings"):
+        combine([first, second, alone], [feature_codes(m, bbc_subset) for m in (first, second, alone)], at_least=3)
+
+
+def test_a_run_compares_its_trainings_and_records_the_count(bbc_subset: np.ndarray) -> None:
+    result = train_sae(bbc_subset, CONFIG)
+    assert result.metrics["n_trainings"] == 3 and result.metrics["features_trained"] == 32
+    assert result.model.n_latents == result.metrics["features_kept"] == len(result.found_in) <= 32
+    assert set(result.found_in.tolist()) <= {2, 3}
+    assert {entry["training"] for entry in result.history} == {1, 2, 3}
+    again = train_sae(bbc_subset, CONFIG)
+    first, second = result.model.state_dict(), again.model.state_dict()
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    assert np.array_equal(result.found_in, again.found_in)
+
+
+def test_one_training_keeps_every_feature(bbc_subset: np.ndarray) -> None:
+    result = train_sae(bbc_subset, replace(CONFIG, n_trainings=1))
+    assert result.model.n_latents == 32 and result.found_in.tolist() == [1] * 32
+
+
+def test_data_directions_start_the_first_features_at_the_broadest_groups() -> None:
+    """Two well separated groups of documents: the first nested group (2 features) starts at their two centres."""
+    rng = np.random.default_rng(0)
+    centres = np.eye(16, dtype=np.float32)[:2] * 5
+    documents = np.concatenate([centre + rng.normal(0, 0.3, (100, 16)) for centre in centres]).astype(np.float32)
+    directions = data_directions(documents, (2, 16), seed=0)
+    assert directions.shape == (16, 16)
+    np.testing.assert_allclose(np.linalg.norm(directions, axis=1), 1.0, rtol=1e-5)
+    assert sorted(np.abs(directions[:2, :2]).argmax(axis=1).tolist()) == [0, 1]
+    assert np.array_equal(directions, data_directions(documents, (2, 16), seed=0))
+    few = data_directions(documents[:10], (2, 16), seed=0)
+    assert few.shape == (2 + 10, 16)  # no group asks for more centres than there are documents
