@@ -18,9 +18,8 @@ from prisma_core.interpret.ollama_labeller import (
     DEFAULT_HOST,
     OllamaConfig,
     OllamaLabeller,
-    Secret,
-    split_host_credentials,
 )
+from prisma_core.interpret.secrets import Secret, split_host_credentials
 from ui.state import secret
 from ui.text import md
 

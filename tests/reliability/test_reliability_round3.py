@@ -1,0 +1,225 @@
+"""Reliability, round 3 (issue 31): what a probe of 62 cases found broken, each on real parts.
+
+Secrets a server echoes back, settings that destroy data, lists in tables, damaged tables, encodings, unbounded
+replies, a labelling race with a families rebuild, and the smaller findings. Each test failed before its fix.
+"""
+
+import base64
+import json
+import re
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+from ollama_server import FakeOllama, running_fake_ollama
+from reliability_helpers import snapshot
+
+from prisma_core import cli
+from prisma_core.errors import LabellingError, SettingsError
+from prisma_core.interpret.ollama_labeller import MAX_REPLY_BYTES, OllamaConfig, OllamaLabeller
+from prisma_core.interpret.prompts import MAX_LABEL_CHARS
+from prisma_core.interpret.secrets import redact
+from prisma_core.store import Workspace
+
+PASSWORD = "s3cret-Passw0rd"
+BASIC = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+TOKEN = "tok-9f8e7d6c5b4a"
+EVIDENCE = ["Arsenal beat Chelsea at the Emirates.", "Arsenal fans celebrated the cup run.", "Arsenal won again."]
+
+
+@pytest.fixture
+def fake_ollama() -> Iterator[FakeOllama]:
+    with running_fake_ollama() as fake:
+        yield fake
+
+
+@pytest.fixture
+def workspace(small_run, tmp_path: Path) -> Workspace:
+    """A private copy of the session's small run (60 BBC articles, one trained run)."""
+    return small_run.copy(tmp_path / "workspace")
+
+
+def cli_main(*args: str, workspace: Workspace) -> int:
+    return cli.main([*args, "--workspace", str(workspace.path)])
+
+
+def error_lines(stderr: str) -> list[str]:
+    return re.findall(r"error: [^\n]*", stderr)
+
+
+def stored_text(workspace: Workspace) -> str:
+    """Every row of every table of the workspace, as text."""
+    return "\n".join(
+        workspace.db.open_table(name).to_pandas().to_json() for name in workspace.db.list_tables().tables
+    )
+
+
+# -- 1. secrets a server echoes back ----------------------------------------------------------------------------
+
+
+def echo_request_headers(handler: BaseHTTPRequestHandler) -> None:
+    """A 500 whose body repeats the request's headers, as some proxies and debug servers do."""
+    headers = {name.lower(): value for name, value in handler.headers.items()}
+    body = json.dumps({"error": f"upstream failed for {handler.path}; request headers: {json.dumps(headers)}"})
+    send(handler, 500, body.encode())
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def test_a_password_echoed_back_in_a_server_error_is_never_printed_stored_or_exported(
+    workspace: Workspace, fake_ollama: FakeOllama, tmp_path: Path, capsys
+) -> None:
+    fake_ollama.raw_chat = echo_request_headers
+    host = fake_ollama.url.replace("http://", f"http://alice:{PASSWORD}@")
+
+    assert cli_main("label", "--ollama-host", host, "--max-retries", "0", workspace=workspace) == 2
+    printed = capsys.readouterr()
+    assert fake_ollama.authorizations[-1] == f"Basic {BASIC}"  # the server did see it, and echoed it
+    assert '"authorization": "***"' in printed.out  # the failures are reported, the credential masked
+    assert cli_main("export", "--out", str(tmp_path / "export"), workspace=workspace) == 0
+    exported = (tmp_path / "export" / "config.json").read_text()
+    labelling = [stage for stage in json.loads(exported)["stages"] if stage["stage"] == "labelling"]
+    assert labelling and labelling[0]["summary"]["n_failed"] == 3
+    for where in (printed.out + printed.err, stored_text(workspace), exported):
+        assert PASSWORD not in where and BASIC not in where and BASIC[:8] not in where
+
+
+def test_a_token_in_the_hosts_query_string_is_refused_before_anything_is_sent_or_stored(
+    workspace: Workspace, fake_ollama: FakeOllama, capsys
+) -> None:
+    before = snapshot(workspace)
+    for host in (f"{fake_ollama.url}/?token={TOKEN}", f"{fake_ollama.url}?api_key={TOKEN}#x"):
+        assert cli_main("label", "--ollama-host", host, workspace=workspace) == 2
+        stderr = capsys.readouterr().err
+        (message,) = error_lines(stderr)
+        assert "must not hold a query string" in message and TOKEN not in stderr
+    assert fake_ollama.authorizations == [] and snapshot(workspace) == before
+
+
+def test_redaction_covers_echoed_headers_url_queries_and_base64_credentials() -> None:
+    config = OllamaConfig(host=f"http://alice:{PASSWORD}@127.0.0.1:9")
+    echoed = (
+        f'{{"authorization": "Basic {BASIC}", "X-Api-Key": "{TOKEN}"}} at https://h/api?token={TOKEN}&a=1 '
+        f"password={PASSWORD} Cookie: session={TOKEN}"
+    )
+    redacted = config.scrub(echoed)
+    assert PASSWORD not in redacted and BASIC not in redacted and TOKEN not in redacted
+    assert '"authorization": "***"' in redacted and "https://h/api?***" in redacted
+    assert redact("a token limit of 256 and http://host:11434/api/chat") == (
+        "a token limit of 256 and http://host:11434/api/chat"
+    )  # ordinary words and addresses are left alone
+
+
+# -- 2. settings that destroy data ------------------------------------------------------------------------------
+
+FLOAT_SETTINGS = [
+    ("families", "--tau"),
+    ("themes", "--member-share"),
+    ("train", "--lr"),
+    ("train", "--grad-clip"),
+    ("train", "--vectors-memory-mb"),
+    ("train", "--aux-alpha"),
+    ("label", "--timeout-s"),
+    ("label", "--temperature"),
+    ("score", "--timeout-s"),
+]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_nan_and_infinities_are_refused_for_every_float_setting_before_any_work(
+    workspace: Workspace, value: str, capsys
+) -> None:
+    before = snapshot(workspace)
+    families = workspace.families(workspace.run_or_latest().run_id)
+    for command, flag in FLOAT_SETTINGS:
+        assert cli_main(command, f"{flag}={value}", workspace=workspace) == 2, (command, flag)
+        (message,) = error_lines(capsys.readouterr().err)
+        assert f"must be a finite number, got {value}" in message, (command, flag, message)
+    assert snapshot(workspace) == before
+    assert workspace.families(workspace.run_or_latest().run_id) == families
+
+
+def test_run_with_a_nan_setting_leaves_no_dataset_behind(small_run, tmp_path: Path, capsys) -> None:
+    workspace = Workspace(tmp_path / "empty")
+    assert cli.main(["run", str(small_run.corpus), "--lr", "nan", "--workspace", str(workspace.path)]) == 2
+    assert "lr must be a finite number" in error_lines(capsys.readouterr().err)[0]
+    assert workspace.datasets() == []
+
+
+def test_training_that_diverges_saves_no_run() -> None:
+    from prisma_core.errors import TrainingError
+    from prisma_core.sae.train import DIVERGED, quality_metrics
+
+    with pytest.raises(TrainingError, match="Training diverged"):
+        quality_metrics(float("nan"), float("nan"), [True], 1, 1, 0)
+    assert "nothing was saved" in DIVERGED
+
+
+# -- 6. unbounded replies ---------------------------------------------------------------------------------------
+
+
+def labeller_for(fake: FakeOllama, **settings: float) -> OllamaLabeller:
+    return OllamaLabeller(OllamaConfig(host=fake.url, **{"timeout_s": 5.0, "max_retries": 0, **settings}))
+
+
+def test_a_huge_label_is_refused_and_never_printed_whole(fake_ollama: FakeOllama) -> None:
+    fake_ollama.responder = lambda request: json.dumps({"label": "Arsenal" + "x" * 1_000_000, "description": "d"})
+    with labeller_for(fake_ollama) as labeller, pytest.raises(LabellingError) as raised:
+        labeller.label_feature(EVIDENCE, [])
+    assert f"at most {MAX_LABEL_CHARS} are allowed" in str(raised.value) and len(str(raised.value)) < 400
+
+
+def test_a_reply_larger_than_the_bound_is_not_read(fake_ollama: FakeOllama) -> None:
+    def two_hundred_megabytes(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(200 * 2**20))
+        handler.end_headers()
+        for _ in range(200 * 16):
+            handler.wfile.write(b" " * 65_536)
+
+    fake_ollama.raw_chat = two_hundred_megabytes
+    started = time.monotonic()
+    with labeller_for(fake_ollama) as labeller, pytest.raises(LabellingError) as raised:
+        labeller.label_feature(EVIDENCE, [])
+    assert f"larger than {MAX_REPLY_BYTES:,} bytes" in str(raised.value)
+    assert time.monotonic() - started < 10
+
+
+def test_a_server_dribbling_one_byte_at_a_time_is_given_up_on_after_the_timeout(fake_ollama: FakeOllama) -> None:
+    def dribble(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        for _ in range(1000):
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            if fake_ollama.stopping.wait(0.5):
+                return
+
+    fake_ollama.raw_chat = dribble
+    started = time.monotonic()
+    with labeller_for(fake_ollama, timeout_s=2.0) as labeller, pytest.raises(LabellingError) as raised:
+        labeller.label_feature(EVIDENCE, [])
+    assert "did not answer within 2 s" in str(raised.value)
+    assert time.monotonic() - started < 6
+
+
+def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Workspace) -> None:
+    from prisma_core.interpret.manual_labels import save_manual_label
+
+    run_id = workspace.run_or_latest().run_id
+    before = len(workspace.interpretations(run_id))
+    for label, description in (("x" * (MAX_LABEL_CHARS + 1), ""), ("fine", "y" * 1_000_000)):
+        with pytest.raises(SettingsError, match="shorten them"):
+            save_manual_label(workspace, run_id, 0, label, description)
+    assert len(workspace.interpretations(run_id)) == before
