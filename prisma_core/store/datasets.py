@@ -154,7 +154,8 @@ class Datasets(Runs):
         """Metadata columns as a typed frame, one row per document in stored order.
 
         A column mixing numbers and text (a year that is sometimes "unknown") becomes a text column: every
-        value is kept, and the frame can be written to Parquet or compared by group.
+        value is kept, and the frame can be written to Parquet or compared by group. Lists (a Parquet list column)
+        read as their JSON text, every item kept.
         """
         parts = [  # parsed a batch at a time: a million documents' metadata never sits in memory as dicts
             pd.DataFrame([json.loads(m) for m in batch["metadata"]], index=batch["position"].to_numpy())
@@ -163,7 +164,7 @@ class Datasets(Runs):
         frame = pd.concat(parts).sort_index().reset_index(drop=True) if parts else pd.DataFrame()
         frame = frame.convert_dtypes()
         mixed = [column for column in frame.columns if frame[column].dtype == object]
-        return frame.astype(dict.fromkeys(mixed, "string"))
+        return frame.assign(**{column: frame[column].map(_json_text).astype("string") for column in mixed})
 
     def documents_at(
         self, dataset_id: str, positions: Sequence[int] | np.ndarray, columns: Sequence[str] = SHOWN_COLUMNS
@@ -232,7 +233,22 @@ def _document_rows(dataset_id: str, documents: pd.DataFrame, first: int, metadat
             "title": [None if pd.isna(t) else str(t) for t in documents.get("title", [None] * len(documents))],
             "text": documents["text"].tolist(),
             "text_hash": documents["text_hash"].tolist(),
-            "metadata": [json.dumps(r, default=str) for r in metadata.to_dict(orient="records")],
+            "metadata": [json.dumps(r, default=_json_value) for r in metadata.to_dict(orient="records")],
         },
         schema=SCHEMAS["documents"],
     )
+
+
+def _json_value(value: Any) -> Any:
+    """A metadata value JSON cannot hold as it is: an array (a Parquet list column) as its list, every item kept,
+    a numpy number as the number, anything else (a date) as its text."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def _json_text(value: Any) -> Any:
+    """A list or a mapping as JSON text (as JSON files' lists are read); anything else as it is."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value

@@ -18,6 +18,7 @@ from reliability_helpers import snapshot
 
 from prisma_core import cli
 from prisma_core.errors import LabellingError, SettingsError
+from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.ollama_labeller import MAX_REPLY_BYTES, OllamaConfig, OllamaLabeller
 from prisma_core.interpret.prompts import MAX_LABEL_CHARS
 from prisma_core.interpret.secrets import redact
@@ -51,9 +52,7 @@ def error_lines(stderr: str) -> list[str]:
 
 def stored_text(workspace: Workspace) -> str:
     """Every row of every table of the workspace, as text."""
-    return "\n".join(
-        workspace.db.open_table(name).to_pandas().to_json() for name in workspace.db.list_tables().tables
-    )
+    return "\n".join(workspace.db.open_table(name).to_pandas().to_json() for name in workspace.db.list_tables().tables)
 
 
 # -- 1. secrets a server echoes back ----------------------------------------------------------------------------
@@ -223,3 +222,74 @@ def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Work
         with pytest.raises(SettingsError, match="shorten them"):
             save_manual_label(workspace, run_id, 0, label, description)
     assert len(workspace.interpretations(run_id)) == before
+
+
+# -- 3. lists in tables -----------------------------------------------------------------------------------------
+
+
+def test_a_parquet_list_column_is_stored_and_exported_with_every_item(small_run, tmp_path: Path) -> None:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from prisma_core import pipeline
+
+    articles = pd.read_parquet(small_run.corpus).head(3)
+    lists = [list(range(2000)), [7], []]
+    path = tmp_path / "with_lists.parquet"
+    pq.write_table(pa.table({"id": articles["id"], "text": articles["text"], "positions": lists}), path)
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [path], "lists", IngestConfig(id_column="id"))
+
+    stored = workspace.metadata(dataset_id)["positions"].tolist()
+    assert [json.loads(value) for value in stored] == lists
+    assert "..." not in stored[0]
+
+
+def test_a_list_typed_text_column_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from prisma_core import pipeline
+    from prisma_core.errors import IngestError
+
+    path = tmp_path / "paragraphs.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"], "paragraphs": [["one", "two"], ["three"]], "n": [1, 2]}), path)
+    workspace = Workspace(tmp_path / "workspace")
+    with pytest.raises(IngestError, match="column 'paragraphs' holds lists, not text"):
+        pipeline.ingest(workspace, [path], "x", IngestConfig(text_column="paragraphs", id_column="id"))
+    assert workspace.datasets() == []
+
+
+# -- 5. encodings -------------------------------------------------------------------------------------------------
+
+RUSSIAN = [
+    "Футбольный клуб «Спартак» выиграл чемпионат России.",
+    "Болельщики праздновали победу всю ночь на улицах Москвы.",
+]
+JAPANESE = ["東京の天気は晴れです。今日は多くの人が公園で花見を楽しみました。", "経済ニュースでは円安が続いています。"]
+ENCODED = [
+    ("cp1251", RUSSIAN, "cp1251"),
+    ("koi8_r", [text.replace("«", "").replace("»", "") for text in RUSSIAN], "koi8_r"),
+    ("euc_jp", JAPANESE, "euc_jis_2004"),
+    ("shift_jis", JAPANESE, "cp932"),
+    ("utf_16_le", RUSSIAN, "utf_16_le"),
+    ("utf_16_le", JAPANESE, "utf_16_le"),
+]
+
+
+@pytest.mark.parametrize(("encoding", "texts", "detected"), ENCODED)
+def test_files_in_other_encodings_are_stored_as_the_right_text(
+    tmp_path: Path, encoding: str, texts: list[str], detected: str
+) -> None:
+    from prisma_core import pipeline
+
+    table = "id,text\n" + "".join(f"{number},{text}\n" for number, text in enumerate(texts, start=1))
+    on_disk = tmp_path / "notes.csv"  # read from disk in batches (the command line)
+    on_disk.write_bytes(table.encode(encoding))
+    uploaded = ("notes.txt", "\n\n".join(texts).encode(encoding))  # read whole (an upload)
+    workspace = Workspace(tmp_path / "workspace")
+    for source, expected in ((on_disk, texts), (uploaded, ["\n\n".join(texts)])):
+        dataset_id, report = pipeline.ingest(workspace, [source], config=IngestConfig(id_column="id"))
+        assert workspace.documents(dataset_id)["text"].tolist() == expected
+        assert f"not UTF-8, decoded as {detected}" in " ".join(report.warnings)
