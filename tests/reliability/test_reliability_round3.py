@@ -293,3 +293,44 @@ def test_files_in_other_encodings_are_stored_as_the_right_text(
         dataset_id, report = pipeline.ingest(workspace, [source], config=IngestConfig(id_column="id"))
         assert workspace.documents(dataset_id)["text"].tolist() == expected
         assert f"not UTF-8, decoded as {detected}" in " ".join(report.warnings)
+
+
+# -- 7. labelling families while they are rebuilt -----------------------------------------------------------------
+
+
+def test_labelling_families_never_undoes_a_rebuild_that_lands_meanwhile(
+    workspace: Workspace, fake_ollama: FakeOllama, monkeypatch
+) -> None:
+    """Every read of the families is followed at once by a rebuild with other settings (as if another session
+    rebuilt them right then): whatever the labelling batch read, the set stored at the end is the last rebuild's,
+    as its stage record says, and the labels made for unchanged families are on it."""
+    from prisma_core import pipeline
+    from prisma_core.families import FamilyConfig, find_families
+    from prisma_core.interpret import labelling
+    from prisma_core.interpret.labelling.job import LabelConfig
+
+    run_id = workspace.run_or_latest().run_id
+    run = pipeline.load_run(workspace, run_id)
+    read = Workspace.families
+    settings = iter([FamilyConfig(iterations=1), FamilyConfig(iterations=3)] * 20)
+    rebuilding = []
+
+    def read_then_rebuild(self: Workspace, run_id: str) -> list:
+        families = read(self, run_id)
+        if not rebuilding:
+            rebuilding.append(True)
+            pipeline.rebuild_families(self, run_id, next(settings))
+            rebuilding.clear()
+        return families
+
+    monkeypatch.setattr(Workspace, "families", read_then_rebuild)
+    summary = labelling.label_groups(workspace, run, "family", OllamaConfig(host=fake_ollama.url), LabelConfig())
+    monkeypatch.undo()
+
+    last = [stage for stage in workspace.stages(run.record.dataset_id, run_id) if stage.stage == "families"][-1]
+    stored = workspace.families(run_id)
+    assert [family.members for family in stored] == [
+        f.members for f in find_families(run.codes, FamilyConfig(**last.config))
+    ]
+    assert len(stored) == last.summary["n_families"]
+    assert summary.n_labelled > 0 and any(family.label_source == "llama3.2" for family in stored)
