@@ -15,7 +15,7 @@ import pyarrow as pa
 from prisma_core.store.ids import check_id, now_iso
 from prisma_core.store.retry import retry
 from prisma_core.store.schemas import SCHEMAS, GroupLabel, NamedFamily
-from prisma_core.store.tables import Tables
+from prisma_core.store.tables import Tables, reading
 
 ACTIVATION_ROWS = 1_048_576
 """Activation rows `Artefacts.activation_batches` reads at a time (16 MB)."""
@@ -46,8 +46,10 @@ class Artefacts(Tables):
         if not self._has_table("activations"):
             return 0, iter(())
         table = self.db.open_table("activations")
-        query = table.search().where(where).select(["position", "feature_id", "value"]).limit(None)
-        return table.count_rows(where), query.to_batches(ACTIVATION_ROWS)
+        query = table.search().where(where).select(["position", "feature_id", "value"])
+        with reading("activations"):
+            n_rows = table.count_rows(where)
+        return n_rows, self._batches("activations", query, ACTIVATION_ROWS)
 
     def save_features(self, run_id: str, stats: pd.DataFrame) -> None:
         frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]

@@ -18,6 +18,7 @@ from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
+from prisma_core.store.tables import reading
 
 
 def text_hash(text: str) -> str:
@@ -190,8 +191,9 @@ class Datasets(Runs):
         where = f"dataset_id = '{check_id(dataset_id)}' AND doc_id LIKE {_sql_text(pattern + '%')} ESCAPE '\\'"
         if not self._has_table("documents"):
             return []
-        query = self.db.open_table("documents").search().where(where).select(["position", "doc_id"]).limit(limit)
-        return query.to_pandas().sort_values("position")["doc_id"].tolist()
+        with reading("documents"):
+            query = self.db.open_table("documents").search().where(where).select(["position", "doc_id"]).limit(limit)
+            return query.to_pandas().sort_values("position")["doc_id"].tolist()
 
     def _documents_where(self, dataset_id: str, column: str, values: list[str], columns: Sequence[str]) -> pd.DataFrame:
         """Rows of the dataset whose `column` is one of `values` (SQL literals), POSITIONS_PER_QUERY at a time."""
@@ -213,7 +215,7 @@ class Datasets(Runs):
         if not self._has_table("documents"):
             return
         query = self.db.open_table("documents").search().where(f"dataset_id = '{check_id(dataset_id)}'")
-        for batch in query.select(list(columns)).limit(None).to_batches(rows):
+        for batch in self._batches("documents", query.select(list(columns)), rows):
             yield batch.to_pandas()
 
 

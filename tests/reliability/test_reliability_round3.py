@@ -5,23 +5,34 @@ replies, a labelling race with a families rebuild, and the smaller findings. Eac
 """
 
 import base64
+import dataclasses
 import json
+import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from ollama_server import FakeOllama, running_fake_ollama
-from reliability_helpers import snapshot
+from reliability_helpers import SMALL_SAE, snapshot
 
-from prisma_core import cli
-from prisma_core.errors import LabellingError, SettingsError
+from prisma_core import cli, pipeline
+from prisma_core.errors import IngestError, LabellingError, SettingsError, TrainingError
+from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig
+from prisma_core.interpret import labelling
+from prisma_core.interpret.labelling.job import LabelConfig
+from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.interpret.ollama_labeller import MAX_REPLY_BYTES, OllamaConfig, OllamaLabeller
 from prisma_core.interpret.prompts import MAX_LABEL_CHARS
 from prisma_core.interpret.secrets import redact
+from prisma_core.sae.train import DIVERGED, quality_metrics
 from prisma_core.store import Workspace
 
 PASSWORD = "s3cret-Passw0rd"
@@ -154,9 +165,6 @@ def test_run_with_a_nan_setting_leaves_no_dataset_behind(small_run, tmp_path: Pa
 
 
 def test_training_that_diverges_saves_no_run() -> None:
-    from prisma_core.errors import TrainingError
-    from prisma_core.sae.train import DIVERGED, quality_metrics
-
     with pytest.raises(TrainingError, match="Training diverged"):
         quality_metrics(float("nan"), float("nan"), [True], 1, 1, 0)
     assert "nothing was saved" in DIVERGED
@@ -214,8 +222,6 @@ def test_a_server_dribbling_one_byte_at_a_time_is_given_up_on_after_the_timeout(
 
 
 def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Workspace) -> None:
-    from prisma_core.interpret.manual_labels import save_manual_label
-
     run_id = workspace.run_or_latest().run_id
     before = len(workspace.interpretations(run_id))
     for label, description in (("x" * (MAX_LABEL_CHARS + 1), ""), ("fine", "y" * 1_000_000)):
@@ -228,12 +234,6 @@ def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Work
 
 
 def test_a_parquet_list_column_is_stored_and_exported_with_every_item(small_run, tmp_path: Path) -> None:
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from prisma_core import pipeline
-
     articles = pd.read_parquet(small_run.corpus).head(3)
     lists = [list(range(2000)), [7], []]
     path = tmp_path / "with_lists.parquet"
@@ -247,12 +247,6 @@ def test_a_parquet_list_column_is_stored_and_exported_with_every_item(small_run,
 
 
 def test_a_list_typed_text_column_is_refused_with_a_clear_message(tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from prisma_core import pipeline
-    from prisma_core.errors import IngestError
-
     path = tmp_path / "paragraphs.parquet"
     pq.write_table(pa.table({"id": ["a", "b"], "paragraphs": [["one", "two"], ["three"]], "n": [1, 2]}), path)
     workspace = Workspace(tmp_path / "workspace")
@@ -282,8 +276,6 @@ ENCODED = [
 def test_files_in_other_encodings_are_stored_as_the_right_text(
     tmp_path: Path, encoding: str, texts: list[str], detected: str
 ) -> None:
-    from prisma_core import pipeline
-
     table = "id,text\n" + "".join(f"{number},{text}\n" for number, text in enumerate(texts, start=1))
     on_disk = tmp_path / "notes.csv"  # read from disk in batches (the command line)
     on_disk.write_bytes(table.encode(encoding))
@@ -304,10 +296,6 @@ def test_labelling_families_never_undoes_a_rebuild_that_lands_meanwhile(
     """Every read of the families is followed at once by a rebuild with other settings (as if another session
     rebuilt them right then): whatever the labelling batch read, the set stored at the end is the last rebuild's,
     as its stage record says, and the labels made for unchanged families are on it."""
-    from prisma_core import pipeline
-    from prisma_core.families import FamilyConfig, find_families
-    from prisma_core.interpret import labelling
-    from prisma_core.interpret.labelling.job import LabelConfig
 
     run_id = workspace.run_or_latest().run_id
     run = pipeline.load_run(workspace, run_id)
@@ -334,3 +322,81 @@ def test_labelling_families_never_undoes_a_rebuild_that_lands_meanwhile(
     ]
     assert len(stored) == last.summary["n_families"]
     assert summary.n_labelled > 0 and any(family.label_source == "llama3.2" for family in stored)
+
+
+# -- 4. damaged tables --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_runs(small_run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The small run's workspace with a second run trained after it: (folder, first run, second run)."""
+
+    workspace = small_run.copy(tmp_path_factory.mktemp("two_runs") / "workspace")
+    second = pipeline.train_run(workspace, small_run.dataset_id, dataclasses.replace(SMALL_SAE, seed=1)).run_id
+    return workspace.path, small_run.run.run_id, second
+
+
+def damaged_copy(two_runs: tuple[Path, str, str], to: Path, table: str, how: str) -> Workspace:
+    """A copy of `two_runs` whose table's newest data file is cut in half or removed."""
+    shutil.copytree(two_runs[0], to)
+    newest = max((to / "lancedb" / f"{table}.lance" / "data").glob("*.lance"), key=lambda path: path.stat().st_mtime)
+    if how == "truncated":
+        os.truncate(newest, newest.stat().st_size // 2)
+    else:
+        newest.unlink()
+    return Workspace(to)
+
+
+DAMAGED = [
+    (table, how) for table in ("features", "activations", "documents", "datasets") for how in ("truncated", "removed")
+]
+
+
+@pytest.mark.parametrize(("table", "how"), DAMAGED)
+def test_a_damaged_table_is_named_everything_else_still_lists_and_repair_restores_it(
+    two_runs, tmp_path: Path, table: str, how: str, capsys
+) -> None:
+    workspace = damaged_copy(two_runs, tmp_path / "workspace", table, how)
+    _, first, second = two_runs
+    damage = f"The workspace's {table} table cannot be read"
+
+    assert cli_main("list", workspace=workspace) == 0  # no traceback: what can be read is listed
+    listed = capsys.readouterr().out
+    assert first in listed and second in listed
+    assert (damage in listed) == (table in ("features", "datasets"))  # list reads those two
+    assert cli_main("export", "--run", first, "--out", str(tmp_path / "before"), workspace=workspace) == 2
+    assert damage in error_lines(capsys.readouterr().err)[0]
+    assert set(workspace.damaged_tables()) == {table}
+
+    assert cli_main("repair", workspace=workspace) == 0
+    repaired = capsys.readouterr().out
+    assert repaired.startswith(f"{table}: damaged (") and "restored its version" in repaired
+    assert workspace.damaged_tables() == {}
+    assert cli_main("list", workspace=workspace) == 0 and "warning" not in capsys.readouterr().out
+    if table in ("features", "activations"):  # the second run's rows were in the damaged file: the first run is whole
+        assert f"run {second}: its {table} are lost" in repaired
+        assert cli_main("export", "--run", first, "--out", str(tmp_path / "after"), workspace=workspace) == 0
+    if table == "datasets":  # its record comes back from the ingest stage record
+        assert "restored from its ingest stage record" in repaired
+        assert cli_main("export", "--run", second, "--out", str(tmp_path / "after"), workspace=workspace) == 0
+
+
+def test_a_run_hidden_by_a_lost_runs_table_version_is_named_kept_and_restored(two_runs, tmp_path: Path, capsys) -> None:
+    shutil.copytree(two_runs[0], tmp_path / "workspace")
+    workspace = Workspace(tmp_path / "workspace")
+    _, first, second = two_runs
+    metrics = workspace.run(second).metrics
+    newest = min((workspace.path / "lancedb" / "sae_runs.lance" / "_versions").glob("*.manifest"))
+    newest.unlink()  # LanceDB names versions so that the newest sorts first
+    assert [run.run_id for run in workspace.runs()] == [first]
+
+    assert cli_main("list", workspace=workspace) == 0
+    assert f"warning: run {second} is stored but missing from the runs table" in capsys.readouterr().out
+    dataset_id = workspace.run(first).dataset_id
+    pipeline.train_run(workspace, dataset_id, dataclasses.replace(SMALL_SAE, seed=2))  # removes abandoned runs first
+    assert (workspace.path / "runs" / second / "sae.safetensors").exists()  # a hidden run is not abandoned
+
+    assert cli_main("repair", workspace=workspace) == 0
+    assert f"run {second}: its record was missing from the runs table" in capsys.readouterr().out
+    assert workspace.run(second).metrics == metrics
+    assert cli_main("export", "--run", second, "--out", str(tmp_path / "export"), workspace=workspace) == 0
