@@ -316,7 +316,8 @@ def _print_label_quality(workspace: Workspace, run_id: str) -> None:
 
 
 def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
-    """Exit code 2 (a LabellingError) when Ollama is unreachable or the batch gave up; what was done is kept."""
+    """Exit code 2 (a LabellingError) when Ollama is unreachable, the batch gave up or every label tried failed;
+    what was done is kept."""
     from prisma_core.interpret import labelling
     from prisma_core.runs import load_run
 
@@ -337,6 +338,12 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     stop_reason = next((s.stop_reason for s in summaries.values() if s.stop_reason), "")
     if stop_reason:
         raise LabellingError(stop_reason)
+    for level, summary in summaries.items():
+        if summary.n_failed and not summary.n_labelled:
+            raise LabellingError(
+                f"No {level} could be labelled: all {summary.n_failed} tried failed (the first: "
+                f"{summary.first_error}). The labels they had are kept."
+            )
 
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:

@@ -20,10 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from ollama_server import FakeOllama, running_fake_ollama
-from reliability_helpers import SMALL_SAE, snapshot
+from reliability_helpers import SMALL_SAE, Running, snapshot
 
 from prisma_core import cli, pipeline
 from prisma_core.errors import IngestError, LabellingError, SettingsError, TrainingError
+from prisma_core.explore import spreadsheet_csv
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret import labelling
@@ -400,3 +401,87 @@ def test_a_run_hidden_by_a_lost_runs_table_version_is_named_kept_and_restored(tw
     assert f"run {second}: its record was missing from the runs table" in capsys.readouterr().out
     assert workspace.run(second).metrics == metrics
     assert cli_main("export", "--run", second, "--out", str(tmp_path / "export"), workspace=workspace) == 0
+
+
+# -- 8. other findings --------------------------------------------------------------------------------------------
+
+
+def test_the_documents_of_a_killed_ingest_are_removed_by_the_next_ingest_and_the_daily_clean_up(
+    tmp_path: Path, corpora_dir: Path, small_run
+) -> None:
+    folder = tmp_path / "workspace"
+    ingest = Running(
+        "ingest", str(corpora_dir / "ag_news_test.parquet"), "--text-column", "text", "--id-column", "id",
+        "--batch-rows", "50", workspace=folder,
+    )  # fmt: skip
+    data = folder / "lancedb" / "documents.lance" / "data"
+    deadline = time.monotonic() + 120
+    while not (data.is_dir() and len(list(data.glob("*.lance"))) >= 3):  # a few batches stored
+        assert ingest.process.poll() is None and time.monotonic() < deadline, ingest.stderr.decode()
+        time.sleep(0.05)
+    ingest.kill()
+    left = Workspace(folder).db.open_table("documents").count_rows()
+    assert left >= 100 and Workspace(folder).datasets() == []
+    shutil.copytree(folder, tmp_path / "copy")
+
+    Workspace(folder).reclaim_space()  # the daily clean-up
+    assert Workspace(folder).db.open_table("documents").count_rows() == 0
+    workspace = Workspace(tmp_path / "copy")  # the next ingest
+    dataset_id, report = pipeline.ingest(workspace, [small_run.corpus], config=IngestConfig(id_column="id"))
+    assert workspace.db.open_table("documents").count_rows() == report.n_documents == 60
+    assert not list((workspace.path / "ingests").iterdir())
+
+
+def test_export_counts_the_themes_stored_when_a_kill_cut_off_their_record(workspace: Workspace, tmp_path: Path) -> None:
+    run_id = workspace.run_or_latest().run_id
+    themes = workspace.themes(run_id)
+    workspace.save_themes(run_id, themes[:3])  # saved, then killed before the themes stage record
+    pipeline.export_run(workspace, run_id, tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert config["metrics"]["n_themes"] == 3 == len(json.loads((tmp_path / "export" / "themes.json").read_text()))
+    assert config["metrics"]["n_families"] == len(workspace.families(run_id))
+
+
+@pytest.mark.parametrize("host", ["http://h:notaport", "http://u:pw-secret@[::1", "http://h:99999"])
+def test_a_malformed_host_is_refused_as_a_setting(workspace: Workspace, host: str, capsys) -> None:
+    assert cli_main("label", "--ollama-host", host, workspace=workspace) == 2
+    stderr = capsys.readouterr().err
+    (message,) = error_lines(stderr)
+    assert "is not a valid URL" in message and "pw-secret" not in stderr and "Traceback" not in stderr
+
+
+def test_csv_downloads_neutralise_formulas_in_column_names_too() -> None:
+    frame = pd.DataFrame({"=1+2": ["=1+1"], "@SUM(A1)": [3], "plain": ["-x"]})
+    header, row = spreadsheet_csv(frame).splitlines()
+    assert header == "'=1+2,'@SUM(A1),plain"
+    assert row == "'=1+1,3,'-x"
+
+
+def test_label_exits_with_an_error_when_every_feature_tried_failed(
+    workspace: Workspace, fake_ollama: FakeOllama, capsys
+) -> None:
+    fake_ollama.responder = lambda request: "not json"
+    features = workspace.features(workspace.run_or_latest().run_id)
+    active = ",".join(str(f) for f in features.loc[features["density"] > 0, "feature_id"].head(2))
+    args = ("label", "--ollama-host", fake_ollama.url, "--features", active, "--max-retries", "0")
+    assert cli_main(*args, workspace=workspace) == 2
+    (message,) = error_lines(capsys.readouterr().err)
+    assert "No features could be labelled: all 2 tried failed" in message
+
+
+def test_embedding_on_a_missing_gpu_names_the_missing_gpu(workspace: Workspace, capsys) -> None:
+    assert cli_main("embed", "--device", "cuda", workspace=workspace) == 2
+    (message,) = error_lines(capsys.readouterr().err)
+    assert message == 'error: Device "cuda" was asked for but no CUDA GPU is available here; use "auto" or "cpu".'
+
+
+def test_a_corpus_of_one_repeated_text_and_one_other_gets_two_themes_without_warnings(
+    tmp_path: Path, bbc: pd.DataFrame, recwarn
+) -> None:
+    texts = [bbc["text"].iloc[0]] * 59 + [bbc["text"].iloc[1]]
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [("same.csv", pd.DataFrame({"text": texts}).to_csv().encode())])
+    pipeline.embed_dataset(workspace, dataset_id)
+    summary = pipeline.train_run(workspace, dataset_id, dataclasses.replace(SMALL_SAE, holdout_fraction=0.0))
+    assert summary.n_themes == 2
+    assert [str(warning.message) for warning in recwarn] == []
