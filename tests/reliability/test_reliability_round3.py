@@ -427,7 +427,7 @@ def test_the_documents_of_a_killed_ingest_are_removed_by_the_next_ingest_and_the
     Workspace(folder).reclaim_space()  # the daily clean-up
     assert Workspace(folder).db.open_table("documents").count_rows() == 0
     workspace = Workspace(tmp_path / "copy")  # the next ingest
-    dataset_id, report = pipeline.ingest(workspace, [small_run.corpus], config=IngestConfig(id_column="id"))
+    _, report = pipeline.ingest(workspace, [small_run.corpus], config=IngestConfig(id_column="id"))
     assert workspace.db.open_table("documents").count_rows() == report.n_documents == 60
     assert not list((workspace.path / "ingests").iterdir())
 
