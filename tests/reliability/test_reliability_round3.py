@@ -15,19 +15,23 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import scipy.sparse as sp
 from ollama_server import FakeOllama, running_fake_ollama
 from reliability_helpers import SMALL_SAE, Running, snapshot
 
 from prisma_core import cli, pipeline
+from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import IngestError, LabellingError, SettingsError, TrainingError
 from prisma_core.explore import spreadsheet_csv
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret import labelling
+from prisma_core.interpret.keywords import UNNAMED_LABEL, keyword_labels
 from prisma_core.interpret.labelling.job import LabelConfig
 from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.interpret.ollama_labeller import MAX_REPLY_BYTES, OllamaConfig, OllamaLabeller
@@ -485,3 +489,27 @@ def test_a_corpus_of_one_repeated_text_and_one_other_gets_two_themes_without_war
     summary = pipeline.train_run(workspace, dataset_id, dataclasses.replace(SMALL_SAE, holdout_fraction=0.0))
     assert summary.n_themes == 2
     assert [str(warning.message) for warning in recwarn] == []
+
+
+CHINESE = [
+    "今天北京的天气很好。很多人去公园散步。",
+    "上海的经济发展很快。新的公司不断出现。",
+    "这场足球比赛非常精彩。球迷们都很高兴。",
+    "学校明天开始放假。学生们准备回家过年。",
+    "科学家发现了一种新的治疗方法。",
+]
+DNA = "Sample {n}: sequence ACGTTGCAAGGCTTAACCGGTA read from the sample; sequence quality high."
+
+
+def test_a_group_of_wordless_documents_is_not_named_after_the_few_with_words(bbc: pd.DataFrame) -> None:
+    """A theme of 40 Chinese documents (no spaces between words) and 6 DNA records: named "(no shared words)", not
+    "sequence sample · sequence · sample"; a group of BBC articles keeps its words."""
+    chinese = [f"{CHINESE[i % 5]}{CHINESE[(i + 1) % 5]}{CHINESE[(i * 3) % 5]}" for i in range(40)]
+    texts = bbc["text"].head(100).tolist() + chinese + [DNA.format(n=n) for n in range(6)]
+    members = np.zeros((2, len(texts)), np.float32)
+    members[0, 100:] = 1  # the Chinese and DNA documents
+    members[1, :30] = 1  # BBC articles
+    vectors = embed_texts(texts, EmbedConfig())
+    labels = keyword_labels(texts, sp.csr_matrix(members), vectors, lambda terms: embed_texts(terms, EmbedConfig()))
+    assert labels["label"][0].startswith(UNNAMED_LABEL) and "sequence" not in labels["label"][0]
+    assert not labels["label"][1].startswith(UNNAMED_LABEL)
