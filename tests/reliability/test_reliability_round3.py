@@ -6,11 +6,13 @@ replies, a labelling race with a families rebuild, and the smaller findings. Eac
 
 import base64
 import dataclasses
+import io
 import json
 import os
 import re
 import shutil
 import time
+import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -30,6 +32,8 @@ from prisma_core.errors import IngestError, LabellingError, SettingsError, Train
 from prisma_core.explore import spreadsheet_csv
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig
+from prisma_core.ingest.config import MAX_ROWS
+from prisma_core.ingest.readers import SHARED_STRINGS_PER_ROW
 from prisma_core.interpret import labelling
 from prisma_core.interpret.keywords import UNNAMED_LABEL, keyword_labels
 from prisma_core.interpret.labelling.job import LabelConfig
@@ -513,3 +517,53 @@ def test_a_group_of_wordless_documents_is_not_named_after_the_few_with_words(bbc
     labels = keyword_labels(texts, sp.csr_matrix(members), vectors, lambda terms: embed_texts(terms, EmbedConfig()))
     assert labels["label"][0].startswith(UNNAMED_LABEL) and "sequence" not in labels["label"][0]
     assert not labels["label"][1].startswith(UNNAMED_LABEL)
+
+
+def workbook_with_shared_strings(n_strings: int) -> bytes:
+    """An .xlsx of two rows whose shared strings table holds n_strings distinct texts (written as a stream)."""
+    main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+    rels = "http://schemas.openxmlformats.org/package/2006/relationships"
+    office = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    parts = {
+        "[Content_Types].xml": '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+        '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+        '<Default Extension="xml" ContentType="application/xml"/>'
+        '<Override PartName="/xl/workbook.xml" '
+        'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+        '<Override PartName="/xl/worksheets/sheet1.xml" '
+        'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
+        '<Override PartName="/xl/sharedStrings.xml" '
+        'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/></Types>',
+        "_rels/.rels": f'<Relationships xmlns="{rels}"><Relationship Id="rId1" Type="{office}/officeDocument" '
+        'Target="xl/workbook.xml"/></Relationships>',
+        "xl/workbook.xml": f'<workbook xmlns="{main}" xmlns:r="{office}"><sheets><sheet name="S" sheetId="1" '
+        'r:id="rId1"/></sheets></workbook>',
+        "xl/_rels/workbook.xml.rels": f'<Relationships xmlns="{rels}"><Relationship Id="rId1" '
+        f'Type="{office}/worksheet" Target="worksheets/sheet1.xml"/><Relationship Id="rId2" '
+        f'Type="{office}/sharedStrings" Target="sharedStrings.xml"/></Relationships>',
+        "xl/worksheets/sheet1.xml": f'<worksheet xmlns="{main}"><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c>'
+        '</row><row r="2"><c r="A2" t="s"><v>1</v></c></row></sheetData></worksheet>',
+    }
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in parts.items():
+            archive.writestr(name, text)
+        with archive.open("xl/sharedStrings.xml", "w") as strings:
+            strings.write(f'<sst xmlns="{main}">'.encode())
+            for start in range(0, n_strings, 100_000):
+                block = range(start, min(start + 100_000, n_strings))
+                strings.write("".join(f"<si><t>note {i}</t></si>" for i in block).encode())
+            strings.write(b"</sst>")
+    return out.getvalue()
+
+
+def test_a_workbook_of_millions_of_shared_strings_is_refused_before_they_are_read(tmp_path: Path) -> None:
+    workbook = workbook_with_shared_strings(SHARED_STRINGS_PER_ROW * MAX_ROWS + 1)
+    workspace = Workspace(tmp_path / "workspace")
+    started = time.monotonic()
+    with pytest.raises(IngestError, match="holds more than 4,000,000 distinct texts"):
+        pipeline.ingest(workspace, [("notes.xlsx", workbook)])
+    assert time.monotonic() - started < 60 and workspace.datasets() == []
+    small = workbook_with_shared_strings(2)  # the same workbook with its two texts reads
+    dataset_id, _ = pipeline.ingest(workspace, [("notes.xlsx", small)], config=IngestConfig(text_column="note 0"))
+    assert workspace.documents(dataset_id)["text"].tolist() == ["note 1"]
