@@ -92,14 +92,17 @@ class EmbedConfig(CheckedConfig):
 
 
 def resolve_device(device: str = "auto") -> str:
-    """The device to embed on: "auto" picks CUDA, then Apple MPS, then the CPU; a device asked for by name that
-    this machine does not have raises EmbeddingError saying so."""
+    """The device to embed on: "auto" picks CUDA, then Apple MPS, then the CPU; any other as named."""
     if device == "auto":
         return "cuda" if _has_cuda() else "mps" if _has_mps() else "cpu"
+    return device
+
+
+def check_device(device: str) -> None:
+    """Raises EmbeddingError when a device asked for by name is not on this machine (before a model is loaded)."""
     if (device.startswith("cuda") and not _has_cuda()) or (device == "mps" and not _has_mps()):
         kind = "no Apple MPS is" if device == "mps" else "no CUDA GPU is"
         raise EmbeddingError(f'Device "{device}" was asked for but {kind} available here; use "auto" or "cpu".')
-    return device
 
 
 def _has_cuda() -> bool:
