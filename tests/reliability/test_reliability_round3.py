@@ -242,7 +242,7 @@ def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Work
 # -- 3. lists in tables -----------------------------------------------------------------------------------------
 
 
-def test_a_parquet_list_column_is_stored_and_exported_with_every_item(small_run, tmp_path: Path) -> None:
+def test_a_parquet_list_column_is_stored_and_read_back_with_every_item(small_run, tmp_path: Path) -> None:
     articles = pd.read_parquet(small_run.corpus).head(3)
     lists = [list(range(2000)), [7], []]
     path = tmp_path / "with_lists.parquet"
