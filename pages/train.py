@@ -6,7 +6,7 @@ import streamlit as st
 
 from prisma_core import pipeline
 from prisma_core.config_docs import field_help
-from prisma_core.errors import PrismaError
+from prisma_core.errors import DamagedTableError, PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import RunSummary
 from prisma_core.sae import SAEConfig, check_config, suggest_config
@@ -147,6 +147,9 @@ def selected_run_section(run_id: str) -> None:
         st.altair_chart(charts.training_curves(run.history), width="stretch")
     try:
         names, similarity, cooccurrence = diagnostics(ws.uri, run_id, revision(run_id), HEATMAP_FEATURES)
+    except DamagedTableError as error:  # a table's files damaged: the repair, not deleting the run, is the way out
+        st.error(f"This run cannot be opened: {md(error)}")
+        names = []
     except PrismaError as error:  # e.g. its weights file was damaged: the run can still be deleted below
         st.error(f"This run cannot be opened: {md(error)} Delete it below and train again.")
         names = []

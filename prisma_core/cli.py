@@ -8,15 +8,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
 from prisma_core.config_docs import field_docs, field_kind, literal_values
 from prisma_core.embed import EmbedConfig
-from prisma_core.errors import LabellingError, PrismaError, SettingsError
+from prisma_core.errors import DamagedTableError, LabellingError, PrismaError, SettingsError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig, guess_id_column, preview_paths
 from prisma_core.interpret.label_scores import ScoreConfig
@@ -30,6 +30,7 @@ from prisma_core.themes import ThemeConfig
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 NAME_HELP = "dataset name (default: the first file's name without its extension)"
+T = TypeVar("T")
 
 
 class ProgressBars:
@@ -240,14 +241,49 @@ def cmd_export(workspace: Workspace, args: argparse.Namespace, run_id: str | Non
 
 
 def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
-    for dataset in workspace.datasets():
-        print(f"{dataset.dataset_id}  {dataset.name!r}  {dataset.n_documents} documents")
-        for run in workspace.runs(dataset.dataset_id):
+    """Lists what can be read; a damaged table or a run missing from the runs table is named in a warning."""
+    problems: list[str] = []
+    datasets = {dataset.dataset_id: dataset for dataset in _readable(workspace.datasets, problems, [])}
+    runs = _readable(workspace.runs, problems, [])
+    for dataset_id in dict.fromkeys([*datasets, *(run.dataset_id for run in runs)]):
+        dataset = datasets.get(dataset_id)
+        print(
+            f"{dataset_id}  {dataset.name!r}  {dataset.n_documents} documents"
+            if dataset
+            else f"{dataset_id}  (its dataset record is missing: `python -m prisma_core repair` restores it)"
+        )
+        for run in (run for run in runs if run.dataset_id == dataset_id):
             m = run.metrics
+            n_features = _readable(lambda run=run: len(workspace.features(run.run_id)), problems, "?")
             print(
                 f"    {run.run_id}  FVU {m['fvu_holdout']:.3f}  dead {m['dead_fraction']:.1%}  "
-                f"n={len(workspace.features(run.run_id))} k={run.config['sae']['k']}"
+                f"n={n_features} k={run.config['sae']['k']}"
             )
+    problems += [
+        f"run {run_id} is stored but missing from the runs table (its newest version file is gone); "
+        "`python -m prisma_core repair` restores its record"
+        for run_id in _readable(workspace.hidden_runs, problems, [])
+    ]
+    for problem in dict.fromkeys(problems):
+        print(f"warning: {problem}")
+
+
+def _readable(read: Callable[[], T], problems: list[str], otherwise: T) -> T:
+    """What `read` returns, or `otherwise` when it meets a damaged table (named in `problems`)."""
+    try:
+        return read()
+    except DamagedTableError as error:
+        problems.append(str(error))
+        return otherwise
+
+
+def cmd_repair(workspace: Workspace, args: argparse.Namespace) -> None:
+    """Checks every table in full and restores what the store can (see `Workspace.repair`)."""
+    report = workspace.repair()
+    for line in report:
+        print(line)
+    if not report:
+        print("every table reads in full and every run is listed: nothing to repair")
 
 
 def cmd_run(workspace: Workspace, args: argparse.Namespace) -> None:
@@ -292,7 +328,8 @@ def _print_label_quality(workspace: Workspace, run_id: str) -> None:
 
 
 def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
-    """Exit code 2 (a LabellingError) when Ollama is unreachable or the batch gave up; what was done is kept."""
+    """Exit code 2 (a LabellingError) when Ollama is unreachable, the batch gave up or every label tried failed;
+    what was done is kept."""
     from prisma_core.interpret import labelling
     from prisma_core.runs import load_run
 
@@ -313,6 +350,12 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     stop_reason = next((s.stop_reason for s in summaries.values() if s.stop_reason), "")
     if stop_reason:
         raise LabellingError(stop_reason)
+    for level, summary in summaries.items():
+        if summary.n_failed and not summary.n_labelled:
+            raise LabellingError(
+                f"No {level} could be labelled: all {summary.n_failed} tried failed (the first: "
+                f"{summary.first_error}). The labels they had are kept."
+            )
 
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
@@ -416,6 +459,8 @@ def _add_run_commands(commands: Commands) -> None:
     export.add_argument("--run", help=RUN_HELP)
     export.add_argument("--out", required=True, type=Path, help="folder to write the files into (new or empty)")
     _command(commands, "list", "list datasets and runs", cmd_list)
+    help_text = "check every table in full; restore a damaged table's last intact version and lost run records"
+    _command(commands, "repair", help_text, cmd_repair)
 
 
 def _add_label_commands(commands: Commands) -> None:

@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import math
 import numbers
 import sys
 import threading
@@ -141,7 +142,8 @@ def field_kind(config_type: type, name: str) -> type:
 
 def range_problems(config: Any) -> list[str]:
     """What is wrong with a config's values, one sentence each: values outside a field's bounds, not whole numbers
-    where whole numbers are needed, or not among a `Literal` field's values."""
+    where whole numbers are needed, NaN or an infinity where a number is needed (NaN passes every bound, and a
+    NaN tau once replaced a run's families with none), or not among a `Literal` field's values."""
     problems = []
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
@@ -179,6 +181,8 @@ def _field_problem(config_type: type, field: dataclasses.Field, value: Any) -> s
     low, above, high = (field.metadata.get(bound) for bound in ("minimum", "above", "maximum"))
     if kind is int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
         return f"{field.name} must be a whole number, got {value!r}"
+    if kind is float and not (isinstance(value, numbers.Real) and math.isfinite(value)):
+        return f"{field.name} must be a finite number, got {value!r}"
     too_low = (low is not None and value < low) or (above is not None and value <= above)
     if too_low or (high is not None and value > high):
         return f"{field.name} must be {_range_words(kind, low, above, high)}, got {value!r}"

@@ -25,6 +25,17 @@ class StoreError(PrismaError):
     """The workspace could not be read or written."""
 
 
+class DamagedTableError(StoreError):
+    """A table of the workspace cannot be read: its files were damaged or removed (names the table)."""
+
+    def __init__(self, table: str, reason: str):
+        self.table = table
+        super().__init__(
+            f"The workspace's {table} table cannot be read ({reason}): its files were damaged or removed. The other "
+            "tables are not affected; `python -m prisma_core repair` restores the table's last intact version."
+        )
+
+
 class NotFoundError(StoreError):
     """A dataset, run or feature that was asked for does not exist."""
 

@@ -25,8 +25,11 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 def spreadsheet_csv(frame: pd.DataFrame) -> str:
     """CSV text that spreadsheet tools open as data: a text cell that would start a formula ("=HYPERLINK(...)",
-    "+1", "-x", "@SUM") gets a leading apostrophe, which they show as the text itself. Numbers are unchanged."""
-    return frame.map(_inert_cell).to_csv(index=False)
+    "+1", "-x", "@SUM") gets a leading apostrophe, which they show as the text itself; so does a column name (a
+    metadata column can be named anything). Numbers are unchanged."""
+    inert = frame.map(_inert_cell)
+    inert.columns = [_inert_cell(str(column)) for column in frame.columns]
+    return inert.to_csv(index=False)
 
 
 def _inert_cell(value: Any) -> Any:

@@ -126,6 +126,8 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
     families = workspace.families(record.run_id)
+    stored = {"n_themes": len(theme_rows), "n_families": len(families)}  # a save whose record a kill cut off counts
+    record = replace(record, metrics=record.metrics | stored)
     return LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
 
 

@@ -56,6 +56,7 @@ PROBABILITY_ROWS = 65_536
 KMEANS_SAMPLE = 50_000
 """Documents k-means is fitted on when the vectors are read a slice at a time (`build_themes` on stored vectors)."""
 
+_SAME_POINT_DECIMALS = 3
 MIN_THEMES = 3
 MAX_THEMES = 100
 
@@ -229,8 +230,11 @@ def _seed_assignment(points: np.ndarray, n_documents: int, config: ThemeConfig, 
     """The fitted k-means for the given number of themes, or for the number chosen from the data: the largest whose
     separation is within SEPARATION_TOLERANCE of the best one. Separations that close are within the noise of a
     sampled silhouette, and merging two real subjects costs an analyst more than splitting one. points: the
-    documents', or a sample's of a corpus of n_documents (which sets the range of numbers tried)."""
-    candidates = _candidate_counts(config, n_documents)
+    documents', or a sample's of a corpus of n_documents (which sets the range of numbers tried). There are never
+    more themes than distinct points (59 copies of one text and one other text make two themes, not three; copies
+    embedded in different batches differ by float rounding, about 1e-5 here, so points are compared to 3 decimals)."""
+    n_distinct = len(np.unique(points.round(_SAME_POINT_DECIMALS), axis=0))
+    candidates = sorted({min(count, n_distinct) for count in _candidate_counts(config, n_documents)})
     rng = np.random.default_rng(_SEED)
     sample = rng.choice(len(points), size=min(_SILHOUETTE_SAMPLE, len(points)), replace=False)
     found = []

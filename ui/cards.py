@@ -9,7 +9,7 @@ import streamlit as st
 from prisma_core import analysis
 from prisma_core.errors import PrismaError
 from prisma_core.explore import search_features
-from prisma_core.interpret import manual_labels
+from prisma_core.interpret import manual_labels, prompts
 from prisma_core.interpret.label_scores import (
     ScoreConfig,
     ScoreSupport,
@@ -247,8 +247,12 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
             if st.button("Use this label", key=f"{key}_prefer_button"):
                 _prefer(run_id, feature_id, chosen)
     with write, st.form(f"{key}_manual_{feature_id}", clear_on_submit=True):
-        label = st.text_input("Label", max_chars=120, key=f"{key}_manual_label")
-        description = st.text_area("Description (optional)", max_chars=600, key=f"{key}_manual_description")
+        label = st.text_input("Label", max_chars=prompts.MAX_LABEL_CHARS, key=f"{key}_manual_label")
+        description = st.text_area(
+            "Description (optional)",
+            max_chars=manual_labels.MAX_MANUAL_DESCRIPTION_CHARS,
+            key=f"{key}_manual_description",
+        )
         if st.form_submit_button("Save label"):
             if not label.strip():
                 st.warning("Write a label first.")

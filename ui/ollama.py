@@ -12,15 +12,14 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from prisma_core.errors import LabellingError
+from prisma_core.errors import LabellingError, SettingsError
 from prisma_core.interpret.ollama_labeller import (
     API_KEY_ENV,
     DEFAULT_HOST,
     OllamaConfig,
     OllamaLabeller,
-    Secret,
-    split_host_credentials,
 )
+from prisma_core.interpret.secrets import Secret, split_host_credentials
 from ui.state import secret
 from ui.text import md
 
@@ -142,7 +141,11 @@ def connection_settings() -> OllamaConfig | None:
     if st.session_state.get(HOST_CREDENTIALS_KEY):
         st.caption("The user and password written in the address are used for this session and not shown.")
     key_settings()
-    config = current_config()
+    try:
+        config = current_config()
+    except SettingsError as error:  # a host with a query string, a bad port...: said, never echoed
+        st.error(md(str(error)), icon=":material/cloud_off:")
+        return None
     check: ServerCheck | None = st.session_state.get(MODELS_KEY)
     stale = check is None or check.host != config.host or check.with_key != bool(config.api_key)
     if st.button("Check the server", key="ollama_check", icon=":material/refresh:") or stale:

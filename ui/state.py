@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.errors import PrismaError
+from prisma_core.errors import DamagedTableError, PrismaError
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
 from ui.jobs import JobRegistry
 from ui.runs import run_name
@@ -256,6 +256,9 @@ def require_run() -> LoadedRun:
         st.stop()
     try:
         return loaded_run(run_id)
+    except DamagedTableError as error:  # a table's files damaged: the repair, not deleting the run, is the way out
+        st.error(f"This SAE run cannot be opened: {md(error)}")
+        st.stop()
     except PrismaError as error:  # e.g. its weights file was damaged: say so instead of showing a traceback
         st.error(f"This SAE run cannot be opened: {md(error)} Delete it on the Train SAE page and train again.")
         st.page_link(PAGES["train"], label="Go to Train SAE", icon=":material/model_training:")

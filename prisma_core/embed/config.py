@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from prisma_core.config_docs import DEVICE_CHOICES, CheckedConfig, setting
+from prisma_core.errors import EmbeddingError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -91,17 +92,33 @@ class EmbedConfig(CheckedConfig):
 
 
 def resolve_device(device: str = "auto") -> str:
-    if device != "auto":
-        return device
+    """The device to embed on: "auto" picks CUDA, then Apple MPS, then the CPU; any other as named."""
+    if device == "auto":
+        return "cuda" if _has_cuda() else "mps" if _has_mps() else "cpu"
+    return device
+
+
+def check_device(device: str) -> None:
+    """Raises EmbeddingError when a device asked for by name is not on this machine (before a model is loaded)."""
+    if (device.startswith("cuda") and not _has_cuda()) or (device == "mps" and not _has_mps()):
+        kind = "no Apple MPS is" if device == "mps" else "no CUDA GPU is"
+        raise EmbeddingError(f'Device "{device}" was asked for but {kind} available here; use "auto" or "cpu".')
+
+
+def _has_cuda() -> bool:
     if _linux_without_gpu():
-        return "cpu"  # without importing torch (+210 MB) only to hear that there is no GPU
+        return False  # without importing torch (+210 MB) only to hear that there is no GPU
     import torch  # here, not at the top: settings and the CLI's --help do not need torch
 
-    if torch.cuda.is_available():
-        return "cuda"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    return torch.cuda.is_available()
+
+
+def _has_mps() -> bool:
+    if platform.system() != "Darwin":
+        return False
+    import torch
+
+    return torch.backends.mps.is_available()
 
 
 def _linux_without_gpu() -> bool:

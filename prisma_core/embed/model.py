@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from prisma_core.embed.config import DEFAULT_MODEL, Precision, resolve_device, resolve_precision
+from prisma_core.embed.config import DEFAULT_MODEL, Precision, check_device, resolve_device, resolve_precision
 from prisma_core.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ def load_model(model: str, device: str = "auto", precision: Precision = "auto") 
 
     Cached by what is resolved, so "auto" and the device and precision it stands for share one copy."""
     device = resolve_device(device)
+    check_device(device)
     with LOADING:
         return _load_model(model, device, resolve_precision(precision, device))
 

@@ -11,6 +11,10 @@ SUPPORTED_EXTENSIONS: tuple[str, ...] = (
 Source = tuple[str, bytes]  # (file name, content): what a browser upload gives
 
 
+MAX_ROWS = 1_000_000
+"""The default row limit per table."""
+
+
 @dataclass(frozen=True)
 class IngestConfig(CheckedConfig):
     settings_name = "ingest"
@@ -30,7 +34,7 @@ class IngestConfig(CheckedConfig):
     """Files a zip may hold; a zip with more is refused."""
     max_document_chars: int = setting(2_000_000, minimum=1)
     """A longer document is refused, naming it."""
-    max_rows: int = setting(1_000_000, minimum=1)
+    max_rows: int = setting(MAX_ROWS, minimum=1)
     """Per table file; a longer table is refused, reading no more than this many rows."""
     batch_rows: int = setting(10_000, minimum=1)
     """Rows read and stored at a time from a Parquet, CSV, TSV or JSON lines file on disk: memory holds about one

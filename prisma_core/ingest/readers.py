@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import ParseError
 
+import charset_normalizer
 import docx
 import openpyxl
 import pandas as pd
@@ -21,13 +22,14 @@ from lxml.etree import XMLSyntaxError
 from openpyxl.utils.exceptions import InvalidFileException
 
 from prisma_core.errors import IngestError
-from prisma_core.ingest.archives import check_unpacked_size, extension
-from prisma_core.ingest.config import IngestConfig
+from prisma_core.ingest.archives import check_unpacked_size, extension, open_zip, unpacked_chunks
+from prisma_core.ingest.config import MAX_ROWS, IngestConfig
 
 _DELIMITERS = ",;\t|"
 _SAMPLE_CHARS = 65_536  # how much of a decoded file the binary-content check looks at
 _MAX_UNPRINTABLE_SHARE = 0.05  # real text has almost no control characters; binary data has ~25%
 _BLOCK_BYTES = 2**22  # read at a time when checking a file's encoding
+WESTERN_FALLBACK = "cp1252"
 
 Batch = tuple[pd.DataFrame, int]  # rows of a table file on disk, and the file's bytes read so far
 
@@ -85,7 +87,7 @@ def _sniff_delimiter(text: str) -> str:
 
 def _read_excel(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
     """The first sheet, streamed: no more than config.max_rows + 1 rows are read."""
-    check_unpacked_size(name, data, config.max_total_bytes, "Excel .xlsx workbook")
+    _check_workbook_size(name, data, config)
     try:
         with pd.ExcelFile(io.BytesIO(data), engine="openpyxl") as workbook:
             if len(workbook.sheet_names) > 1:
@@ -102,6 +104,34 @@ def _read_excel(name: str, data: bytes, config: IngestConfig, warnings: list[str
             "as empty; open the file in Excel or LibreOffice and save it to store the results"
         )
     return frame
+
+
+SHARED_STRINGS_PER_ROW = 4
+"""A workbook may hold at most this many distinct texts (its shared strings) per row of the row limit (never fewer
+than for the default limit: a preview reading 20 rows checks as the ingest will): every one is held in memory before
+the first row is read (about 225 bytes each: 10 million took 2.25 GB and 326 s)."""
+_SHARED_STRINGS = "xl/sharedStrings.xml"
+
+
+def _check_workbook_size(name: str, data: bytes, config: IngestConfig) -> None:
+    """Refuses a workbook that unpacks to more than the size limit, or holds more shared strings than
+    SHARED_STRINGS_PER_ROW per row of the row limit, before it is parsed (one chunk in memory at a time)."""
+    check_unpacked_size(name, data, config.max_total_bytes, "Excel .xlsx workbook")
+    max_rows = max(config.max_rows, MAX_ROWS)
+    limit = SHARED_STRINGS_PER_ROW * max_rows
+    with open_zip(name, data, "Excel .xlsx workbook") as archive:
+        if _SHARED_STRINGS not in archive.namelist():
+            return
+        tail, count = b"", 0
+        for chunk in unpacked_chunks(archive, archive.getinfo(_SHARED_STRINGS), config.max_total_bytes, name):
+            text = tail + chunk
+            count += text.count(b"<si>") + text.count(b"<si ")
+            tail = text[-3:]  # an element cut between two chunks is counted in the next one
+            if count > limit:
+                raise IngestError(
+                    f"{name}: holds more than {limit:,} distinct texts, more than {SHARED_STRINGS_PER_ROW} per row "
+                    f"of the {max_rows:,}-row limit; split the workbook or save its sheet as CSV"
+                )
 
 
 _WORKBOOK_ERRORS = (zipfile.BadZipFile, KeyError, ValueError, OSError, InvalidFileException, ParseError, XMLSyntaxError)
@@ -346,22 +376,49 @@ def _file_blocks(path: Path) -> Iterator[bytes]:
 
 
 def _encoding_of(name: str, blocks: Callable[[], Iterator[bytes]], what: str, warnings: list[str]) -> str:
-    """UTF-8 (BOM or not), UTF-16 with a BOM, else cp1252/latin-1 with a warning; binary content is refused."""
-    if next(blocks(), b"").startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        encodings = ["utf-16"]
+    """UTF-8 (BOM or not), UTF-16 with a BOM, else the encoding charset-normalizer finds in the first bytes (cp1252,
+    cp1251, KOI8-R, EUC-JP, Shift-JIS, UTF-16 without a BOM...), with a warning naming it. Each candidate must decode
+    the whole file into text; content that decodes as no text is refused as binary."""
+    head = next(blocks(), b"")
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        if _decoded_sample(blocks(), "utf-16") is None:
+            raise IngestError(f"{name}: starts with a UTF-16 mark but is not valid UTF-16 text")
+        candidates = ["utf-16"]
     else:
-        encodings = ["utf-8-sig", "cp1252", "latin-1"]
-    for encoding in encodings:
+        candidates = _utf8_then_detected(head, whole=len(head) < _BLOCK_BYTES)
+    for encoding in candidates:
         sample = _decoded_sample(blocks(), encoding)
-        if sample is not None:
-            break
+        if sample is not None and _looks_like_text(sample):
+            if encoding not in ("utf-8-sig", "utf-16"):
+                warnings.append(f"{name}: not UTF-8, decoded as {encoding}")
+            return encoding
+    raise IngestError(f"{name}: does not look like {what} (binary content); save it as UTF-8 text")
+
+
+def _utf8_then_detected(head: bytes, whole: bool) -> Iterator[str]:
+    """UTF-8 first; the detection only runs for a file that is not UTF-8."""
+    yield "utf-8-sig"
+    yield from _detected_encodings(head, whole)
+
+
+def _detected_encodings(head: bytes, whole: bool) -> list[str]:
+    """The encodings charset-normalizer finds likely for a file's first bytes (`whole`: they are the whole file),
+    most likely first. A sample must end on a character boundary: cut after a line break (b"\n", or b"\n\0" in
+    UTF-16)."""
+    sample = head[:_SAMPLE_CHARS]
+    if whole and len(head) <= _SAMPLE_CHARS:
+        ends = [len(sample)]
     else:
-        raise IngestError(f"{name}: starts with a UTF-16 mark but is not valid UTF-16 text")
-    if encoding in ("cp1252", "latin-1"):
-        warnings.append(f"{name}: not UTF-8, decoded as {encoding}")
-    if not _looks_like_text(sample):
-        raise IngestError(f"{name}: does not look like {what} (binary content); save it as UTF-8 text")
-    return encoding
+        line_end = sample.rfind(b"\n") + 1
+        ends = [line_end, line_end + 1] if line_end else [len(sample) - cut for cut in range(4)]
+    found = [match for end in ends for match in sorted(charset_normalizer.from_bytes(sample[:end]), key=_rank)]
+    return list(dict.fromkeys(match.encoding for match in found))
+
+
+def _rank(match: charset_normalizer.CharsetMatch) -> tuple[float, bool]:
+    """Least chaotic decoding first; among equally clean ones, Western cp1252 first (a short French or Spanish text
+    reads as well in Central European cp1250, which would turn "crème" into "crčme")."""
+    return match.chaos, match.encoding != WESTERN_FALLBACK
 
 
 def _decoded_sample(blocks: Iterator[bytes], encoding: str) -> str | None:
@@ -385,7 +442,7 @@ def _looks_like_text(sample: str) -> bool:
 
 def check_declared_rows(name: str, data: bytes, config: IngestConfig) -> None:
     """A sheet that declares more rows than the limit is refused before a single row is read."""
-    check_unpacked_size(name, data, config.max_total_bytes, "Excel .xlsx workbook")
+    _check_workbook_size(name, data, config)
     try:
         declared = _declared_sheet_rows(data)
     except (*_WORKBOOK_ERRORS, RecursionError) as error:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from prisma_core.errors import IngestError
 from prisma_core.ingest.columns import choose_columns, column_text, string_values, text_lengths
 from prisma_core.ingest.config import IngestConfig
 from prisma_core.ingest.readers import check_rows
@@ -47,6 +48,7 @@ class TableStats:
 
     def add(self, frame: pd.DataFrame) -> None:
         check_rows(self.name, len(self.ids) + len(frame), self.config)
+        self._refuse_lists(frame)
         id_column = self.config.id_column if self.config.id_column in frame.columns else None
         self.ids += row_ids(frame, id_column, self.prefix, len(self.ids) + 1)
         self.columns.update(dict.fromkeys(frame.columns))
@@ -57,6 +59,16 @@ class TableStats:
             self.kinds.setdefault(column, set()).add(frame[column].dtype.kind)
             if column not in self.not_dates:
                 self._add_dates(column, frame[column])
+
+    def _refuse_lists(self, frame: pd.DataFrame) -> None:
+        """A text, id or title column must hold single values: a list would be stored as its shortened print."""
+        named = (self.config.text_column, self.config.id_column, self.config.title_column)
+        for column in (column for column in named if column in frame.columns):
+            if frame[column].map(pd.api.types.is_list_like).any():
+                raise IngestError(
+                    f"{self.name}: column '{column}' holds lists, not text; choose another column, or join each "
+                    "list into one text first"
+                )
 
     def _add_dates(self, column: str, values: pd.Series) -> None:
         strings = string_values(values)

@@ -40,6 +40,9 @@ phrase or a sentence, not a word (their units are named "no shared words"; an LL
 MIN_LIFT = 2.0
 """A candidate term is at least this many times more common in the class than in the corpus: words common
 everywhere ("said", "new", "patient") say nothing about a class, however often they appear in it."""
+MIN_WORDED_SHARE = 0.5
+"""A class is named by words only when at least this share of its documents hold words of the vocabulary: else the
+words of a minority would name it (6 DNA documents naming a theme of 40 Chinese ones, whose script has no spaces)."""
 _SIMILAR_TERMS = 0.8
 """Cosine above which two candidate terms say the same thing (plural, spelling variant)."""
 
@@ -230,10 +233,15 @@ def _candidates(members: sp.csr_matrix, terms: CorpusTerms, config: KeywordConfi
     members = _class_sample(members, terms.class_sample)
     read = np.unique(members.indices)
     class_size = np.diff(members.indptr).astype(np.float64)
-    class_df = (members[:, read] @ terms.presence_of(read)).tocsr()
+    presence = terms.presence_of(read)
+    class_df = (members[:, read] @ presence).tocsr()
+    worded = members[:, read] @ (np.diff(presence.indptr) > 0).astype(np.float64)  # per unit: documents with words
     corpus_rate = terms.frequency / max(terms.n_documents, 1)
     found = []
     for unit in range(members.shape[0]):
+        if worded[unit] < MIN_WORDED_SHARE * class_size[unit]:
+            found.append(np.empty(0, np.int64))
+            continue
         start, end = class_df.indptr[unit], class_df.indptr[unit + 1]
         counts, term_ids = class_df.data[start:end], class_df.indices[start:end]
         rate = counts / max(class_size[unit], 1.0)

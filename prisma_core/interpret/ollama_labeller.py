@@ -7,7 +7,10 @@ distinct messages for an unreachable server, a missing model and a timeout.
 
 Credentials never show: a hosted server's API key travels as a bearer token and user:password in a host URL
 (`https://user:pw@host`) as basic authentication, both held in `Secret`s that print as a mask; the config keeps
-the host without them, and every error message is scrubbed of them before it is raised.
+the host without them (and refuses a query string, where tokens travel), and every error message is redacted
+(`secrets.redact`: the credentials in any form, credential headers a server echoed back) before it is raised.
+
+Replies are bounded (`bounded_http`): at most MAX_REPLY_BYTES, arrived within `timeout_s` of the request.
 """
 
 import base64
@@ -19,14 +22,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
-from urllib.parse import unquote
 
 import httpx
 import ollama
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.errors import LabellingError, SettingsError
+from prisma_core.interpret.bounded_http import BoundedTransport, ReplyTooLarge
 from prisma_core.interpret.prompts import (
+    MAX_LABEL_CHARS,
     MAX_LABEL_WORDS,
     PROMPT_VERSION,
     Message,
@@ -36,8 +40,12 @@ from prisma_core.interpret.prompts import (
     group_messages,
     repair_messages,
 )
+from prisma_core.interpret.secrets import Secret, host_problem, redact, server_text, split_host_credentials
 
 DEFAULT_HOST = "http://localhost:11434"
+MAX_REPLY_BYTES = 1_048_576
+"""A server's reply may hold at most this many bytes (a label's reply holds a few hundred; the list of models about
+500 per model): a bigger one is a failure, never read whole nor stored."""
 MAX_DESCRIPTION_CHARS = 300
 
 LABEL_SCHEMA: dict[str, Any] = {
@@ -62,71 +70,9 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u206
 _MARKUP = re.compile(r"<[^>]*>|[*`#_~|\[\]{}\\]")
 _EDGE_PUNCTUATION = " \"'.,;:!?-\u2013\u2014\u2018\u2019\u201c\u201d"  # also dashes and curly quotes
 _THINKING_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
 API_KEY_ENV = "OLLAMA_API_KEY"
-MASK = "***"
 
 T = TypeVar("T")
-
-
-class Secret:
-    """A credential that never shows itself: repr, str and formatting give a mask, `reveal()` the value.
-
-    Copies are the same object and pickling is refused, so a secret cannot slip into a record or a cache.
-    """
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret('{MASK}')"
-
-    __str__ = __repr__
-
-    def __format__(self, spec: str) -> str:
-        return repr(self)
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(("Secret", self._value))
-
-    def __copy__(self) -> "Secret":
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> "Secret":
-        return self
-
-    def __reduce__(self) -> Any:
-        raise TypeError("a Secret is never pickled")
-
-
-def redact_url(text: str) -> str:
-    """`text` with the user:password part of every URL in it replaced by a mask (http://***@host)."""
-    return _URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
-
-
-def split_host_credentials(host: str) -> tuple[str, Secret | None]:
-    """(the host URL without credentials, the "user:password" it carried, if any)."""
-    host = host.strip()
-    scheme, separator, rest = host.partition("://")
-    if not separator:
-        scheme, rest = "", host
-    authority, slash, path = rest.partition("/")
-    userinfo, at, hostport = authority.rpartition("@")
-    if not at:
-        return host, None
-    clean = (f"{scheme}://" if separator else "") + hostport + slash + path
-    return clean, Secret(unquote(userinfo)) if userinfo else None
 
 
 def default_ollama_host() -> str:
@@ -174,6 +120,8 @@ class OllamaConfig(CheckedConfig):
         if not self.host.strip():
             raise SettingsError("host must not be empty")
         host, credentials = split_host_credentials(self.host)
+        if problem := host_problem(host):
+            raise SettingsError(problem)
         object.__setattr__(self, "host", host)
         if credentials is not None:
             object.__setattr__(self, "host_credentials", credentials)
@@ -193,14 +141,15 @@ class OllamaConfig(CheckedConfig):
         return {}
 
     def scrub(self, text: str) -> str:
-        """`text` without any credential of this config, even one a server echoed back in an error."""
-        text = redact_url(text)
-        for secret in (self.api_key, self.host_credentials):
-            if secret:
-                for value in {secret.reveal(), *secret.reveal().split(":", 1)[1:]}:
-                    if len(value) >= 3:
-                        text = text.replace(value, MASK)
-        return text
+        """`text` without any credential, of this config or in a URL or header a server echoed back (`redact`)."""
+        return redact(text, self._secrets())
+
+    def server_text(self, text: str) -> str:
+        """What the server said (an error body), redacted and shortened, for a message that is shown and stored."""
+        return server_text(text, self._secrets())
+
+    def _secrets(self) -> tuple[Secret | None, ...]:
+        return (self.api_key, self.host_credentials)
 
 
 @dataclass(frozen=True)
@@ -263,6 +212,8 @@ def parse_label_answer(content: str) -> tuple[str, str]:
         raise InvalidAnswer("the label is empty")
     if n_words > MAX_LABEL_WORDS:
         raise InvalidAnswer(f"the label has {n_words} words, at most {MAX_LABEL_WORDS} are allowed")
+    if len(label) > MAX_LABEL_CHARS:
+        raise InvalidAnswer(f"the label has {len(label):,} characters, at most {MAX_LABEL_CHARS} are allowed")
     return label, cap_length(clean_text(description), MAX_DESCRIPTION_CHARS)
 
 
@@ -301,7 +252,12 @@ class OllamaLabeller:
 
     def __init__(self, config: OllamaConfig):
         self.config = config
-        self._client = ollama.Client(host=config.host, timeout=config.timeout_s, headers=config.auth_headers())
+        self._client = ollama.Client(
+            host=config.host,
+            timeout=config.timeout_s,
+            headers=config.auth_headers(),
+            transport=BoundedTransport(MAX_REPLY_BYTES, config.timeout_s),
+        )
 
     def __enter__(self) -> "OllamaLabeller":
         return self
@@ -426,7 +382,8 @@ class OllamaLabeller:
                     "Check the key, or set one (OLLAMA_API_KEY, the app's secrets, or the labelling page)."
                 ) from None
             raise LabellingError(
-                f"Ollama at {host} refused the request: {error.error} (HTTP {error.status_code})."
+                f"Ollama at {host} refused the request: {self.config.server_text(error.error)} "
+                f"(HTTP {error.status_code})."
             ) from None
         except (ConnectionError, httpx.ConnectError, httpx.ConnectTimeout):
             raise LabellingError(
@@ -437,10 +394,19 @@ class OllamaLabeller:
                 f"Ollama at {host} did not answer within {timeout:g} s. The model may still be loading or "
                 "too slow for this machine: try again, raise the timeout or choose a smaller model."
             ) from None
+        except ReplyTooLarge:
+            raise LabellingError(
+                f"The server at {host} sent a reply larger than {MAX_REPLY_BYTES:,} bytes; it was not read. Check "
+                "that the host is an Ollama server."
+            ) from None
         except httpx.HTTPError as error:
-            raise LabellingError(f"The connection to Ollama at {host} failed: {error}.") from None
+            raise LabellingError(
+                f"The connection to Ollama at {host} failed: {self.config.server_text(str(error))}."
+            ) from None
         except ValueError as error:
-            raise LabellingError(f"The server at {host} did not reply like Ollama does: {error}") from None
+            raise LabellingError(
+                f"The server at {host} did not reply like Ollama does: {self.config.server_text(str(error))}"
+            ) from None
 
     def _models_or_none(self) -> list[str] | None:
         try:

@@ -14,6 +14,8 @@ PROMPT_VERSION = "v1"
 
 CHARS_PER_TOKEN = 4
 MAX_LABEL_WORDS = 8
+MAX_LABEL_CHARS = 120
+"""The longest label stored, whoever wrote it: a model's longer label is sent back, an analyst's refused."""
 TRUNCATION_MARK = " […]"
 SAFE_LT, SAFE_GT = "\u2039", "\u203a"  # single angle quotation marks stand in for < and > in untrusted text
 

@@ -42,6 +42,10 @@ EPOCH_HOLDOUT_SAMPLE = 1024
 HISTORY_POINTS = 100
 """About this many history entries (and progress reports) per run, whatever its length."""
 NO_HOLDOUT_VARIANCE = "the held-out documents do not vary: no variance to explain"
+DIVERGED = (
+    "Training diverged: the SAE's weights became NaN or infinite, so nothing was saved. Lower the step size "
+    "(learning rate) or the step size limit and train again."
+)
 NO_VARIANCE = (
     "All embeddings are identical (no variance to explain), so there is nothing to learn: the documents are probably "
     "all the same text."
@@ -493,7 +497,11 @@ def quality_metrics(
     fvu_train: float, fvu_holdout: float, fired: np.ndarray, n_active: int, n_train: int, n_holdout: int
 ) -> dict[str, float | int | str]:
     """The metrics of a trained SAE (see `TrainResult.metrics`) from its FVUs (fvu_holdout NaN when the held-out
-    documents were not scored), which latents fired on a training document and the activations counted over them."""
+    documents were not scored), which latents fired on a training document and the activations counted over them.
+
+    A training FVU that is NaN or infinite means training diverged: TrainingError, so no broken run is saved."""
+    if not np.isfinite(fvu_train):
+        raise TrainingError(DIVERGED)
     return {
         "fvu_train": fvu_train,
         "fvu_holdout": fvu_holdout,

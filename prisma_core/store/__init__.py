@@ -8,7 +8,7 @@ One job per module: `location` (where a workspace lives, its files through pyarr
 
 from prisma_core.memory import limit_malloc_heaps, share_arrow_memory
 from prisma_core.store.ids import check_id, new_id, now_iso
-from prisma_core.store.schemas import DatasetRecord, Family, NamedFamily, RunRecord, StageRecord
+from prisma_core.store.schemas import DatasetRecord, Family, GroupLabel, NamedFamily, RunRecord, StageRecord
 from prisma_core.store.vectors import vectors_table_name
 from prisma_core.store.workspace import WORKSPACE_ENV, Workspace, resolve_workspace
 
@@ -19,6 +19,7 @@ __all__ = [
     "WORKSPACE_ENV",
     "DatasetRecord",
     "Family",
+    "GroupLabel",
     "NamedFamily",
     "RunRecord",
     "StageRecord",

@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from prisma_core.store.ids import check_id, now_iso
 from prisma_core.store.retry import retry
-from prisma_core.store.schemas import SCHEMAS, NamedFamily
-from prisma_core.store.tables import Tables
+from prisma_core.store.schemas import SCHEMAS, GroupLabel, NamedFamily
+from prisma_core.store.tables import Tables, reading
 
 ACTIVATION_ROWS = 1_048_576
 """Activation rows `Artefacts.activation_batches` reads at a time (16 MB)."""
@@ -46,8 +46,10 @@ class Artefacts(Tables):
         if not self._has_table("activations"):
             return 0, iter(())
         table = self.db.open_table("activations")
-        query = table.search().where(where).select(["position", "feature_id", "value"]).limit(None)
-        return table.count_rows(where), query.to_batches(ACTIVATION_ROWS)
+        query = table.search().where(where).select(["position", "feature_id", "value"])
+        with reading("activations"):
+            n_rows = table.count_rows(where)
+        return n_rows, self._batches("activations", query, ACTIVATION_ROWS)
 
     def save_features(self, run_id: str, stats: pd.DataFrame) -> None:
         frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]
@@ -170,6 +172,29 @@ class Artefacts(Tables):
             }
             for row in self._latest_generation("themes", run_id, "theme_id")
         ]
+
+    def label_groups(self, name: str, run_id: str, key: str, members_key: str, labels: Sequence[GroupLabel]) -> None:
+        """Name groups (rows of "families" or "themes", `key` their id column, `members_key` their members column)
+        that still hold the members they were named from, in one commit that changes their label and label_source
+        only: the set is never rewritten, so a rebuild that landed meanwhile is kept whole (its groups with other
+        members keep their own labels)."""
+        if not labels:
+            return
+        table = self._table(name)
+        fields = [SCHEMAS[name].field(column) for column in ("run_id", key, members_key, "label", "label_source")]
+        rows = pa.table(
+            {
+                "run_id": [check_id(run_id)] * len(labels),
+                key: [label.group_id for label in labels],
+                members_key: [json.dumps([int(m) for m in label.members]) for label in labels],
+                "label": [label.label for label in labels],
+                "label_source": [label.source for label in labels],
+            },
+            schema=pa.schema(fields),
+        )
+        same_members = f"target.{members_key} = source.{members_key}"
+        merge = table.merge_insert(["run_id", key]).when_matched_update_all(where=same_members)
+        retry(lambda: merge.execute(rows), self.uri)
 
     def _replace_generation(self, name: str, run_id: str, key: str, rows: Sequence[dict[str, Any]]) -> None:
         """Replace a run's rows of a table in one commit: the new generation is inserted and the old one deleted

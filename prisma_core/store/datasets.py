@@ -7,17 +7,22 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from prisma_core.errors import NotFoundError, SettingsError, StoreError
 from prisma_core.store.ids import check_id, new_id, now_iso
+from prisma_core.store.maintenance import KEEP_VERSIONS_FOR
+from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
+from prisma_core.store.tables import reading
 
 
 def text_hash(text: str) -> str:
@@ -38,6 +43,9 @@ DOCUMENT_COLUMNS = ("doc_id", "title", "text", "text_hash")
 """The columns of a document every dataset has; the others a batch carries are its metadata."""
 
 
+_INGESTS = "ingests"
+"""In the workspace: a folder per ingest being written, naming its process (removed when it ends, however it ends
+short of a hard kill)."""
 BATCH_ROWS = 16_384
 """Documents `Datasets.document_batches` reads at a time: about 15 MB of texts at 150 words each."""
 
@@ -87,9 +95,13 @@ class Datasets(Runs):
         report as it is once the batches are done. Until the record is added the rows are invisible; if anything
         fails, the batches' exceptions included, the rows written are deleted."""
         name = name.strip() or "dataset"
+        self._remove_abandoned_documents()
         dataset_id = new_id("ds")
+        marker = self.root / _INGESTS / dataset_id
         n_documents, metadata_columns = 0, []
         try:
+            marker.make_folder()
+            mark_owner(marker)
             for documents in batches:
                 metadata_columns = [c for c in documents.columns if c not in DOCUMENT_COLUMNS]
                 self._add("documents", _document_rows(dataset_id, documents, n_documents, metadata_columns))
@@ -108,8 +120,43 @@ class Datasets(Runs):
             with contextlib.suppress(StoreError):  # unlisted documents are invisible; this only frees the space
                 self._delete("documents", f"dataset_id = '{dataset_id}'")
             raise
+        finally:
+            with contextlib.suppress(OSError):
+                marker.remove()
         self._reclaim_space_if_due()
         return dataset_id
+
+    def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
+        """The daily clean-up (see `Maintenance.reclaim_space`), after removing what killed ingests left behind."""
+        self._remove_abandoned_documents()
+        super().reclaim_space(keep_versions_for)
+
+    def _remove_abandoned_documents(self) -> None:
+        """Removes the documents of ingests killed before their dataset record was written (a hard kill skips the
+        clean-up `add_dataset_batches` does on any error). An ingest still running in a live process is left alone
+        (its folder under ingests/ names it), and so is a dataset whose record a lost table version held (it has an
+        ingest stage record; `Workspace.repair` restores it). Best effort: a failure here never stops an ingest."""
+        with contextlib.suppress(OSError, StoreError):
+            stored = self._dataset_ids_with_documents()
+            kept = set(self._read("datasets", "true", ["dataset_id"])["dataset_id"])
+            kept |= set(self._read("stages", "stage = 'ingest'", ["dataset_id"])["dataset_id"])
+            for dataset_id in sorted(stored - kept):
+                marker, where = self.root / _INGESTS / dataset_id, f"dataset_id = '{check_id(dataset_id)}'"
+                # The record is looked up again once the ingest is known to be over: it may have been written since.
+                if (marker.modified() is None or owner_is_gone(marker)) and self._read("datasets", where).empty:
+                    self._delete("documents", where)
+                    marker.remove()
+
+    def _dataset_ids_with_documents(self) -> set[str]:
+        """The dataset ids the documents table holds rows of (one scan of that column)."""
+        if not self._has_table("documents"):
+            return set()
+        query = self.db.open_table("documents").search().select(["dataset_id"])
+        return {
+            value
+            for batch in self._batches("documents", query, 4 * BATCH_ROWS)
+            for value in pc.unique(batch["dataset_id"]).to_pylist()
+        }
 
     def datasets(self) -> list[DatasetRecord]:
         return self._records("datasets", "true", DatasetRecord)
@@ -154,7 +201,8 @@ class Datasets(Runs):
         """Metadata columns as a typed frame, one row per document in stored order.
 
         A column mixing numbers and text (a year that is sometimes "unknown") becomes a text column: every
-        value is kept, and the frame can be written to Parquet or compared by group.
+        value is kept, and the frame can be written to Parquet or compared by group. Lists (a Parquet list column)
+        read as their JSON text, every item kept.
         """
         parts = [  # parsed a batch at a time: a million documents' metadata never sits in memory as dicts
             pd.DataFrame([json.loads(m) for m in batch["metadata"]], index=batch["position"].to_numpy())
@@ -163,7 +211,7 @@ class Datasets(Runs):
         frame = pd.concat(parts).sort_index().reset_index(drop=True) if parts else pd.DataFrame()
         frame = frame.convert_dtypes()
         mixed = [column for column in frame.columns if frame[column].dtype == object]
-        return frame.astype(dict.fromkeys(mixed, "string"))
+        return frame.assign(**{column: frame[column].map(_json_text).astype("string") for column in mixed})
 
     def documents_at(
         self, dataset_id: str, positions: Sequence[int] | np.ndarray, columns: Sequence[str] = SHOWN_COLUMNS
@@ -189,8 +237,9 @@ class Datasets(Runs):
         where = f"dataset_id = '{check_id(dataset_id)}' AND doc_id LIKE {_sql_text(pattern + '%')} ESCAPE '\\'"
         if not self._has_table("documents"):
             return []
-        query = self.db.open_table("documents").search().where(where).select(["position", "doc_id"]).limit(limit)
-        return query.to_pandas().sort_values("position")["doc_id"].tolist()
+        with reading("documents"):
+            query = self.db.open_table("documents").search().where(where).select(["position", "doc_id"]).limit(limit)
+            return query.to_pandas().sort_values("position")["doc_id"].tolist()
 
     def _documents_where(self, dataset_id: str, column: str, values: list[str], columns: Sequence[str]) -> pd.DataFrame:
         """Rows of the dataset whose `column` is one of `values` (SQL literals), POSITIONS_PER_QUERY at a time."""
@@ -212,7 +261,7 @@ class Datasets(Runs):
         if not self._has_table("documents"):
             return
         query = self.db.open_table("documents").search().where(f"dataset_id = '{check_id(dataset_id)}'")
-        for batch in query.select(list(columns)).limit(None).to_batches(rows):
+        for batch in self._batches("documents", query.select(list(columns)), rows):
             yield batch.to_pandas()
 
 
@@ -232,7 +281,22 @@ def _document_rows(dataset_id: str, documents: pd.DataFrame, first: int, metadat
             "title": [None if pd.isna(t) else str(t) for t in documents.get("title", [None] * len(documents))],
             "text": documents["text"].tolist(),
             "text_hash": documents["text_hash"].tolist(),
-            "metadata": [json.dumps(r, default=str) for r in metadata.to_dict(orient="records")],
+            "metadata": [json.dumps(r, default=_json_value) for r in metadata.to_dict(orient="records")],
         },
         schema=SCHEMAS["documents"],
     )
+
+
+def _json_value(value: Any) -> Any:
+    """A metadata value JSON cannot hold as it is: an array (a Parquet list column) as its list, every item kept,
+    a numpy number as the number, anything else (a date) as its text."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def _json_text(value: Any) -> Any:
+    """A list or a mapping as JSON text (as JSON files' lists are read); anything else as it is."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value

@@ -1,4 +1,4 @@
-"""Which process is writing a run folder, and whether it has ended (then the folder is abandoned)."""
+"""Which process is writing a run (or an ingest) folder, and whether it has ended (then the folder is abandoned)."""
 
 import json
 import os
@@ -12,7 +12,7 @@ _UNOWNED_GRACE_S = 60.0  # a run folder with no owner file is only considered ab
 
 
 def mark_owner(folder: Location) -> None:
-    """Marks a new run folder with the process writing it (host, pid)."""
+    """Marks a new run (or ingest) folder with the process writing it (host, pid)."""
     (folder / _OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
 
 

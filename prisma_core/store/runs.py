@@ -29,11 +29,21 @@ class Runs(Maintenance):
             folders = [folder for folder in (self.root / "runs").folders() if ID_PATTERN.match(folder.name)]
             if not folders:
                 return
-            listed = set(self._read("sae_runs", "true", ["run_id"])["run_id"])
+            listed = set(self._read("sae_runs", "true", ["run_id"])["run_id"]) | set(self.hidden_runs())
             for folder in folders:
                 # The record is looked up again once the owner is known to be gone: it may have been written since.
                 if folder.name not in listed and owner_is_gone(folder) and not self._has_run_record(folder.name):
                     self.delete_run(folder.name)
+
+    def hidden_runs(self) -> list[str]:
+        """Runs stored whole but missing from the runs table: their folder and their training stage record (written
+        just before the run record, after everything else) are there, their record is not, e.g. because the runs
+        table's newest version file was lost. Never removed as abandoned; `Workspace.repair` restores them."""
+        folders = {folder.name for folder in (self.root / "runs").folders() if ID_PATTERN.match(folder.name)}
+        if not folders:
+            return []
+        trained = set(self._read("stages", "stage = 'training'", ["run_id"])["run_id"]) & folders
+        return sorted(trained - set(self._read("sae_runs", "true", ["run_id"])["run_id"]))
 
     def _has_run_record(self, run_id: str) -> bool:
         return not self._read("sae_runs", f"run_id = '{check_id(run_id)}'", ["run_id"]).empty

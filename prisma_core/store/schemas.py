@@ -107,6 +107,16 @@ class NamedFamily(Family):
     """Who named it: `KEYWORD_SOURCE`, a model's name, or the analyst."""
 
 
+@dataclass(frozen=True)
+class GroupLabel:
+    """A name given to a family or a theme, for the members it was given for (see `Workspace.label_groups`)."""
+
+    group_id: int
+    members: list[int]
+    label: str
+    source: str  # who named it: a model's name
+
+
 SCHEMAS: dict[str, pa.Schema] = {
     "datasets": _record_schema(DatasetRecord),
     "documents": _schema("dataset_id position:int64 doc_id title text text_hash metadata"),

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
 
+from prisma_core.errors import DamagedTableError
 from prisma_core.store.location import Location
-from prisma_core.store.retry import retry
+from prisma_core.store.retry import plain_reason, retry
 from prisma_core.store.schemas import SCHEMAS, json_fields
 
 if TYPE_CHECKING:
@@ -52,11 +54,17 @@ class Tables:
     def _read(self, name: str, where: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         if not self._has_table(name):
             return pd.DataFrame(columns=list(columns or SCHEMAS[name].names))
-        query = self.db.open_table(name).search().where(where)
-        if columns:
-            return query.select(list(columns)).limit(None).to_pandas()
-        frame = query.limit(None).to_pandas()
+        with reading(name):
+            query = self.db.open_table(name).search().where(where)
+            if columns:
+                return query.select(list(columns)).limit(None).to_pandas()
+            frame = query.limit(None).to_pandas()
         return frame.reindex(columns=SCHEMAS[name].names) if name in SCHEMAS else frame
+
+    def _batches(self, name: str, query: Any, rows: int) -> Iterator[pa.RecordBatch]:
+        """A query's result `rows` at a time; a damaged file met on the way raises DamagedTableError."""
+        with reading(name):
+            yield from query.limit(None).to_batches(rows)
 
     def _records(self, name: str, where: str, record_type: type[Record]) -> list[Record]:
         """The matching rows of a record table as records, oldest first."""
@@ -84,3 +92,14 @@ class Tables:
     def table_versions(self, names: Sequence[str]) -> int:
         """The sum of these tables' versions: it grows with every commit to any of them, by any process."""
         return sum(self.db.open_table(name).version for name in names if self._has_table(name))
+
+
+@contextlib.contextmanager
+def reading(name: str) -> Iterator[None]:
+    """Reads of table `name`: a file LanceDB cannot read (truncated, removed) raises DamagedTableError naming it."""
+    try:
+        yield
+    except (OSError, RuntimeError) as error:
+        if isinstance(error, RuntimeError) and not str(error).startswith("lance error"):
+            raise
+        raise DamagedTableError(name, plain_reason(error)) from error

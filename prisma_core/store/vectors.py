@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.store.datasets import Datasets
 from prisma_core.store.ids import check_id
+from prisma_core.store.tables import reading
 
 if TYPE_CHECKING:
     import lancedb
@@ -67,7 +68,8 @@ class StoredVectors:
         positions = np.asarray(positions, dtype=np.int64)
         if not len(positions):
             return np.zeros((0, self.dim), np.float32)
-        found = self.table.take_row_ids(self.row_ids[positions].tolist()).select(["position", "vector"]).to_arrow()
+        with reading(self.table.name):
+            found = self.table.take_row_ids(self.row_ids[positions].tolist()).select(["position", "vector"]).to_arrow()
         vectors = found["vector"].combine_chunks().flatten().to_numpy().reshape(-1, self.dim)
         found_positions = found["position"].to_numpy()
         by_position = np.argsort(found_positions, kind="stable")
@@ -116,7 +118,7 @@ class Vectors(Datasets):
         table = self.db.open_table(name)
         wanted = pa.array(sorted(set(hashes)), pa.string())
         rows: list[np.ndarray] = []
-        for batch in table.search().select(["text_hash"]).with_row_id(True).limit(None).to_batches(READ_ROWS):
+        for batch in self._batches(name, table.search().select(["text_hash"]).with_row_id(True), READ_ROWS):
             rows.append(
                 batch["_rowid"].to_numpy()[
                     pc.is_in(batch["text_hash"], value_set=wanted).to_numpy(zero_copy_only=False)
@@ -125,7 +127,8 @@ class Vectors(Datasets):
         found = np.concatenate(rows) if rows else np.empty(0, np.uint64)
         if not len(found):
             return {}
-        stored = table.take_row_ids(found.tolist()).select(["text_hash", "vector"]).to_arrow()
+        with reading(name):
+            stored = table.take_row_ids(found.tolist()).select(["text_hash", "vector"]).to_arrow()
         vectors = stored["vector"].combine_chunks().flatten().to_numpy().reshape(len(stored), -1)
         return dict(zip(stored["text_hash"].to_pylist(), vectors.astype(np.float32), strict=True))
 
@@ -189,16 +192,9 @@ class Vectors(Datasets):
 
     def _positions_oldest_first(self, name: str, where: str) -> pd.DataFrame:
         """position and _rowid of the rows `where` selects in a vectors table, in the order they were written."""
-        return (
-            self.db.open_table(name)
-            .search()
-            .where(where)
-            .select(["position"])
-            .with_row_id(True)
-            .limit(None)
-            .to_pandas()
-            .sort_values("_rowid")
-        )
+        with reading(name):
+            query = self.db.open_table(name).search().where(where).select(["position"]).with_row_id(True)
+            return query.limit(None).to_pandas().sort_values("_rowid")
 
     def vectors(self, dataset_id: str, embedding_key: str) -> np.ndarray:
         """[n_documents, d] float32 in document order, read in slices into one array: through a pandas column of
@@ -225,9 +221,14 @@ class Vectors(Datasets):
 
     def search_documents(self, dataset_id: str, embedding_key: str, query: np.ndarray, limit: int = 10) -> pd.DataFrame:
         """Nearest documents by cosine distance: position, doc_id, distance."""
-        table = self.db.open_table(vectors_table_name(embedding_key))
+        name = vectors_table_name(embedding_key)
+        with reading(name):
+            return self._nearest(name, dataset_id, query, limit)
+
+    def _nearest(self, name: str, dataset_id: str, query: np.ndarray, limit: int) -> pd.DataFrame:
         return (
-            table.search(np.asarray(query, dtype=np.float32))
+            self.db.open_table(name)
+            .search(np.asarray(query, dtype=np.float32))
             .distance_type("cosine")
             .where(f"dataset_id = '{check_id(dataset_id)}'", prefilter=True)
             .nprobes(SEARCH_NPROBES)

@@ -254,6 +254,15 @@ def test_credentials_in_the_host_address_are_taken_out_of_the_field(trained_app,
     assert json.dumps(fake.authorizations).count("Basic ") == len(fake.authorizations) > 0
 
 
+def test_a_host_with_a_token_in_its_query_string_is_refused_and_never_echoed(trained_app, fake):
+    token = "tok-in-the-query-1234"
+    at = labels_page(trained_app, f"{fake.url}/?token={token}")
+    assert any("must not hold a query string" in text for text in texts(at.error))
+    messages = " ".join(texts(at.error) + texts(at.warning) + texts(at.caption) + texts(at.markdown))
+    assert token not in messages and "label_start" not in [button.key for button in at.button]
+    assert fake.authorizations == []  # nothing was sent
+
+
 def test_a_feature_firing_on_too_few_documents_says_not_enough_evidence(trained_app):
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     rare = run.features[(run.features["density"] > 0) & (run.features["density"] < 5)]

@@ -8,9 +8,11 @@ scripts its replies, answers are derived from the prompt so tests can predict th
   its separators);
 - detection (a schema with "matches"): the numbers of the documents whose text contains the concept label.
 Every chat request body is recorded in `requests`, and the Authorization header of every request in
-`authorizations`; with `required_authorization` set, a request without that exact header gets Ollama's 401.
+`authorizations`; with `required_authorization` set, a request without that exact header gets Ollama's 401. With
+`raw_chat` set, a test writes each chat reply itself (a server echoing headers, dribbling bytes, sending too much).
 """
 
+import contextlib
 import json
 import re
 import threading
@@ -27,6 +29,8 @@ _DOCUMENT = re.compile(r'<document id="(\d+)">\n(.*?)\n</document>', re.DOTALL)
 _CAPITALISED_WORD = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
 Responder = Callable[[dict[str, Any]], str]
+RawReply = Callable[[BaseHTTPRequestHandler], None]
+"""Writes a whole chat reply (status line, headers, body) to the handler's connection, as it likes."""
 
 
 class FakeOllama:
@@ -40,6 +44,7 @@ class FakeOllama:
         self.requests: list[dict[str, Any]] = []  # every /api/chat request body received
         self.authorizations: list[str | None] = []  # the Authorization header of every request, in order
         self.required_authorization: str | None = None  # when set, other requests get 401 unauthorized
+        self.raw_chat: RawReply | None = None  # when set, writes each chat reply itself (a hostile server)
         self.url = ""
         self.stopping = threading.Event()
 
@@ -150,6 +155,10 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 return
             fake.requests.append(request)
             if fake.delay_s and fake.stopping.wait(fake.delay_s):
+                return
+            if fake.raw_chat is not None:
+                with contextlib.suppress(ConnectionError):  # the client stopped reading
+                    fake.raw_chat(self)
                 return
             model = request.get("model", "")
             if not fake.knows(model):

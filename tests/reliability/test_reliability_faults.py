@@ -334,22 +334,21 @@ def test_app_says_a_damaged_run_cannot_be_opened(stored: Stored, damaged_copy: W
     assert "sae.safetensors is corrupted or not a safetensors file" in error
 
 
-def test_app_says_in_plain_words_when_a_table_is_damaged_and_folds_the_details_away(
+def test_app_names_a_damaged_table_and_its_repair_in_plain_words(
     stored: Stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Files of the features table removed behind the app's back (a damaged disk, a bucket emptied by hand): the page
-    says what failed and that what was saved is kept, with the technical details in a folded section."""
+    names the damaged table, says the other tables are not affected and how to repair it; no traceback."""
     copy = Workspace(shutil.copytree(stored.path, tmp_path / "damaged table"))
     for data_file in (copy.path / "lancedb" / "features.lance" / "data").iterdir():
         data_file.unlink()
     monkeypatch.setenv(WORKSPACE_ENV, str(copy.path))
     at = open_page(new_app(stored.dataset_a, stored.run_a), "features")
     (error,) = texts(at.error)
-    assert error.startswith("Prisma could not show this page: Not found: ")
+    assert error.startswith("This SAE run cannot be opened: The workspace's features table cannot be read (Not found")
     assert "lance error" not in error and ".rs:" not in error  # LanceDB's prefix and source location left out
-    assert "Whatever was saved before is kept" in error
-    assert [expander.label for expander in at.expander] == ["Details"]
-    assert len(at.exception) == 1  # the traceback, inside the folded section
+    assert "The other tables are not affected" in error and "python -m prisma_core repair" in error
+    assert not at.exception
     stored.assert_earlier_work_intact(Workspace(stored.path))
 
 

@@ -1,4 +1,5 @@
-"""Storing what a label batch made: its stage record, and group labels written onto the groups stored now."""
+"""Storing what a label batch made: its stage record, and group labels written onto the groups stored now (their
+labels only, never the whole set)."""
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -7,7 +8,7 @@ from typing import Any
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
 from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig
 from prisma_core.lineage import record_stage
-from prisma_core.store import NamedFamily, RunRecord, Workspace
+from prisma_core.store import GroupLabel, RunRecord, Workspace
 
 
 def record_batch(
@@ -21,26 +22,23 @@ def record_batch(
 
 @dataclass(frozen=True)
 class GroupTable:
-    """Where one kind of group is stored: how to read and replace its rows, and which fields hold what."""
+    """Where one kind of group is stored: its table, how to read its rows, and which fields hold what."""
 
     kind: str  # a key of prompts.GROUP_KINDS
     stage: str  # the progress stage name
+    name: str  # the table
     id_key: str
     members_key: str
     read: Callable[[Workspace, str], list[dict[str, Any]]]
-    save: Callable[[Workspace, str, list[dict[str, Any]]], None]
 
 
-FAMILIES = GroupTable(
-    "family",
-    "family labels",
-    "family_id",
-    "members",
-    lambda workspace, run_id: [asdict(family) for family in workspace.families(run_id)],
-    lambda workspace, run_id, rows: workspace.save_families(run_id, [NamedFamily(**row) for row in rows]),
-)
-"""Families as rows, like themes, for the labelling code that names both."""
-THEMES = GroupTable("theme", "theme labels", "theme_id", "features", Workspace.themes, Workspace.save_themes)
+def _family_rows(workspace: Workspace, run_id: str) -> list[dict[str, Any]]:
+    """Families as rows, like themes, for the labelling code that names both."""
+    return [asdict(family) for family in workspace.families(run_id)]
+
+
+FAMILIES = GroupTable("family", "family labels", "families", "family_id", "members", _family_rows)
+THEMES = GroupTable("theme", "theme labels", "themes", "theme_id", "features", Workspace.themes)
 
 
 GROUP_SAVE_EVERY = 10
@@ -54,15 +52,10 @@ def save_group_labels(
     labelled_from: list[dict[str, Any]],
     made: dict[int, LabelResult],
 ) -> None:
-    """Write the labels made onto the groups stored now, matched by id and members (a rebuild is respected)."""
-    members_of = {int(g[table.id_key]): list(g[table.members_key]) for g in labelled_from}
-    updated, changed = [], False
-    for group in table.read(workspace, run_id):
-        group_id = int(group[table.id_key])
-        result = made.get(group_id)
-        if result is not None and list(group[table.members_key]) == members_of.get(group_id):
-            changed |= (group["label"], group["label_source"]) != (result.label, result.model)
-            group = group | {"label": result.label, "label_source": result.model}
-        updated.append(group)
-    if changed:
-        table.save(workspace, run_id, updated)
+    """Write the labels made onto the groups stored now that still hold the members they were labelled from; only
+    their labels change, so a rebuild that landed meanwhile is never undone (see `Workspace.label_groups`)."""
+    members_of = {int(g[table.id_key]): [int(m) for m in g[table.members_key]] for g in labelled_from}
+    labels = [
+        GroupLabel(group_id, members_of[group_id], result.label, result.model) for group_id, result in made.items()
+    ]
+    workspace.label_groups(table.name, run_id, table.id_key, table.members_key, labels)
