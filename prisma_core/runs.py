@@ -77,20 +77,32 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
     return replace(record, config=config, metrics=metrics)
 
 
-def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
+def load_run(
+    workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None, previous: LoadedRun | None = None
+) -> LoadedRun:
+    """The run as stored now. `previous`: the same run loaded earlier (a view reloading it after its labels,
+    families or themes changed): its codes and directions, which never change once written, are taken from it
+    instead of being read again, and so are its themes when their stored evidence is the same."""
     stored = workspace.run_or_latest(run_id, dataset_id)
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
+    same = previous if previous is not None and previous.record.run_id == record.run_id else None
     weights = workspace.location(record.weights_dir)
-    directions = read_weights(weights).decoder_directions()  # [n_features, d]
-    n_docs = workspace.dataset(record.dataset_id).n_documents
-    codes = read_codes(workspace, record.run_id, n_docs, len(directions))
+    if same is None:
+        directions = read_weights(weights).decoder_directions()  # [n_features, d]
+        n_docs = workspace.dataset(record.dataset_id).n_documents
+        codes = read_codes(workspace, record.run_id, n_docs, len(directions))
+    else:
+        directions, codes = same.directions, same.codes
     features = with_shown_labels(workspace, record.run_id, workspace.features(record.run_id))
-    features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
+    n_strong = analysis.strong_density(codes) if same is None else same.features["n_strong"].to_numpy()
+    features["n_strong"] = n_strong[features["feature_id"].to_numpy()]
     theme_rows = workspace.themes(record.run_id)
     themes = None
     if theme_rows:
         member_share = record.config.get("themes", {}).get("member_share", ThemeConfig().member_share)
-        themes = themes_from_evidence(codes, np.stack([t["evidence"] for t in theme_rows], axis=1), member_share)
+        evidence = np.stack([t["evidence"] for t in theme_rows], axis=1)
+        themes = same.themes if same is not None and _same_themes(same.themes, evidence, member_share) else None
+        themes = themes or themes_from_evidence(codes, evidence, member_share)
         features["theme_id"] = themes.feature_theme()[features["feature_id"].to_numpy()]
     else:
         features["theme_id"] = -1
@@ -100,6 +112,15 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
     )
     families = workspace.families(record.run_id)
     return LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
+
+
+def _same_themes(themes: Themes | None, evidence: np.ndarray, member_share: float) -> bool:
+    return (
+        themes is not None
+        and themes.member_share == member_share
+        and themes.evidence.shape == evidence.shape
+        and np.array_equal(themes.evidence, np.asarray(evidence, np.float32))
+    )
 
 
 CODES_CHANGED = "The run's activations changed while they were read: open the run again."

@@ -26,9 +26,11 @@ TERMS: dict[str, str] = {
     "percent is normal, many mean the run has more features than the documents need.",
     "expansion factor": "How many features the SAE may learn, as a multiple of the embedding size (384 for the "
     "default model): 8 gives 3,072 features.",
-    "k": "How many features describe each document. Larger k keeps more detail; smaller k gives each document fewer, "
-    "broader concepts.",
+    "k (features per document)": "How many features describe each document. Larger k keeps more detail; smaller k "
+    "gives each document fewer, broader concepts.",
     "epoch": "One pass of training over all documents.",
+    "theme": "A broad subject of the collection, like a section of a newspaper or a clinic's specialty. A theme "
+    "holds families and features; a document belongs to its strongest theme and to any other it is clearly about.",
     "family": "A general feature (the parent) with the more specific features that mostly fire where it fires "
     "(its children).",
     "τ (tau)": "How often a child must fire together with its parent to join its family: higher τ gives fewer, "
@@ -38,6 +40,13 @@ TERMS: dict[str, str] = {
     "similarity": "How close two texts are in meaning, from 0 (unrelated) to 1 (the same), from their embeddings.",
     "lift": "How many times more common a feature is in a group than in the other documents.",
 }
+
+
+def term_title(term: str) -> str:
+    """How a term heads its entry: a word capitalised ("Theme"), a symbol left as it is ("k", and "τ (tau)" never
+    with a capital tau)."""
+    first = term.split()[0]
+    return term[0].upper() + term[1:] if first.isascii() and first.isalpha() and len(first) > 1 else term
 
 
 def explain(*terms: str, label: str = "What do these words mean?") -> None:

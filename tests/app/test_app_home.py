@@ -115,7 +115,8 @@ def test_glossary_explains_the_words_that_stay(app_workspace):
     assert not at.exception
     assert texts(at.title) == ["Glossary"]
     shown = " ".join(texts(at.markdown))
-    for term in ("Detail captured", "Overfitting", "Never-firing features", "Label score", "Lift"):
+    for term in ("Detail captured", "Overfitting", "Never-firing features", "Label score", "Lift", "Theme"):
         assert f"**{term}**" in shown
+    assert "**τ (tau)**" in shown and "**k (features per document)**" in shown and "**K" not in shown
     assert len(TERMS) >= 15
     assert [link.label for link in at.sidebar.get("page_link")][-1] == "Glossary"
