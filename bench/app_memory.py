@@ -283,15 +283,6 @@ def upload_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int, pag
 
 
 ALL_PAGES = ["Home", "Datasets", "Embeddings", "Train SAE", "Features", "Families", "Labels", "Explore", "Glossary"]
-DOWNLOADS = [
-    "Labels (CSV)",
-    "Activations per document and feature (Parquet)",
-    "Families (JSON)",
-    "Themes (JSON)",
-    "Documents with their themes (Parquet)",
-    "SAE weights (safetensors)",
-    "Run configuration and metrics (JSON)",
-]
 WALK_TARGET_MB = 1000
 
 
@@ -328,9 +319,10 @@ def compare_and_download(page: Page, folder: Path) -> list[str]:
     page.get_by_role("tab", name="Downloads").click()
     settle(page)
     names = []
-    for label in DOWNLOADS:
+    buttons = page.locator("[data-testid=stDownloadButton] button")
+    for index in range(buttons.count()):  # every download the tab offers
         with page.expect_download(timeout=LONG_WORK_MS) as download:
-            page.get_by_role("button", name=label).click()
+            buttons.nth(index).click()
         target = folder / download.value.suggested_filename
         download.value.save_as(target)
         names.append(target.name)

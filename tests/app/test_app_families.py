@@ -6,7 +6,7 @@ from app_helpers import new_app, open_page, table, texts
 
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig, find_families
-from ui.family_graph import family_view
+from ui.family_graph import MAX_DRAWN, ROW_HEIGHT, SEVERAL, family_view
 from ui.state import FEATURE_KEY, bump_revision
 from ui.themes import ALL_THEMES
 
@@ -30,7 +30,13 @@ def test_graph_draws_readable_trees_of_the_most_frequent_members(trained_app):
     assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     density = run.features.set_index("feature_id")["density"]
-    largest = sorted(run.families, key=lambda f: -len(f.members))[:6]
+    largest = sorted(run.families, key=lambda f: -len(f.members))[:MAX_DRAWN]
+    assert at.selectbox(key="family_shown").value == largest[0].family_id  # one family by default: readable
+    alone = graph_data(at)
+    assert {int(node["id"]) for node in alone["nodes"]} == set(family_view(largest[0], density, 2, 8).depth)
+    layout = json.loads(json.loads(at.get("component_instance")[0].proto.json_args)["config"])
+    assert int(layout["height"].removesuffix("px")) >= ROW_HEIGHT * len(alone["nodes"])  # its rows fit: no zoom-out
+    at.selectbox(key="family_shown").select(SEVERAL).run()
     data = graph_data(at)
     drawn = {int(node["id"]): node for node in data["nodes"]}
     edges = {(int(e["from"]), int(e["to"])) for e in data["edges"]}

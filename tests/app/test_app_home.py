@@ -55,7 +55,7 @@ def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypa
     monkeypatch.setattr(ui.runs, "OVERFIT_GAP", -1.0)  # the small test run is not overfitted: call every run so
     monkeypatch.setattr(ui.runs, "OVERFIT_RATIO", 0.0)
     at = new_app(trained_app.dataset_id, trained_app.run_id)
-    (warning,) = texts(at.warning)
+    (warning,) = [text for text in texts(at.warning) if "(overfitting)" in text]
     assert "it has memorised its training documents instead of learning general concepts (overfitting)" in warning
     assert (
         "train again with fewer epochs (try 5 instead of 10), a lower expansion factor (try 1 instead of 2)" in warning
