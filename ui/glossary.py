@@ -46,7 +46,7 @@ def term_title(term: str) -> str:
     """How a term heads its entry: a word capitalised ("Theme"), a symbol left as it is ("k", and "τ (tau)" never
     with a capital tau)."""
     first = term.split()[0]
-    return term[0].upper() + term[1:] if first.isascii() and first.isalpha() and len(first) > 1 else term
+    return term[0].upper() + term[1:] if first[0].isascii() and first[0].isalpha() and len(first) > 1 else term
 
 
 def explain(*terms: str, label: str = "What do these words mean?") -> None:

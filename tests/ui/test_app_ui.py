@@ -155,3 +155,12 @@ def test_training_curve_legends_show_every_name_whole():
     assert legend["labelLimit"] == 0 and legend["columns"] == 2
     shown = {row["metric"] for row in next(iter(spec["datasets"].values()))}
     assert shown == set(METRIC_NAMES.values())
+
+
+def test_glossary_entries_are_headed_as_written_with_words_capitalised():
+    """Issue 26: the glossary's tau entry was headed with a capital tau, k's with "K", and it had no entry for Theme."""
+    from ui.glossary import TERMS, term_title
+
+    headings = [term_title(term) for term in TERMS]
+    assert {"Theme", "Never-firing features", "τ (tau)", "k (features per document)", "Label score"} <= set(headings)
+    assert not [heading for heading in headings if heading[0] in ("\u03a4", "K")]  # a capital tau, a capital k
