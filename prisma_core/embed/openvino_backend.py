@@ -123,7 +123,11 @@ def _converted(model: str, precision: str) -> tuple[openvino.Model, Any, Mapping
 
 
 def _convert_to_cache(model: str, folder: str, precision: str) -> None:
-    """Converts the model and writes its cache folder (what a conversion child process does)."""
+    """Converts the model and writes its cache folder (what a conversion child process does). Building a BERT model
+    needs no torch, and torch is then kept out of the process: NNCF (int8) imports it whenever it is installed, for
+    nothing here (the int8 conversion process peaked at 809 MB with it, BENCHMARKS.md section 8)."""
+    if openvino_graph.buildable(model) is not None:
+        sys.modules.setdefault("torch", None)  # `import torch` now fails, and NNCF takes torch as absent
     _write(Path(folder), *_converted(model, precision), precision)
 
 
