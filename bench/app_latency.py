@@ -269,10 +269,13 @@ def first_views(browser: Browser, workspace: Path, app_dir: Path, scratch: Path,
     return {"first_view_s": first, "switch_s": (done - clicked) / 1000}
 
 
-def views(workspace: Path, baseline: str, rounds: int) -> dict[str, Any]:
+def views(workspace: Path, baseline: str, rounds: int, baseline_app: Path | None = None) -> dict[str, Any]:
+    """`first_views` of the baseline's app (`baseline_app`, else a `git archive` of `baseline`) and this checkout's,
+    taking turns `rounds` times."""
     with tempfile.TemporaryDirectory(prefix="prisma_app_views_") as folder, chromium() as browser:
         scratch = Path(folder)
-        apps = {"baseline": baseline_checkout(baseline, scratch / "baseline"), "prisma": common.REPO}
+        old = baseline_app or baseline_checkout(baseline, scratch / "baseline")
+        apps = {"baseline": old, "prisma": common.REPO}
         timed: dict[str, list[dict[str, float]]] = {name: [] for name in apps}
         for attempt in range(rounds):
             for name in common.rotated(list(apps), attempt):
@@ -421,10 +424,12 @@ def main() -> None:
     arguments.add_argument("--baseline", default=BASELINE, help="the commit whose app is timed side by side")
     arguments.add_argument("--views", action="store_true", help="first view of a run and a dataset switch")
     arguments.add_argument("--workspace", type=Path, help="with --views: a workspace corpora_workspace built")
+    arguments.add_argument("--baseline-app", type=Path, help="with --views: the baseline's checkout, already there")
     args = arguments.parse_args()
     if args.views:
         workspace = args.workspace or corpora_workspace(args.cache)
-        common.publish(f"{NAME}_views", views(workspace, args.baseline, VIEW_ROUNDS), args, markdown_views)
+        timed = views(workspace, args.baseline, VIEW_ROUNDS, args.baseline_app)
+        common.publish(f"{NAME}_views", timed, args, markdown_views)
         return
     common.publish(NAME, run(args.quick, args.cache, args.baseline), args, markdown)
 

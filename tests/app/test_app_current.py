@@ -55,7 +55,7 @@ def test_pages_show_themes_labels_and_families_the_command_line_changed(trained_
                 done = run_cli(*command, *extra, workspace=workspace.path)
                 assert done.returncode == 0, done.stderr
         after = pipeline.load_run(workspace, run_id)
-        assert len(after.theme_info) == n_themes and after.features.at[feature, "label_source"] == "llama3.2:latest"
+        assert len(after.theme_info) == n_themes and after.features.at[feature, "label_source"] == "llama3.2"
 
         for at in (features_session.run(), open_page(new_app(dataset_id, run_id), "features")):
             assert not at.exception, at.exception
