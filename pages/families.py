@@ -23,6 +23,8 @@ from ui.themes import families_by_theme
 route_here()
 
 CLICK_KEY = "families_last_click"
+FORM_FROM_KEY = "families_form_from"
+"""(run id, FamilyConfig) the rebuild form's widgets were last filled from."""
 
 run = require_run()
 st.title("Feature families")
@@ -35,9 +37,16 @@ st.markdown(
 
 
 def rebuild_form(run: LoadedRun) -> None:
+    """τ and the other settings, starting from those of the families shown: when they change (rebuilt here, in
+    another session or by the command line), the form starts from the new ones."""
     stored = FamilyConfig(**run.record.config.get("families", {}))
+    names = [field.name for field in fields(FamilyConfig)]
+    if st.session_state.get(FORM_FROM_KEY) != (run.record.run_id, stored):
+        for name in names:
+            st.session_state.pop(name, None)
+        st.session_state[FORM_FROM_KEY] = (run.record.run_id, stored)
     with st.form("families_form"):
-        values = config_inputs(stored, [field.name for field in fields(FamilyConfig)])
+        values = config_inputs(stored, names)
         if not st.form_submit_button("Rebuild families"):
             return
     try:

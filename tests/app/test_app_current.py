@@ -63,6 +63,7 @@ def test_pages_show_themes_labels_and_families_the_command_line_changed(trained_
             assert themes["theme"].tolist() == after.theme_info["theme_id"].tolist()
             assert themes["label"].tolist() == after.theme_info["label"].tolist()  # named by the LLM, not keywords
             assert feature_card(at, feature) == f"Feature #{feature}: {after.features.at[feature, 'label']}"
+            assert at.number_input(key="n_themes").value == n_themes  # the regrouping form starts from them too
         for at in (families_session.run(), every_family(open_page(new_app(dataset_id, run_id), "families"))):
             assert not at.exception, at.exception
             shown = table(at, "family", "parent", "children")
