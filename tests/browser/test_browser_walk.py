@@ -2,7 +2,7 @@
 loopback Ollama for labels, another process (the command line) changing the run. Every click is made once and its
 effect asserted: a click the app dropped fails the test instead of being retried.
 
-- /Features and /train-sae open their pages (no "Page not found");
+- /Features and /train-sae open their pages on a running server (no "Page not found");
 - a category column chosen as the text is warned about before the dataset is created;
 - while a model trains, the Features page says so, and the job's status turns (a spinner, never a check mark);
 - the family graph's default view draws every label at a readable size (measured on the canvas);
@@ -152,6 +152,8 @@ def test_the_analysts_walk_in_chromium(browser, fake, corpora_dir, tmp_path):
         context = browser.new_context(viewport={"width": 1400, "height": 1400})
         context.add_init_script(RECORD_CANVAS_TEXT)  # every frame, the graph's iframe too
         page = context.new_page()
+        page.goto(url)  # a server's very first request is served by Streamlit's legacy pages/ router, which knows
+        settle(page)  # only the file names (test_browser.py covers those); the app's router answers every later one
         for typed, landed in (("Features", "features"), ("train-sae", "train")):
             page.goto(f"{url}/{typed}")
             expect(page.get_by_text("There is no dataset yet.")).to_be_visible(timeout=LONG_WORK_MS)
