@@ -303,7 +303,7 @@ def label_every_feature(page: Page, ollama_url: str) -> None:
     host.fill(ollama_url)
     host.press("Enter")
     settle(page)
-    page.get_by_text("All features", exact=True).click()
+    page.get_by_test_id("stRadioGroup").get_by_text("All features", exact=True).click()  # the scope, not a caption
     settle(page)
     page.get_by_role("button", name="Start").click()
     expect(page.get_by_text("labelled by", exact=False).first).to_be_visible(timeout=LONG_WORK_MS)
