@@ -14,10 +14,19 @@ Search: exact numpy cosine search over vectors held in memory (`prisma_core.expl
 
 .venv/bin/python -m bench.app_latency            # 10,000 documents, 5 rounds, 2 first paints per app
 .venv/bin/python -m bench.app_latency --quick    # 300 documents, 2 rounds, 1 first paint, 2,000 vectors
+
+With --views it times instead what an analyst waits for when opening a trained run, on the shared corpora (BBC News
+and MTSamples, two datasets each trained with the command line's defaults; --workspace names one already built): on a
+fresh server and a fresh copy of the workspace, from opening the address to Home's last section on screen, drawn after
+the newest run's themes and map (the first view of a trained run), then from choosing the other dataset in the sidebar
+to that section naming it (a dataset switch). The two apps take turns, VIEW_ROUNDS times each. Target: 5 s each.
+
+.venv/bin/python -m bench.app_latency --views --baseline b995106 --workspace /tmp/views_ws
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -210,6 +219,79 @@ def page_summary(visits: list[dict[str, float]]) -> dict[str, Any]:
     return summary
 
 
+# -- first views ---------------------------------------------------------------------------------------------------
+
+VIEW_DATASETS = ("bbc_news", "mtsamples")
+VIEW_ROUNDS = 2
+VIEW_TARGET_S = 5.0
+THEMES_HEADING = "What this collection is about"
+LAST_SECTION = "Next step"
+VIEW_MS = 1_800_000  # the app before drew the map (t-SNE) before showing the rest: over 5 minutes at load 20
+
+
+def corpora_workspace(folder: Path) -> Path:
+    """The shared corpora's BBC News and MTSamples as two datasets, each trained by the command line's `run` with its
+    defaults; built once under `folder`."""
+    path = (folder / "app_views").resolve()
+    if path.exists() and len(Workspace(path).runs()) >= len(VIEW_DATASETS):
+        return path
+    for name in VIEW_DATASETS:
+        command = [sys.executable, "-m", "prisma_core", "run", "--workspace", str(path), "--name", name]
+        columns = ["--text-column", "text", "--id-column", "id", "--title-column", "title"]
+        subprocess.run([*command, *columns, str(common.CORPORA_DIR / f"{name}.parquet")], check=True, cwd=common.REPO)
+    return path
+
+
+def first_views(browser: Browser, workspace: Path, app_dir: Path, scratch: Path, name: str) -> dict[str, float]:
+    """On a fresh server and a fresh copy of `workspace`: seconds to the first view of the newest run (from opening
+    the address to Home's last section, "Next step", on screen: drawn after the run's themes and map), then to a
+    dataset switch (from the click on the other dataset in the sidebar to that section naming it)."""
+    copy = scratch / f"{name}_workspace"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(workspace, copy)
+    other = Workspace(copy).datasets()[0].name  # the sidebar opens on the newest dataset
+    with streamlit_server(copy, scratch / f"{name}.log", app_dir=app_dir) as (url, _):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        started = time.perf_counter()
+        page.goto(url)
+        page.get_by_role("heading", name=THEMES_HEADING).wait_for(timeout=VIEW_MS)
+        page.get_by_role("heading", name=LAST_SECTION).wait_for(timeout=VIEW_MS)
+        first = time.perf_counter() - started
+        page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").first.click()
+        page.get_by_role("option").filter(has_text=other).click()
+        clicked = time.perf_counter()
+        # Home's next step names the dataset shown (whether this app's vector space is the stored one or not)
+        page.locator("[data-testid=stMain]").get_by_text(f"“{other}”").first.wait_for(timeout=VIEW_MS)
+        switched = time.perf_counter() - clicked
+        page.close()
+    return {"first_view_s": first, "switch_s": switched}
+
+
+def views(workspace: Path, baseline: str, rounds: int, baseline_app: Path | None = None) -> dict[str, Any]:
+    """`first_views` of the baseline's app (`baseline_app`, else a `git archive` of `baseline`) and this checkout's,
+    taking turns `rounds` times."""
+    with tempfile.TemporaryDirectory(prefix="prisma_app_views_") as folder, chromium() as browser:
+        scratch = Path(folder)
+        old = baseline_app or baseline_checkout(baseline, scratch / "baseline")
+        apps = {"baseline": old, "prisma": common.REPO}
+        timed: dict[str, list[dict[str, float]]] = {name: [] for name in apps}
+        for attempt in range(rounds):
+            for name in common.rotated(list(apps), attempt):
+                timed[name].append(first_views(browser, workspace, apps[name], scratch, f"{name}{attempt}"))
+    documents = {d.name: d.n_documents for d in Workspace(workspace).datasets()}
+    return {"device": common.device_report(), "baseline": baseline, "documents": documents, "apps": timed}
+
+
+def markdown_views(result: dict[str, Any]) -> str:
+    rows = [
+        [name, ", ".join(f"{v['first_view_s']:.1f}" for v in visits), ", ".join(f"{v['switch_s']:.1f}" for v in visits)]
+        for name, visits in result["apps"].items()
+    ]
+    datasets = ", ".join(f"{name} ({n:,} documents)" for name, n in result["documents"].items())
+    table = common.markdown_table(["App", "First view of a trained run, s", "Dataset switch, s"], rows)
+    return f"Datasets: {datasets}; baseline: commit {result['baseline']}; target {VIEW_TARGET_S:.0f} s.\n\n{table}"
+
+
 # -- search ------------------------------------------------------------------------------------------------------
 
 
@@ -338,7 +420,15 @@ Semantic search, top {LIMIT} by cosine, on the same vectors and queries, the two
 def main() -> None:
     arguments = common.parser(__doc__.splitlines()[0])
     arguments.add_argument("--baseline", default=BASELINE, help="the commit whose app is timed side by side")
+    arguments.add_argument("--views", action="store_true", help="first view of a run and a dataset switch")
+    arguments.add_argument("--workspace", type=Path, help="with --views: a workspace corpora_workspace built")
+    arguments.add_argument("--baseline-app", type=Path, help="with --views: the baseline's checkout, already there")
     args = arguments.parse_args()
+    if args.views:
+        workspace = args.workspace or corpora_workspace(args.cache)
+        timed = views(workspace, args.baseline, VIEW_ROUNDS, args.baseline_app)
+        common.publish(f"{NAME}_views", timed, args, markdown_views)
+        return
     common.publish(NAME, run(args.quick, args.cache, args.baseline), args, markdown)
 
 

@@ -15,7 +15,9 @@ from prisma_core.ingest import (
     guess_id_column,
     guess_text_column,
     guess_title_column,
+    text_column_problem,
 )
+from prisma_core.ingest.columns import CHECKED_ROWS
 from ui.loaders import upload_preview
 from ui.navigation import route_here
 from ui.state import PAGES, current_dataset, select, workspace
@@ -40,7 +42,8 @@ st.markdown(
 
 
 def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
-    """Text/title/id pickers, the text column pre-selected; None (with the reason shown) when no column holds text."""
+    """Text/title/id pickers, the text column pre-selected, and a warning when the chosen text column looks like a
+    category or an id (`frame`: the first rows); None (with the reason shown) when no column holds text."""
     columns = [str(column) for column in frame.columns]
     try:
         guess = guess_text_column(frame)
@@ -67,6 +70,8 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
         key="id_column",
         help="Row numbers when none is chosen. Repeated ids get a #2, #3… suffix.",
     )
+    if problem := text_column_problem(frame[text_column], text_column):
+        st.warning(md(problem), icon=":material/warning:")
     return IngestConfig(
         text_column=text_column,
         title_column=None if title_column == NO_TITLE else title_column,
@@ -85,12 +90,12 @@ def upload_section() -> None:
         return
     sources = [(file.name, file.getvalue()) for file in files]
     try:
-        frame = upload_preview(tuple(file.file_id for file in files), sources, PREVIEW_ROWS)
+        frame = upload_preview(tuple(file.file_id for file in files), sources, CHECKED_ROWS)
     except PrismaError as error:
         st.error(md(error), icon=":material/error:")
         return
     st.markdown(f"**Preview** (first {min(len(frame), PREVIEW_ROWS)} rows)")
-    st.dataframe(frame, hide_index=True, key="preview_table")
+    st.dataframe(frame.head(PREVIEW_ROWS), hide_index=True, key="preview_table")
     only_text_files = all(PurePosixPath(name).suffix.lower() in TEXT_FORMATS for name, _ in sources)
     if only_text_files:
         st.caption("Each file becomes one document; its name is the id and title.")

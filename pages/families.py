@@ -12,7 +12,7 @@ from prisma_core.pipeline import LoadedRun
 from prisma_core.store import NamedFamily
 from ui.cards import feature_card
 from ui.config_form import config_inputs
-from ui.family_graph import family_view, graph_config, graph_elements
+from ui.family_graph import MAX_DRAWN, SEVERAL, family_view, graph_config, graph_elements
 from ui.glossary import explain
 from ui.navigation import route_here
 from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
@@ -22,9 +22,9 @@ from ui.themes import families_by_theme
 
 route_here()
 
-MAX_DRAWN = 6
-ALL = -1
 CLICK_KEY = "families_last_click"
+FORM_FROM_KEY = "families_form_from"
+"""(run id, FamilyConfig) the rebuild form's widgets were last filled from."""
 
 run = require_run()
 st.title("Feature families")
@@ -37,9 +37,16 @@ st.markdown(
 
 
 def rebuild_form(run: LoadedRun) -> None:
+    """τ and the other settings, starting from those of the families shown: when they change (rebuilt here, in
+    another session or by the command line), the form starts from the new ones."""
     stored = FamilyConfig(**run.record.config.get("families", {}))
+    names = [field.name for field in fields(FamilyConfig)]
+    if st.session_state.get(FORM_FROM_KEY) != (run.record.run_id, stored):
+        for name in names:
+            st.session_state.pop(name, None)
+        st.session_state[FORM_FROM_KEY] = (run.record.run_id, stored)
     with st.form("families_form"):
-        values = config_inputs(stored, [field.name for field in fields(FamilyConfig)])
+        values = config_inputs(stored, names)
         if not st.form_submit_button("Rebuild families"):
             return
     try:
@@ -100,25 +107,28 @@ if not families:
     st.stop()
 
 st.caption(f"{len(families)} families over {len({m for f in families for m in f.members}):,} features")
-options = [ALL, *[f.family_id for f in families]]
+# One family by default, the largest: drawn alone its labels show at their full size (several families at once were
+# zoomed out to fit, their labels too small to read). The several-at-once view stays on offer, last.
+options = [*[f.family_id for f in families], *([SEVERAL] if len(families) > 1 else [])]
 by_id = {f.family_id: f for f in families}
 left, levels_column, members_column, layout_column = st.columns([4, 1, 1, 1])
 shown = left.selectbox(
     "Family to draw",
     options,
     format_func=lambda i: (
-        f"The {min(MAX_DRAWN, len(families))} largest families"
-        if i == ALL
+        f"The {min(MAX_DRAWN, len(families))} largest families together"
+        if i == SEVERAL
         else f"Family {i}: {by_id[i].label} ({len(by_id[i].members)} features)"
     ),
     key="family_shown",
+    help="Families are drawn one at a time, the largest first; the families table below lists them all.",
 )
 levels = levels_column.number_input("Levels shown", 1, 6, 2, key="family_levels", help="Levels below each parent.")
 max_members = members_column.number_input(
     "Members per family", 2, 200, 8, key="family_members", help="The most frequent members are drawn first."
 )
 layout_column.toggle("Free layout", key="free_layout", help="A force-directed layout instead of trees.")
-drawn = families[:MAX_DRAWN] if shown == ALL else [by_id[shown]]
+drawn = families[:MAX_DRAWN] if shown == SEVERAL else [by_id[shown]]
 clicked = graph(run, drawn, int(levels), int(max_members))
 if clicked is not None and clicked != st.session_state.get(CLICK_KEY):
     st.session_state[CLICK_KEY] = clicked

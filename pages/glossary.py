@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui.glossary import TERMS
+from ui.glossary import TERMS, term_title
 from ui.navigation import route_here
 
 route_here()
@@ -10,4 +10,4 @@ route_here()
 st.title("Glossary")
 st.markdown("The few technical words Prisma uses, and what they mean for your documents.")
 for term, meaning in TERMS.items():
-    st.markdown(f"**{term[0].upper() + term[1:]}**: {meaning}")
+    st.markdown(f"**{term_title(term)}**: {meaning}")

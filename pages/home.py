@@ -7,7 +7,17 @@ from prisma_core.errors import PrismaError
 from ui.jobs import Job
 from ui.navigation import route_here
 from ui.runs import run_name, run_quality_note
-from ui.state import PAGES, RUN_KEY, current_dataset, embed_config, secret, select, vector_space, workspace
+from ui.state import (
+    DEMO_JOB,
+    PAGES,
+    RUN_KEY,
+    current_dataset,
+    embed_config,
+    secret,
+    select,
+    vector_space,
+    workspace,
+)
 from ui.text import md
 
 route_here()
@@ -33,8 +43,6 @@ from prisma_core.demo import (  # noqa: E402
 )
 from ui.progress import job_panel, start_job  # noqa: E402
 from ui.themes import home_themes  # noqa: E402
-
-DEMO_JOB = "demo"
 
 home_themes()
 

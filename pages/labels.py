@@ -19,7 +19,9 @@ from ui.progress import job_panel, start_job
 from ui.state import PAGES, bump_revision, require_run, revision, workspace
 from ui.text import md
 
-SCOPES = ["All features", "A theme", "A family", "Chosen features"]
+COMMON_FEATURES = 20
+"""Features the default batch names: the most common ones, a batch that takes minutes, not hours."""
+SCOPES = [f"The {COMMON_FEATURES} most common features", "All features", "A theme", "A family", "Chosen features"]
 SCOPE_KEY = "label_scope"
 SEEN_KEY = "label_jobs_seen"
 CPU_TOKENS_PER_S = 150
@@ -59,7 +61,7 @@ SINGULAR = {"features": "feature", "families": "family", "themes": "theme"}
 def describe(summary: LabelSummary, what: str) -> str:
     parts = [f"{counted(summary.n_labelled, SINGULAR[what], what)} labelled by {md(summary.model)}"]
     if summary.n_skipped:
-        parts.append(f"{summary.n_skipped:,} already had its label")
+        parts.append(f"{summary.n_skipped:,} already had a label from this model")
     if summary.n_failed:
         parts.append(f"{summary.n_failed:,} failed (they keep their labels)")
     if summary.n_remaining:
@@ -76,8 +78,11 @@ def show_outcome(job: Job) -> None:
     lines = [describe(summary, what) for what, summary in summaries]
     stop = next((summary.stop_reason for _, summary in summaries if summary.stop_reason), "")
     errors = [error for _, summary in summaries for error in summary.errors]
-    box = st.warning if stop or errors else st.success
-    box(" ".join(lines) + (f" {md(stop)}" if stop else ""), icon=":material/label:")
+    text = " ".join(lines) + (f" {md(stop)}" if stop else "")
+    if stop or errors:
+        st.warning(text, icon=":material/warning:")
+    else:
+        st.success(text, icon=":material/check_circle:")
     if errors:
         with st.expander(f"What failed ({len(errors)})"):
             for error in errors[:50]:
@@ -127,6 +132,14 @@ def scope_picker() -> Scope:
             st.info("Choose one or more features.")
             st.stop()
         return Scope([int(f) for f in chosen], [], [], f"{len(chosen)} features")
+    if scope == SCOPES[0]:
+        active = run.features[run.features["density"] > 0]
+        common = active.sort_values(["density", "feature_id"], ascending=[False, True]).head(COMMON_FEATURES)
+        st.caption(
+            f"A first batch: the {len(common)} features active on the most documents. Choose *All features* to name "
+            "every one of them (then every family and theme)."
+        )
+        return Scope(common["feature_id"].astype(int).tolist(), [], [], f"the {len(common)} most common features")
     with_families = st.checkbox("Then name every family", value=True, key="label_with_families")
     with_themes = st.checkbox("Then name every theme", value=True, key="label_with_themes")
     return Scope(None, None if with_families else [], None if with_themes else [], "all features")

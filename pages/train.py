@@ -19,7 +19,17 @@ from ui.loaders import diagnostics, embedding_dim
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.runs import comes_back, detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
-from ui.state import PAGES, RUN_KEY, embed_config, require_dataset, revision, select, vector_space, workspace
+from ui.state import (
+    PAGES,
+    RUN_KEY,
+    embed_config,
+    require_dataset,
+    revision,
+    select,
+    training_job_key,
+    vector_space,
+    workspace,
+)
 from ui.tables import rows_table
 from ui.text import md
 
@@ -41,7 +51,14 @@ st.markdown(
     "meant to capture one concept. Every document is described by its **k** strongest features. The settings "
     "below are suggested for the size of this dataset; the defaults are a good start."
 )
-explain("sparse autoencoder (SAE)", "k", "trainings compared", "epoch", "detail captured", "overfitting")
+explain(
+    "sparse autoencoder (SAE)",
+    "k (features per document)",
+    "trainings compared",
+    "epoch",
+    "detail captured",
+    "overfitting",
+)
 
 embedding = embed_config()
 space = vector_space(embedding)
@@ -173,7 +190,7 @@ def selected_run_section(run_id: str) -> None:
 
 dim = embedding_dim(ws.uri, dataset.dataset_id, space)
 st.caption(f"{dataset.n_documents:,} documents, {dim} dimensions each ({md(embedding.model)})")
-job_key = f"train:{dataset.dataset_id}"
+job_key = training_job_key(dataset.dataset_id)
 job = job_panel(job_key, on_success=on_trained, live_chart=True)
 running = job is not None and job.running
 submitted = settings_form(dataset.n_documents, dim)

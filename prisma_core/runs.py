@@ -105,19 +105,33 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
     return replace(record, config=config, metrics=metrics)
 
 
-def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None) -> LoadedRun:
+def load_run(
+    workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None, previous: LoadedRun | None = None
+) -> LoadedRun:
+    """The run as stored now. `previous`: the same run loaded earlier (a view reloading it after its labels,
+    families or themes changed): its codes and directions, which never change once written, are taken from it
+    instead of being read again, and so are its themes when their stored evidence is the same."""
     stored = workspace.run_or_latest(run_id, dataset_id)
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
+    same = previous if previous is not None and previous.record.run_id == record.run_id else None
     weights = workspace.location(record.weights_dir)
-    directions = read_weights(weights).decoder_directions()  # [n_features, d]
-    n_docs = workspace.dataset(record.dataset_id).n_documents
-    codes = read_codes(workspace, record.run_id, n_docs, len(directions))
+    if same is None:
+        directions = read_weights(weights).decoder_directions()  # [n_features, d]
+        n_docs = workspace.dataset(record.dataset_id).n_documents
+        codes = read_codes(workspace, record.run_id, n_docs, len(directions))
+    else:
+        directions, codes = same.directions, same.codes
     features = background_named(with_shown_labels(workspace, record.run_id, workspace.features(record.run_id)))
-    features["n_strong"] = analysis.strong_density(codes)[features["feature_id"].to_numpy()]
+    n_strong = analysis.strong_density(codes) if same is None else same.features["n_strong"].to_numpy()
+    features["n_strong"] = n_strong[features["feature_id"].to_numpy()]
     theme_rows = workspace.themes(record.run_id)
     themes = None
     if theme_rows:
-        themes = stored_themes(theme_rows, codes, record.config.get("themes", {}))
+        settings = record.config.get("themes", {})
+        evidence = np.stack([row["evidence"] for row in theme_rows], axis=1)
+        member_share = settings.get("member_share", ThemeConfig().member_share)
+        themes = same.themes if same is not None and _same_themes(same.themes, evidence, member_share) else None
+        themes = themes or stored_themes(theme_rows, codes, settings)
         features["theme_id"] = themes.feature_theme()[features["feature_id"].to_numpy()]
     else:
         features["theme_id"] = -1
@@ -126,8 +140,8 @@ def load_run(workspace: Workspace, run_id: str | None = None, dataset_id: str | 
         columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
     families = workspace.families(record.run_id)
-    stored = {"n_themes": len(theme_rows), "n_families": len(families)}  # a save whose record a kill cut off counts
-    record = replace(record, metrics=record.metrics | stored)
+    counts = {"n_themes": len(theme_rows), "n_families": len(families)}  # a save whose record a kill cut off counts
+    record = replace(record, metrics=record.metrics | counts)
     return LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
 
 
@@ -139,6 +153,15 @@ def stored_themes(rows: Sequence[dict], codes: sp.csr_matrix, settings: dict) ->
     if any(row["probabilities"] is None for row in rows):
         return themes_from_evidence(codes, evidence, member_share)
     return Themes(evidence, np.stack([row["probabilities"] for row in rows], axis=1), member_share)
+
+
+def _same_themes(themes: Themes | None, evidence: np.ndarray, member_share: float) -> bool:
+    return (
+        themes is not None
+        and themes.member_share == member_share
+        and themes.evidence.shape == evidence.shape
+        and np.array_equal(themes.evidence, np.asarray(evidence, np.float32))
+    )
 
 
 CODES_CHANGED = "The run's activations changed while they were read: open the run again."

@@ -24,11 +24,14 @@ from prisma_core.runs import reliability, trainings_compared
 from ui import charts
 from ui.glossary import TERMS
 from ui.state import bump_revision, dataset_documents, workspace
-from ui.text import feature_name, md, snippet
+from ui.text import feature_name, md, own_label, snippet
 
 TOP_DOCUMENTS = 10
 CONTRAST_DOCUMENTS = 5
 NEAREST_FEATURES = 8
+MIN_CLOSENESS = 0.2
+"""Closeness (decoder cosine) below which a feature is not called similar: unrelated directions in 384 dimensions
+already reach about 0.1 by chance."""
 FULL_TEXTS = 3
 
 
@@ -115,9 +118,11 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
         st.altair_chart(charts.activation_histogram(analysis.feature_column(run.codes, feature_id)[1]), width="stretch")
     with right:
         st.markdown("**Similar features** (closest in what they stand for)")
-        st.dataframe(
-            nearest_active(run, feature_id), hide_index=True, key=f"{key}_nearest", column_config=_number_columns()
-        )
+        nearest = nearest_active(run, feature_id)
+        if nearest.empty:
+            st.caption("No other feature stands for anything close to this one.")
+        else:
+            st.dataframe(nearest, hide_index=True, key=f"{key}_nearest", column_config=_number_columns())
 
     st.markdown("**Documents where it is strongest**")
     top = analysis.top_documents(run.codes, feature_id, TOP_DOCUMENTS)
@@ -164,10 +169,14 @@ def reliability_note(run: LoadedRun, row: pd.Series) -> None:
 
 
 def nearest_active(run: LoadedRun, feature_id: int) -> pd.DataFrame:
-    """The closest features by decoder cosine among those that fire (dead features carry no meaning)."""
+    """The closest features by decoder cosine among those that fire (dead features carry no meaning), at least
+    MIN_CLOSENESS close; labels without a trailing copy of their feature's number."""
     alive = run.features.loc[run.features["density"] > 0, ["feature_id", "label", "density"]]
     nearest = analysis.nearest_features(run.directions, feature_id, len(run.features) - 1)
-    return nearest.merge(alive, on="feature_id", how="inner").head(NEAREST_FEATURES)
+    nearest = nearest[nearest["cosine"] >= MIN_CLOSENESS].merge(alive, on="feature_id", how="inner")
+    nearest = nearest.head(NEAREST_FEATURES)
+    pairs = zip(nearest["feature_id"], nearest["label"], strict=True)
+    return nearest.assign(label=[own_label(feature, label) for feature, label in pairs])
 
 
 def _document_table(frame: pd.DataFrame, with_value: bool) -> pd.DataFrame:

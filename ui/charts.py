@@ -31,7 +31,9 @@ def training_curves(history: Sequence[dict[str, float]]) -> alt.Chart:
         .encode(
             x=alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1)),
             y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=True)),
-            color=alt.Color("metric:N", title=None, legend=alt.Legend(orient="top")),
+            # labelLimit 0: whole names ("detail missed, training documents"), never cut at Vega's 160 px;
+            # two columns keep the four names within a narrow chart
+            color=alt.Color("metric:N", title=None, legend=alt.Legend(orient="top", labelLimit=0, columns=2)),
             tooltip=["metric:N", "step:Q", alt.Tooltip("value:Q", format=".4f")],
         )
     )

@@ -19,6 +19,11 @@ from ui.text import feature_name, html_text, snippet
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#C9A227", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]
 LABEL_CHARS = 28
 EDGE_COLOR = "#9A8FB8"
+SEVERAL = -1
+"""The family picker's last choice: the MAX_DRAWN largest families drawn together."""
+MAX_DRAWN = 6
+ROW_HEIGHT = 46  # pixels per drawn node in a tree (the layout's node spacing and a box)
+MAX_TREE_HEIGHT = 4000
 
 
 @dataclass
@@ -89,8 +94,9 @@ def graph_elements(views: list[FamilyView], features: pd.DataFrame) -> tuple[lis
 
 
 def graph_config(tree: bool, n_nodes: int) -> Config:
-    """A left-to-right tree without physics (readable, stable), or a spread-out free layout."""
-    height = max(360, min(900, 46 * n_nodes + 80)) if tree else 640
+    """A left-to-right tree without physics (readable, stable), or a spread-out free layout. A tree's canvas is as
+    tall as its rows need (up to MAX_TREE_HEIGHT), so the graph is drawn at full size instead of zoomed out to fit."""
+    height = max(360, min(MAX_TREE_HEIGHT, ROW_HEIGHT * n_nodes + 80)) if tree else 640
     if tree:
         config = Config(
             height=height,

@@ -30,9 +30,11 @@ TERMS: dict[str, str] = {
     "such as a report's template or a newspaper's house style. It is shown as background, not as a topic.",
     "never-firing features": "Features active on no document (sometimes called dead). They carry no meaning; a few "
     "percent is normal, many mean the run has more features than the documents need.",
-    "k": "How many features describe each document. Larger k keeps more detail; smaller k gives each document fewer, "
-    "broader concepts.",
+    "k (features per document)": "How many features describe each document. Larger k keeps more detail; smaller k "
+    "gives each document fewer, broader concepts.",
     "epoch": "One pass of training over all documents.",
+    "theme": "A broad subject of the collection, like a section of a newspaper or a clinic's specialty. A theme "
+    "holds families and features; a document belongs to its strongest theme and to any other it is clearly about.",
     "family": "A general feature (the parent) with the more specific features that mostly fire where it fires "
     "(its children).",
     "τ (tau)": "How often a child must fire together with its parent to join its family: higher τ gives fewer, "
@@ -42,6 +44,13 @@ TERMS: dict[str, str] = {
     "similarity": "How close two texts are in meaning, from 0 (unrelated) to 1 (the same), from their embeddings.",
     "lift": "How many times more common a feature is in a group than in the other documents.",
 }
+
+
+def term_title(term: str) -> str:
+    """How a term heads its entry: a word capitalised ("Theme"), a symbol left as it is ("k", and "τ (tau)" never
+    with a capital tau)."""
+    first = term.split()[0]
+    return term[0].upper() + term[1:] if first[0].isascii() and first[0].isalpha() and len(first) > 1 else term
 
 
 def explain(*terms: str, label: str = "What do these words mean?") -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from prisma_core import analysis
 from prisma_core.downloads import export_in_workspace
-from prisma_core.embed import load_model, plan_chunks
+from prisma_core.embed import EmbedConfig, load_encoder, plan_chunks
 from prisma_core.explore import DocumentVectors
 from prisma_core.ingest import Source, preview_sources
 from prisma_core.interpret import labelling
@@ -28,12 +28,14 @@ TOKEN_SAMPLE = 5_000
 
 
 @st.cache_data(show_spinner="Counting tokens…", max_entries=8)
-def token_statistics(workspace_path: str, dataset_id: str, model: str, device: str, precision: str) -> dict:
+def token_statistics(workspace_path: str, dataset_id: str, config: EmbedConfig) -> dict:
     """Window, tokens and windows per document: of every document, or of a sample of TOKEN_SAMPLE for a large
-    dataset (`counted` says how many)."""
+    dataset (`counted` says how many). Counted with the tokenizer of the backend `config` embeds with (OpenVINO's
+    needs no torch)."""
     docs = documents(workspace_path, dataset_id)
     texts = (docs.sample(TOKEN_SAMPLE) if docs.large else docs.frame)["text"].tolist()
-    chunking = plan_chunks(load_model(model, device, precision), texts)  # type: ignore[arg-type]
+    encoder, _ = load_encoder(config)
+    chunking = plan_chunks(encoder, texts)
     return {
         "window": chunking.window,
         "tokens": chunking.tokens_per_doc,

@@ -7,9 +7,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from prisma_core.explore import document_map
+from prisma_core.explore import saved_document_map
 from prisma_core.pipeline import LoadedRun
-from ui.state import dataset_documents, revision, run_at, workspace
+from ui.progress import job_panel
+from ui.state import dataset_documents, job_registry, revision, run_at, workspace
 from ui.text import sample_notice, snippet
 
 NO_THEME_NAME = "(no theme)"
@@ -21,14 +22,52 @@ MAP_CAPTION = (
 )
 
 
-@st.cache_data(show_spinner="Drawing the map of the documents (once per run)…", max_entries=8)
-def map_positions(workspace_path: str, run_id: str, dataset_id: str, embedding_key: str) -> pd.DataFrame:
-    """position, x, y of the run's documents (a 2-D projection of their embeddings), computed once per run."""
-    return document_map(workspace().stored_vectors(dataset_id, embedding_key))  # reads only the sample's vectors
+@st.cache_resource(show_spinner=False)
+def _drawn_maps() -> dict[tuple[str, str, str], pd.DataFrame]:
+    """(workspace, dataset, vector space) -> position, x, y of the maps read from the store (drawn ones only)."""
+    return {}
 
 
-def map_points(run: LoadedRun) -> pd.DataFrame:
-    """position, x, y, theme (name), doc_id, title, text (start) for every drawn document."""
+def map_job_key(dataset_id: str, embedding_key: str) -> str:
+    return f"map:{dataset_id}:{embedding_key}"
+
+
+def map_positions(run: LoadedRun) -> pd.DataFrame | None:
+    """position, x, y of the run's documents on the map, once drawn. The first time a dataset's map is asked for
+    it is drawn in the background (t-SNE takes a while: up to minutes on a busy machine) and None is returned, so
+    the page shows at once; every later view, session and server reads the map the workspace keeps."""
+    ws, record = workspace(), run.record
+    key = (ws.uri, record.dataset_id, record.embedding_key)
+    drawn = _drawn_maps()
+    if key not in drawn:
+        saved = ws.saved_document_map(record.dataset_id, record.embedding_key)
+        if saved.empty:
+            return None
+        drawn[key] = saved
+    return drawn[key]
+
+
+def draw_in_background(run: LoadedRun) -> None:
+    """The map's drawing job: started once (its panel shows while it runs; the page shows the map when it ends)."""
+    record, ws = run.record, workspace()
+    job_key = map_job_key(record.dataset_id, record.embedding_key)
+    job = job_registry().get(job_key)
+    failed = job is not None and job.error is not None
+    if job is None or (not job.running and not failed) or (failed and st.button("Draw the map again", key=job_key)):
+        job_registry().start(
+            job_key,
+            "Drawing the map of the documents",
+            lambda progress: saved_document_map(ws, record.dataset_id, record.embedding_key, progress),
+        )
+    st.caption("The map of the documents is drawn once per collection (a minute or two); it shows here when ready.")
+    job_panel(job_key)
+
+
+def map_points(run: LoadedRun) -> pd.DataFrame | None:
+    """position, x, y, theme (name), doc_id, title, text (start) for every drawn document; None until the map is
+    drawn."""
+    if map_positions(run) is None:
+        return None
     return _map_points(workspace().uri, run.record.run_id, revision(run.record.run_id))
 
 
@@ -38,7 +77,7 @@ def _map_points(workspace_uri: str, run_id: str, revision: int) -> pd.DataFrame:
     every rerun of Home."""
     run = run_at(workspace_uri, run_id, revision)
     record = run.record
-    points = map_positions(workspace_uri, record.run_id, record.dataset_id, record.embedding_key)
+    points = map_positions(run)
     strongest = run.themes.strongest()
     labels = run.theme_info.set_index("theme_id")["label"]
     names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else NO_THEME_NAME for t in set(strongest.tolist())}
@@ -83,6 +122,9 @@ def document_map_view(run: LoadedRun) -> None:
         st.info("This run has no themes yet: group its features into themes on the Features page first.")
         return
     points = map_points(run)
+    if points is None:
+        draw_in_background(run)
+        return
     with st.container(key="document_map"):
         st.altair_chart(map_chart(points), width="stretch")
     n_docs = run.codes.shape[0]

@@ -12,7 +12,9 @@ sidebar draws the app's page links itself.
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -43,12 +45,39 @@ def pages() -> list[st.Page]:
     ]
 
 
+def url_aliases(name: str, title: str) -> list[str]:
+    """Other addresses people type for a page: its name or its title as a slug ("train-sae", "train_sae"), in any of
+    the usual capitalisations ("Features", "Train-SAE"); Streamlit matches an address exactly."""
+    slugs = {name, re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")}
+    slugs |= {slug.replace("-", "_") for slug in slugs}
+    variants = {form for slug in slugs for form in (slug, slug.capitalize(), slug.title(), slug.upper())}
+    variants |= {re.sub(r"[^A-Za-z0-9]+", sep, title) for sep in ("-", "_")}
+    return sorted(variants - {name})  # the default page (Home) reserves its name too
+
+
+def alias_pages(real: list[st.Page]) -> list[st.Page]:
+    """Hidden pages at the aliases of every page, each sending the browser on to the page itself."""
+    by_name = dict(zip(PAGE_TITLES, real, strict=True))
+    return [
+        st.Page(forward_to(page), title=page.title, url_path=alias)
+        for name, page in by_name.items()
+        for alias in url_aliases(name, page.title)
+    ]
+
+
+def forward_to(page: st.Page) -> Callable[[], None]:
+    def forward() -> None:
+        st.switch_page(page)
+
+    return forward
+
+
 def run() -> None:
     """Route this run: set up the page, draw the sidebar, run the chosen page."""
     st.set_page_config(page_title="Prisma", page_icon=":material/change_history:", layout="wide")
     start_script_run()
     all_pages = pages()
-    page = st.navigation(all_pages, position="hidden")
+    page = st.navigation(all_pages + alias_pages(all_pages), position="hidden")
     with st.sidebar:
         for link in all_pages:
             st.page_link(link, label=link.title, icon=link.icon)

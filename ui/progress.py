@@ -75,21 +75,23 @@ def _watched() -> set[str]:
 
 
 def _draw_running(job: Job, live_chart: bool) -> None:
-    with st.status(f"{md(job.title)}: running for {job.seconds:.0f} s", expanded=True, state="running"):
-        event = job.progress
-        if event is None:
-            st.progress(0.0, text="Starting…")
-        else:
-            stage = STAGE_NAMES.get(event.stage, event.stage)
-            st.progress(event.fraction, text=f"{stage}: {md(event.message)}" if event.message else stage)
-        if live_chart and job.history:
-            st.altair_chart(charts.training_curves(job.history), width="stretch")
-        if not job.cancel_requested and st.button(
-            "Cancel", icon=":material/stop_circle:", key=f"cancel_{job.key}", help=CANCEL_HELP
-        ):
-            job_registry().cancel(job.key)
-        if job.cancel_requested:
-            st.caption("Cancelling: stopping after the step in progress…")
+    """The job's panel, its spinner turning while it runs. Drawn through the panel's methods, not as a `with` block:
+    leaving a `with st.status(...)` block marks the status complete, so a running job showed a finished check mark."""
+    panel = st.status(f"{md(job.title)}: running for {job.seconds:.0f} s", expanded=True, state="running")
+    event = job.progress
+    if event is None:
+        panel.progress(0.0, text="Starting…")
+    else:
+        stage = STAGE_NAMES.get(event.stage, event.stage)
+        panel.progress(event.fraction, text=f"{stage}: {md(event.message)}" if event.message else stage)
+    if live_chart and job.history:
+        panel.altair_chart(charts.training_curves(job.history), width="stretch")
+    if not job.cancel_requested and panel.button(
+        "Cancel", icon=":material/stop_circle:", key=f"cancel_{job.key}", help=CANCEL_HELP
+    ):
+        job_registry().cancel(job.key)
+    if job.cancel_requested:
+        panel.caption("Cancelling: stopping after the step in progress…")
 
 
 def _finished(job: Job, on_success: Callable[[Job], None] | None) -> None:

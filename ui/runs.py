@@ -12,6 +12,7 @@ from prisma_core.store import RunRecord
 from ui.text import md
 
 GOOD, FAIR = 0.5, 0.3  # share of detail captured on documents kept aside (a few features per document keep part of it)
+MOSTLY_DEAD = 0.5  # a run with a larger share of features that never fire is called poor
 OVERFIT_GAP = 0.15  # held-out FVU this much above train FVU...
 OVERFIT_RATIO = 2.0  # ...and at least this many times it
 
@@ -22,10 +23,21 @@ def detail_captured(run: RunRecord) -> float | None:
     return None if not isinstance(fvu, float) or math.isnan(fvu) else 1.0 - fvu
 
 
+def never_firing(run: RunRecord) -> float | None:
+    """The share of the run's features that fire on no training document (None when not recorded)."""
+    dead = run.metrics.get("dead_fraction")
+    return dead if isinstance(dead, float) and not math.isnan(dead) else None
+
+
 def quality_words(run: RunRecord) -> str:
+    """E.g. "good (71% of detail)"; "poor" whatever the detail when most features never fire (then the documents
+    differ too little for the features asked for: a category or an id chosen as the text, say)."""
     captured = detail_captured(run)
     if captured is None:
         return "quality not measured"
+    dead = never_firing(run)
+    if dead is not None and dead > MOSTLY_DEAD:
+        return f"poor ({dead:.0%} of features never fire)"
     word = "good" if captured >= GOOD else "fair" if captured >= FAIR else "rough"
     return f"{word} ({captured:.0%} of detail)"
 
@@ -93,6 +105,14 @@ def run_quality_note(run: RunRecord) -> None:
         st.caption(
             f"Quality: {quality_words(run)}. On documents kept aside during training, the features reproduce "
             f"{captured:.0%} of what the embeddings hold."
+        )
+    dead = never_firing(run)
+    if dead is not None and dead > MOSTLY_DEAD:
+        st.warning(
+            f"{dead:.0%} of this run's features never fire on any document: the documents differ too little for "
+            "this many features, so the few that fire say little. Check that the text column holds the documents' "
+            "text, not a category or an id (Datasets page), or train with fewer features.",
+            icon=":material/warning:",
         )
     warning = overfitting(run)
     if warning:

@@ -15,7 +15,7 @@ import streamlit as st
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import DamagedTableError, PrismaError
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
-from ui.jobs import JobRegistry
+from ui.jobs import Job, JobRegistry
 from ui.runs import run_name
 from ui.text import md
 
@@ -95,12 +95,13 @@ def _revisions() -> dict[str, int]:
     return {}
 
 
-RUN_TABLES = ("sae_runs", "features", "interpretations", "families")
-"""Tables whose changes show in a run's cached views (activations and weights never change once written)."""
+RUN_TABLES = ("sae_runs", "features", "interpretations", "families", "themes")
+"""Every table a page shows a run from: any change to one, by any process, reloads the run's cached views
+(activations and weights never change once written)."""
 
 
 def revision(run_id: str) -> int:
-    """Changes whenever a run's labels or families change, so cached views of the run are reloaded.
+    """Changes whenever a run's labels, families or themes change, so cached views of the run are reloaded.
 
     It counts the store's table versions, which grow with every commit by any process (the command line, another
     app server), plus this process's own bumps. The versions are read once per script run (four tables opened each
@@ -124,11 +125,29 @@ def revision_bumper(run_id: str) -> Callable[[], None]:
     return bump
 
 
-@st.cache_resource(show_spinner="Loading the run…", max_entries=4)
-def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
-    from prisma_core import pipeline  # torch and scikit-learn: imported once a run is opened, not for every page
+@st.cache_resource(show_spinner=False)
+def _last_loaded() -> dict[tuple[str, str], LoadedRun]:
+    """(workspace, run id) -> the run as last loaded, for the LOADED_RUNS runs opened last: a new revision reuses
+    its codes and directions."""
+    return {}
 
-    return pipeline.load_run(workspace_at(workspace_path), run_id)
+
+LOADED_RUNS = 2
+"""Runs (and revisions of runs) a server keeps loaded."""
+
+
+@st.cache_resource(show_spinner="Loading the run…", max_entries=LOADED_RUNS)
+def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
+    """The run at this revision. Labels, families and themes are read again; the codes and directions (the bulk,
+    never changed once written) are shared with the revision loaded before, so revisions cost little memory."""
+    from prisma_core import pipeline  # scikit-learn: imported once a run is opened, not for every page
+
+    last, key = _last_loaded(), (workspace_path, run_id)
+    run = pipeline.load_run(workspace_at(workspace_path), run_id, previous=last.pop(key, None))
+    last[key] = run
+    while len(last) > LOADED_RUNS:  # the runs opened longest ago go; their cached revisions age out too
+        last.pop(next(iter(last)))
+    return run
 
 
 def loaded_run(run_id: str) -> LoadedRun:
@@ -251,7 +270,17 @@ def require_run() -> LoadedRun:
     dataset = require_dataset()
     run_id = st.session_state.get(RUN_KEY)
     if not run_id:
-        st.info(f"The dataset “{md(dataset.name)}” has no trained SAE yet. Train one on the Train SAE page.")
+        if (training := training_job(dataset)) is not None:
+            from ui.progress import job_panel  # ui.progress draws with this module's registry
+
+            st.info(
+                f"A model is being trained on “{md(dataset.name)}” right now: this page shows it as soon as "
+                "training is over.",
+                icon=":material/hourglass_top:",
+            )
+            job_panel(training.key)
+        else:
+            st.info(f"The dataset “{md(dataset.name)}” has no trained SAE yet. Train one on the Train SAE page.")
         st.page_link(PAGES["train"], label="Go to Train SAE", icon=":material/model_training:")
         st.stop()
     try:
@@ -263,6 +292,27 @@ def require_run() -> LoadedRun:
         st.error(f"This SAE run cannot be opened: {md(error)} Delete it on the Train SAE page and train again.")
         st.page_link(PAGES["train"], label="Go to Train SAE", icon=":material/model_training:")
         st.stop()
+
+
+def training_job_key(dataset_id: str) -> str:
+    """The job registry's key of training on this dataset (the Train SAE page starts it)."""
+    return f"train:{dataset_id}"
+
+
+DEMO_JOB = "demo"
+"""The job registry's key of the one-click demo (Home starts it; it ingests, embeds and trains)."""
+
+
+def training_job(dataset: DatasetRecord) -> Job | None:
+    """The running job that is training the dataset's first run, if any: Train SAE's, or the demo's for its own
+    dataset."""
+    from prisma_core.demo import DEMO_NAME
+
+    jobs = job_registry()
+    candidates = [jobs.get(training_job_key(dataset.dataset_id))]
+    if dataset.name == DEMO_NAME:
+        candidates.append(jobs.get(DEMO_JOB))
+    return next((job for job in candidates if job is not None and job.running), None)
 
 
 def open_feature(feature_id: int) -> None:

@@ -34,10 +34,15 @@ def snippet(text: object, limit: int = SNIPPET_CHARS) -> str:
 
 
 def feature_name(feature_id: int, label: object) -> str:
-    """How a feature is named in pickers, tables and charts: "#12 chest pain, cough" (plain text, not markdown). A
-    label that ends with the feature's own number ("(no shared words) #12", kept unique that way) does not repeat it."""
+    """How a feature is named in pickers, tables and charts: "#12 chest pain, cough" (plain text, not markdown)."""
+    return f"#{int(feature_id)} {own_label(feature_id, label)}".strip()
+
+
+def own_label(feature_id: int, label: object) -> str:
+    """A feature's label where its number is shown beside it: a label that ends with the feature's own number
+    ("(no shared words) #12", kept unique that way) without it."""
     shown = "" if label is None or (not isinstance(label, str) and pd.isna(label)) else str(label)
-    return f"#{int(feature_id)} {shown.removesuffix(f' #{int(feature_id)}')}".strip()
+    return shown.removesuffix(f" #{int(feature_id)}")
 
 
 def sample_notice(shown: int, total: int) -> str:

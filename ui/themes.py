@@ -43,6 +43,9 @@ THEME_KEY = "theme_id"
 TOP_TITLES = 3
 TOP_DOCUMENTS = 10
 ALL_THEMES = -2
+N_THEMES_KEY = "n_themes"
+N_THEMES_FROM_KEY = "n_themes_from"
+"""(run id, number of themes) the number box was last filled from: the run's own number until the analyst types one."""
 
 
 def regroup_job_key(run_id: str) -> str:
@@ -289,9 +292,12 @@ def regroup_form(run: LoadedRun) -> None:
         running = job is not None and job.running
         n_docs = run.codes.shape[0]
         current = run.themes.n_themes if run.themes is not None else min(8, n_docs)
+        if st.session_state.get(N_THEMES_FROM_KEY) != (run_id, current):  # regrouped here or by another process
+            st.session_state.pop(N_THEMES_KEY, None)
+            st.session_state[N_THEMES_FROM_KEY] = (run_id, current)
         left, right = st.columns([1, 3], vertical_alignment="bottom")
         n_themes = left.number_input(
-            "Number of themes", 2, max(2, min(MAX_THEMES, n_docs)), current, key="n_themes", disabled=running
+            "Number of themes", 2, max(2, min(MAX_THEMES, n_docs)), current, key=N_THEMES_KEY, disabled=running
         )
         if right.button("Regroup", key="regroup", icon=":material/workspaces:", disabled=running):
             stored = run.record.config.get("themes", {})

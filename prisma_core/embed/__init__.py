@@ -45,6 +45,7 @@ __all__ = [
     "cpu_has_native_bf16",
     "embed_documents",
     "embed_texts",
+    "load_encoder",
     "load_model",
     "model_key",
     "openvino_installed",
@@ -87,7 +88,9 @@ def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "in
 
 
 def resolve_backend(config: EmbedConfig) -> Literal["torch", "openvino"]:
-    """auto: OpenVINO for int8, and for bf16 on a CPU, when it is installed; explicit fp32 and GPUs stay on torch."""
+    """auto: OpenVINO for int8, and for bf16 on a CPU, when it is installed; on a CPU without bf16, OpenVINO fp32 too
+    for a model it builds without torch (the bundled one: 1.7x torch fp32's speed on an AVX2 CPU, 310 MB less memory,
+    cosine 0.9999999; BENCHMARKS.md section 8). Explicit fp32, other models at fp32 and GPUs stay on torch."""
     device = resolve_device(config.device)
     precision = resolve_config_precision(config)
     if config.backend == "openvino" or precision == "int8":
@@ -98,8 +101,18 @@ def resolve_backend(config: EmbedConfig) -> Literal["torch", "openvino"]:
         if not openvino_installed():
             raise EmbeddingError("The OpenVINO backend needs the openvino package: pip install openvino")
         return "openvino"
-    fast_cpu = device == "cpu" and precision == "bf16" and openvino_installed()
-    return "openvino" if config.backend == "auto" and fast_cpu else "torch"
+    if config.backend != "auto" or device != "cpu" or not openvino_installed():
+        return "torch"
+    if precision == "bf16":
+        return "openvino"
+    return "openvino" if config.precision == "auto" and _builds_without_torch(config.model) else "torch"
+
+
+@functools.cache
+def _builds_without_torch(model: str) -> bool:
+    from prisma_core.embed.openvino_graph import buildable
+
+    return buildable(model) is not None
 
 
 def model_key(config: EmbedConfig) -> str:

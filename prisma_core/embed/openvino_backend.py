@@ -1,5 +1,6 @@
 """OpenVINO embedding backend: the sentence-transformers model converted to OpenVINO once per machine, cached on
-disk, and compiled for the CPU.
+disk, and compiled for the CPU. A BERT model (the bundled one) is built from its weights without torch
+(openvino_graph); any other is converted through torch.
 
 At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
 fp32 vectors (bench/fast_cpu.py); at int8 the converted model is quantized with NNCF first (embed/quantize.py). It
@@ -36,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from prisma_core.embed import resolve_config_precision
+from prisma_core.embed import openvino_graph, resolve_config_precision
 from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
 from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, padded_length
 from prisma_core.embed.openvino_cache import cache_key, cache_root
@@ -99,9 +100,20 @@ def _convert(model: str) -> tuple[openvino.Model, Any]:
     return converted, encoder
 
 
+def _source(model: str) -> tuple[openvino.Model, Any]:
+    """The model as an OpenVINO graph of (input_ids, attention_mask), and its encoder: built from its weights without
+    torch when it is a BERT sentence-transformers model (openvino_graph: the bundled model is), else converted
+    through torch."""
+    folder = openvino_graph.buildable(model)
+    if folder is None:
+        return _convert(model)
+    graph, tokenizer, window, dimension = openvino_graph.build(folder)
+    return graph, CachedEncoder(tokenizer, window, dimension)
+
+
 def _converted(model: str, precision: str) -> tuple[openvino.Model, Any, Mapping[str, str]]:
     """The converted model (quantized to int8 and checked when asked), its encoder and the notes kept with it."""
-    converted, encoder = _convert(model)
+    converted, encoder = _source(model)
     if precision != "int8":
         return converted, encoder, {}
     from prisma_core.embed.quantize import quantize_checked
@@ -111,15 +123,20 @@ def _converted(model: str, precision: str) -> tuple[openvino.Model, Any, Mapping
 
 
 def _convert_to_cache(model: str, folder: str, precision: str) -> None:
-    """Converts the model and writes its cache folder (what a conversion child process does)."""
+    """Converts the model and writes its cache folder (what a conversion child process does). Building a BERT model
+    needs no torch, and torch is then kept out of the process: NNCF (int8) imports it whenever it is installed, for
+    nothing here (the int8 conversion process peaked at 809 MB with it, BENCHMARKS.md section 8)."""
+    if openvino_graph.buildable(model) is not None:
+        sys.modules.setdefault("torch", None)  # `import torch` now fails, and NNCF takes torch as absent
     _write(Path(folder), *_converted(model, precision), precision)
 
 
 def _convert_in_child(model: str, folder: Path, precision: str) -> None:
-    """Converts in a child process that writes the cache folder and exits: torch's copy of the weights and the
-    conversion's (and quantization's) buffers, about 480 MB, leave with it instead of staying resident in this
-    process. The child is a fresh interpreter, never a fork: a fork would copy this whole process (a server with its
-    sessions and LanceDB tables), and it imports nothing of the caller's main script."""
+    """Converts in a child process that writes the cache folder and exits: the conversion's (and quantization's)
+    buffers leave with it instead of staying resident in this process. For a BERT model the child builds the graph
+    without torch (see `_source`); for another model torch's copy of the weights leaves with it too (about 480 MB).
+    The child is a fresh interpreter, never a fork: a fork would copy this whole process (a server with its sessions
+    and LanceDB tables), and it imports nothing of the caller's main script."""
     code = f"from {__name__} import _convert_to_cache; _convert_to_cache({model!r}, {str(folder)!r}, {precision!r})"
     environment = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from prisma_core.errors import IngestError
 from prisma_core.ingest.archives import check_file_size, check_total_size, extension, unpack
-from prisma_core.ingest.columns import guess_id_column, guess_text_column, guess_title_column
+from prisma_core.ingest.columns import guess_id_column, guess_text_column, guess_title_column, text_column_problem
 from prisma_core.ingest.config import SUPPORTED_EXTENSIONS, IngestConfig, Source
 from prisma_core.ingest.documents import text_document
 from prisma_core.ingest.readers import STREAMED_EXTENSIONS, read_file, table_batches
@@ -94,4 +94,5 @@ __all__ = [
     "preview_sources",
     "read_paths",
     "read_sources",
+    "text_column_problem",
 ]

@@ -39,6 +39,43 @@ def best_text_column(columns: Sequence[str], lengths: Mapping[str, int], worded:
     return max(scores, key=scores.__getitem__)
 
 
+CHECKED_ROWS = 500
+"""Rows of the chosen text column `text_column_problem` looks at (the first ones)."""
+CATEGORY_SHARE = 0.25
+"""A text column whose first rows hold fewer different values than this share of them looks like a category."""
+MIN_CHECKED = 20
+"""Rows needed before the share of different values says anything."""
+SHORT_WORDS = 2
+"""A text column whose values have at most this many words (the median) looks like an id or a code."""
+
+
+def text_column_problem(column: pd.Series, name: str) -> str | None:
+    """What looks wrong, in plain words, with `column` (the chosen text column, named `name`) as the documents'
+    text: a category (few different values) or an id or code (very short values); None when it looks like text.
+    Only the first CHECKED_ROWS non-empty values are looked at, so the check is quick before any work."""
+    values = column_text(column.head(4 * CHECKED_ROWS)).str.strip()
+    values = values[values.ne("")].head(CHECKED_ROWS)
+    if values.empty:
+        return None
+    distinct = values.unique()
+    examples = ", ".join(f"“{value[:30]}”" for value in distinct[:3])
+    advice = (
+        "Prisma finds concepts in running text (notes, articles, abstracts): choose the column that holds it, "
+        "otherwise the concepts found will only repeat these values."
+    )
+    if len(values) >= MIN_CHECKED and len(distinct) < CATEGORY_SHARE * len(values):
+        return (
+            f"The text column “{name}” looks like a category, not text: its first {len(values):,} documents hold "
+            f"only {len(distinct):,} different value{'s' if len(distinct) > 1 else ''} ({examples}…). {advice}"
+        )
+    if values.str.split().str.len().median() <= SHORT_WORDS:
+        return (
+            f"The text column “{name}” holds very short values ({examples}…), like ids, codes or categories, not "
+            f"text. {advice}"
+        )
+    return None
+
+
 def guess_id_column(frame: pd.DataFrame) -> str | None:
     """A column named like an id (id, doc_id, ...) whose values are all present and unique, else None (row numbers).
 

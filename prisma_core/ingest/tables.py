@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from prisma_core.errors import IngestError
-from prisma_core.ingest.columns import choose_columns, column_text, string_values, text_lengths
+from prisma_core.ingest.columns import (
+    CHECKED_ROWS,
+    choose_columns,
+    column_text,
+    string_values,
+    text_column_problem,
+    text_lengths,
+)
 from prisma_core.ingest.config import IngestConfig
 from prisma_core.ingest.readers import check_rows
 from prisma_core.store.datasets import DOCUMENT_COLUMNS
@@ -45,10 +52,13 @@ class TableStats:
     kinds: dict[str, set[str]] = field(default_factory=dict)
     date_zones: dict[str, set[str]] = field(default_factory=dict)  # the time zones of columns read as ISO dates
     not_dates: set[str] = field(default_factory=set)
+    first_rows: pd.DataFrame | None = None  # of the first batch: what `text_column_problem` looks at
 
     def add(self, frame: pd.DataFrame) -> None:
         check_rows(self.name, len(self.ids) + len(frame), self.config)
         self._refuse_lists(frame)
+        if self.first_rows is None:
+            self.first_rows = frame.head(4 * CHECKED_ROWS)
         id_column = self.config.id_column if self.config.id_column in frame.columns else None
         self.ids += row_ids(frame, id_column, self.prefix, len(self.ids) + 1)
         self.columns.update(dict.fromkeys(frame.columns))
@@ -86,6 +96,9 @@ class TableStats:
         text_column, id_column, title_column = choose_columns(
             self.name, columns, (self.lengths, self.worded), self.config, warnings
         )
+        if self.first_rows is not None and text_column in self.first_rows.columns:
+            problem = text_column_problem(self.first_rows[text_column], text_column)
+            warnings.extend([f"{self.name}: {problem}"] if problem else [])
         metadata = [column for column in columns if column not in (text_column, id_column, title_column)]
         renames = {column: f"{column}_original" for column in metadata if column in RESERVED_COLUMNS}
         warnings.extend(f"{self.name}: column '{old}' kept as '{new}'" for old, new in renames.items())

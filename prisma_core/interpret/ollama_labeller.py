@@ -387,7 +387,7 @@ class OllamaLabeller:
             ) from None
         except (ConnectionError, httpx.ConnectError, httpx.ConnectTimeout):
             raise LabellingError(
-                f"Ollama is not reachable at {host}. Start it (`ollama serve`) or set the right host."
+                f"Ollama is not reachable at {host}. Start it (the command is: ollama serve) or set the right host."
             ) from None
         except httpx.TimeoutException:
             raise LabellingError(
@@ -423,6 +423,6 @@ class OllamaLabeller:
         return LabellingError(
             self.config.scrub(
                 f"The model '{model}' is not available on {host} ({listed}). "
-                f"Pull it with `ollama pull {model}` or choose another model."
+                f"Pull it on the server (the command is: ollama pull {model}) or choose another model."
             )
         )

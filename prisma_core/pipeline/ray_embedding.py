@@ -43,9 +43,9 @@ CONNECT_TIMEOUT_S = 5.0
 ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
 """A line of a Python traceback that names an error and its message."""
 HOW_TO_START = (
-    "Start a cluster on this machine with `ray start --head` and use the address it prints (e.g. 127.0.0.1:6379), "
-    "give a remote cluster's address (host:6379, or ray://host:10001 for Ray Client), or leave the Ray cluster "
-    "address empty to embed on this machine."
+    "Start a cluster on this machine with the command ray start --head and use the address it prints (e.g. "
+    "127.0.0.1:6379), give a remote cluster's address (host:6379, or ray://host:10001 for Ray Client), or leave the "
+    "Ray cluster address empty to embed on this machine."
 )
 
 

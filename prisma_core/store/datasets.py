@@ -185,6 +185,7 @@ class Datasets(Runs):
             self.delete_run(run_id)
         self._delete("documents", where)
         self._delete("stages", where)
+        self._delete("maps", where)
         for name in self.db.list_tables().tables:
             if name.startswith("vectors__"):
                 self._delete(name, where)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from prisma_core.errors import StoreError
@@ -28,9 +29,21 @@ class Maintenance(Tables):
         Deleted rows only free their space once no kept version refers to them.
         """
         for name in self.db.list_tables().tables:
-            table = self.db.open_table(name)
-            retry(lambda table=table: table.optimize(cleanup_older_than=keep_versions_for), self.uri)
+            self._optimize(name, keep_versions_for)
         (self.root / _MAINTENANCE_FILE).write_text(json.dumps({"reclaimed_at": now_iso()}))
+
+    def compact(self, names: Sequence[str]) -> None:
+        """Compacts these tables now and removes their versions older than KEEP_VERSIONS_FOR: after a labelling
+        batch, which writes every few labels, a labelled run's tables stay near the size of their rows. Best effort,
+        like the daily clean-up (a table with nothing to compact is left as it is, without a new version)."""
+        for name in names:
+            if self._has_table(name):
+                with contextlib.suppress(OSError, StoreError):
+                    self._optimize(name, KEEP_VERSIONS_FOR)
+
+    def _optimize(self, name: str, keep_versions_for: timedelta) -> None:
+        table = self.db.open_table(name)
+        retry(lambda: table.optimize(cleanup_older_than=keep_versions_for), self.uri)
 
     def _reclaim_space_if_due(self) -> None:
         """Called by the writers, after their write: the clean-up, when due, at most once a day."""

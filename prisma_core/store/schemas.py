@@ -138,5 +138,6 @@ SCHEMAS: dict[str, pa.Schema] = {
         "evidence:float32s probabilities:float32s"
     ),
     "stages": _record_schema(StageRecord),
+    "maps": _schema("dataset_id embedding_key position:int64 x:float32 y:float32"),
 }
 """Every table of a workspace: its columns in stored order."""

@@ -15,6 +15,8 @@ import pyarrow.compute as pc
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.store.datasets import Datasets
 from prisma_core.store.ids import check_id
+from prisma_core.store.retry import retry
+from prisma_core.store.schemas import SCHEMAS
 from prisma_core.store.tables import reading
 
 if TYPE_CHECKING:
@@ -239,12 +241,44 @@ class Vectors(Datasets):
             .rename(columns={"_distance": "distance"})
         )
 
+    def save_document_map(self, dataset_id: str, embedding_key: str, positions: pd.DataFrame) -> None:
+        """The map of the dataset's documents in this space (`positions`: position, x, y; see
+        `explore.document_map`), drawn once and kept. Saved twice (two sessions drawing it at once), one copy stays."""
+        rows = pa.table(
+            {
+                "dataset_id": [check_id(dataset_id)] * len(positions),
+                "embedding_key": [embedding_key] * len(positions),
+                "position": positions["position"].to_numpy(np.int64),
+                "x": positions["x"].to_numpy(np.float32),
+                "y": positions["y"].to_numpy(np.float32),
+            },
+            schema=SCHEMAS["maps"],
+        )
+        merge = (
+            self._table("maps")
+            .merge_insert(["dataset_id", "embedding_key", "position"])
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+        )
+        retry(lambda: merge.execute(rows), self.uri)
+
+    def saved_document_map(self, dataset_id: str, embedding_key: str) -> pd.DataFrame:
+        """position, x, y of the dataset's map in this space, in position order; empty until it is drawn."""
+        where = f"{_dataset_rows(dataset_id)} AND embedding_key = '{_quoted(embedding_key)}'"
+        frame = self._read("maps", where, ["position", "x", "y"])
+        return frame.sort_values("position").reset_index(drop=True)
+
     def _maybe_index(self, name: str) -> None:
         """Past INDEX_MIN_ROWS vectors an IVF-PQ index keeps search fast; below it exact search is fast enough."""
         table = self.db.open_table(name)
         rows = table.count_rows()
         if rows >= INDEX_MIN_ROWS and not table.list_indices():
             table.create_index(metric="cosine", vector_column_name="vector", num_partitions=int(np.sqrt(rows)))
+
+
+def _quoted(value: str) -> str:
+    """A string for a LanceDB filter, its quotes doubled."""
+    return value.replace("'", "''")
 
 
 def _dataset_rows(dataset_id: str) -> str:

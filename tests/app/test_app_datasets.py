@@ -48,6 +48,25 @@ def test_preview_guesses_text_column_and_report_counts_duplicates(app_workspace,
     assert len(Workspace(app_workspace).datasets()) == n_datasets + 1
 
 
+def test_a_category_chosen_as_the_text_column_is_warned_about_before_creating(app_workspace, corpora_dir):
+    frame, csv = bbc_csv(corpora_dir, 60)
+    at = new_app()
+    open_page(at, "datasets")
+    at.file_uploader(key="upload").set_value(("bbc.csv", csv, "text/csv")).run()
+    assert at.selectbox(key="text_column").value == "text" and not at.warning
+    n_datasets = len(Workspace(app_workspace).datasets())
+    at.selectbox(key="text_column").select("category").run()
+    assert not at.exception
+    (warning,) = texts(at.warning)
+    assert warning.startswith(
+        f"The text column “category” looks like a category, not text: its first 60 documents hold only "
+        f"{frame['category'].nunique()} different values"
+    )
+    assert len(Workspace(app_workspace).datasets()) == n_datasets  # said before anything is stored
+    at.selectbox(key="text_column").select("id").run()
+    assert "holds very short values" in texts(at.warning)[0]
+
+
 def test_rename_then_delete_the_selected_dataset(app_workspace):
     at = new_app()
     open_page(at, "datasets")

@@ -6,7 +6,7 @@ from app_helpers import new_app, open_page, table, texts
 
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig, find_families
-from ui.family_graph import family_view
+from ui.family_graph import MAX_DRAWN, ROW_HEIGHT, SEVERAL, family_view
 from ui.state import FEATURE_KEY, bump_revision
 from ui.themes import ALL_THEMES
 
@@ -26,11 +26,21 @@ def graph_data(at) -> dict:
 
 
 def test_graph_draws_readable_trees_of_the_most_frequent_members(trained_app):
-    at = families_page(trained_app)
-    assert not at.exception
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     density = run.features.set_index("feature_id")["density"]
-    largest = sorted(run.families, key=lambda f: -len(f.members))[:6]
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "families")  # opens on one theme
+    assert not at.exception
+    theme_of = run.features.set_index("feature_id")["theme_id"]
+    theme = at.selectbox(key="family_theme").value
+    first = sorted((f for f in run.families if theme_of[f.parent] == theme), key=lambda f: -len(f.members))[0]
+    assert at.selectbox(key="family_shown").value == first.family_id  # one family by default, the theme's largest
+    alone = graph_data(at)
+    assert {int(node["id"]) for node in alone["nodes"]} == set(family_view(first, density, 2, 8).depth)
+    layout = json.loads(json.loads(at.get("component_instance")[0].proto.json_args)["config"])
+    assert int(layout["height"].removesuffix("px")) >= ROW_HEIGHT * len(alone["nodes"])  # its rows fit: no zoom-out
+    largest = sorted(run.families, key=lambda f: -len(f.members))[:MAX_DRAWN]
+    at.selectbox(key="family_theme").select(ALL_THEMES).run()
+    at.selectbox(key="family_shown").select(SEVERAL).run()
     data = graph_data(at)
     drawn = {int(node["id"]): node for node in data["nodes"]}
     edges = {(int(e["from"]), int(e["to"])) for e in data["edges"]}

@@ -55,7 +55,7 @@ def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypa
     monkeypatch.setattr(ui.runs, "OVERFIT_GAP", -1.0)  # the small test run is not overfitted: call every run so
     monkeypatch.setattr(ui.runs, "OVERFIT_RATIO", 0.0)
     at = new_app(trained_app.dataset_id, trained_app.run_id)
-    (warning,) = texts(at.warning)
+    (warning,) = [text for text in texts(at.warning) if "(overfitting)" in text]
     assert "it has memorised its training documents instead of learning general concepts (overfitting)" in warning
     assert "train again with fewer epochs (try 5 instead of 10), fewer features (try 32 instead of 64)" in warning
     run_picker = at.sidebar.selectbox(key=run_widget_key(trained_app.dataset_id))
@@ -113,7 +113,8 @@ def test_glossary_explains_the_words_that_stay(app_workspace):
     assert not at.exception
     assert texts(at.title) == ["Glossary"]
     shown = " ".join(texts(at.markdown))
-    for term in ("Detail captured", "Overfitting", "Never-firing features", "Label score", "Lift"):
+    for term in ("Detail captured", "Overfitting", "Never-firing features", "Label score", "Lift", "Theme"):
         assert f"**{term}**" in shown
+    assert "**τ (tau)**" in shown and "**k (features per document)**" in shown and "**K" not in shown
     assert len(TERMS) >= 15
     assert [link.label for link in at.sidebar.get("page_link")][-1] == "Glossary"

@@ -115,6 +115,19 @@ def test_the_server_models_are_listed_and_chosen_features_are_labelled(trained_a
     assert any("Chance is 0.50" in text for text in texts(cards.caption))
 
 
+def test_the_first_batch_offered_is_the_most_common_features_not_every_one(trained_app, fake):
+    """Issue 26: the page opened on its largest scope ("1,897 requests... 849 min")."""
+    at = labels_page(trained_app, fake.url)
+    assert at.radio(key="label_scope").value == "The 20 most common features"
+    features = trained_app.workspace.features(trained_app.run_id)
+    active = features[features["density"] > 0].sort_values(["density", "feature_id"], ascending=[False, True])
+    common = active["feature_id"].head(20).astype(int).tolist()
+    todo = [f for f in common if f not in llm_labels(trained_app, "llama3.2:latest")]  # the tests share the run
+    expected = f"**{len(todo)} request" if todo else "Nothing to do"
+    assert any(text.startswith(expected) for text in texts(at.markdown))
+    assert any("the 20 features active on the most documents" in text for text in texts(at.caption))
+
+
 def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fake):
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     family = max(run.families, key=lambda f: len(f.members))

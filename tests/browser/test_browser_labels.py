@@ -85,6 +85,8 @@ def test_label_cancel_resume_with_a_hosted_key_in_chromium(labels_server, browse
     settle(page)
     expect(page.get_by_text("An API key is used (typed for this session)")).to_be_visible(timeout=PAGE_MS)
     expect(page.get_by_label("API key for this session", exact=True)).to_have_value("")
+    page.get_by_text("All features", exact=True).click()  # the default is a first batch of the most common ones
+    settle(page)
     page.get_by_text("Then name every family", exact=True).click()
     settle(page)
     expect(page.get_by_text("requests", exact=False).first).to_be_visible()
@@ -103,7 +105,7 @@ def test_label_cancel_resume_with_a_hosted_key_in_chromium(labels_server, browse
     fake.delay_s = 0.0
     click_until_asked(page, "Resume", fake, asked)
     try:
-        expect(page.get_by_text("already had its label", exact=False)).to_be_visible(timeout=LABEL_MS)
+        expect(page.get_by_text("already had a label from this model", exact=False)).to_be_visible(timeout=LABEL_MS)
     finally:
         shoot(page, "8_labels_resumed")
     settle(page)

@@ -196,13 +196,15 @@ def single(cached, ids: list[int]) -> dict[str, np.ndarray]:
     [
         (True, True, EmbedConfig(), "openvino", "openvino-bf16"),
         (True, False, EmbedConfig(), "torch", "bf16"),
-        (False, True, EmbedConfig(), "torch", "fp32"),
+        (False, True, EmbedConfig(), "openvino", "openvino-fp32"),  # the bundled model builds without torch
+        (False, False, EmbedConfig(), "torch", "fp32"),
+        (False, True, EmbedConfig(precision="fp32"), "torch", "fp32"),
         (True, True, EmbedConfig(precision="fp32"), "torch", "fp32"),
         (True, True, EmbedConfig(backend="torch"), "torch", "bf16"),
         (False, True, EmbedConfig(backend="openvino"), "openvino", "openvino-fp32"),
     ],
 )
-def test_auto_backend_is_openvino_only_for_bf16_on_a_cpu_that_has_it(
+def test_auto_backend_is_openvino_on_a_cpu_unless_fp32_is_asked_for(
     monkeypatch, native_bf16, installed, config, backend, space
 ):
     monkeypatch.setattr(embed_config, "cpu_has_native_bf16", lambda: native_bf16)

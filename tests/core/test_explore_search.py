@@ -1,12 +1,20 @@
 """Semantic search from vectors in memory (DocumentVectors) against LanceDB's exact search through the store."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from small_run import SmallRun
 
 from prisma_core import pipeline
 from prisma_core.embed import embed_texts
-from prisma_core.explore import DatasetDocuments, DocumentVectors, run_embed_config, search_documents
+from prisma_core.explore import (
+    DatasetDocuments,
+    DocumentVectors,
+    document_map,
+    run_embed_config,
+    saved_document_map,
+    search_documents,
+)
 from prisma_core.store import Workspace
 
 QUERIES = ["the central bank raised interest rates", "a striker scored in the cup final", "new mobile phones"]
@@ -60,3 +68,29 @@ def test_search_documents_names_the_documents_found(searched) -> None:
     by_position = documents.set_index("position")
     assert hits["doc_id"].tolist() == by_position.loc[hits["position"], "doc_id"].tolist()
     assert hits["text"].tolist() == by_position.loc[hits["position"], "text"].tolist()
+
+
+def test_the_map_is_drawn_once_kept_in_the_workspace_and_deleted_with_its_dataset(small_run: SmallRun, tmp_path):
+    """Issue 26: the first Home view of a run waited for t-SNE (32.7 s); the map is now drawn once per dataset and
+    vector space, kept, and read back by every later view."""
+    workspace = small_run.copy(tmp_path / "workspace")
+    run = pipeline.load_run(workspace, small_run.run.run_id)
+    dataset_id, space = run.record.dataset_id, run.record.embedding_key
+    assert workspace.saved_document_map(dataset_id, space).empty
+    events = []
+    drawn = saved_document_map(workspace, dataset_id, space, events.append)
+    assert [(event.stage, event.done, event.total) for event in events] == [("map", 0, 1), ("map", 1, 1)]
+    assert drawn["position"].tolist() == list(range(run.codes.shape[0]))  # 60 documents: all of them
+    pd.testing.assert_frame_equal(drawn, document_map(workspace.stored_vectors(dataset_id, space)))
+    saved = workspace.saved_document_map(dataset_id, space)
+    assert saved["position"].tolist() == drawn["position"].tolist()
+    assert saved[["x", "y"]].to_numpy() == pytest.approx(drawn[["x", "y"]].to_numpy(), abs=1e-4)  # stored as float32
+
+    events.clear()
+    again = saved_document_map(workspace, dataset_id, space, events.append)
+    assert events == [] and again.equals(saved)  # read back, not drawn again
+    workspace.save_document_map(dataset_id, space, drawn)  # two sessions saving it at once: one copy stays
+    assert len(workspace.saved_document_map(dataset_id, space)) == len(drawn)
+    assert workspace.saved_document_map(dataset_id, "another|space").empty
+    workspace.delete_dataset(dataset_id)
+    assert workspace.db.open_table("maps").count_rows() == 0

@@ -22,6 +22,7 @@ from prisma_core.ingest import (
     preview_sources,
     read_paths,
     read_sources,
+    text_column_problem,
 )
 from prisma_core.store.datasets import text_hash
 
@@ -226,6 +227,36 @@ def test_guess_text_column(news: pd.DataFrame) -> None:
     assert guess_text_column(news[["id", "title", "label"]]) == "title"
     with raises("no text-like column; the columns are: a, b"):
         guess_text_column(pd.DataFrame({"a": [1, 2], "b": ["12", "34"]}))
+
+
+def test_a_category_or_an_id_chosen_as_the_text_is_named_in_a_warning(
+    tmp_path: Path, bbc: pd.DataFrame, mtsamples: pd.DataFrame
+) -> None:
+    """Issue 26: a category column (14 values) chosen as the text gave a run rated good; ingest now says so."""
+    for frame in (bbc, mtsamples):
+        assert (
+            text_column_problem(frame["text"], "text") is None and text_column_problem(frame["title"], "title") is None
+        )
+    mixed = bbc.sample(len(bbc), random_state=0)  # the file is sorted by category
+    category = text_column_problem(mixed["label"], "label")
+    examples = ", ".join(f"“{value}”" for value in mixed["label"].unique()[:3])
+    assert category == (
+        f"The text column “label” looks like a category, not text: its first 500 documents hold only 5 different "
+        f"values ({examples}…). Prisma finds concepts in running text (notes, articles, abstracts): choose the column "
+        "that holds it, otherwise the concepts found will only repeat these values."
+    )
+    assert "hold only 1 different value (“business”…)" in text_column_problem(bbc["label"], "label")
+    specialties = mtsamples["label"].head(500).nunique()
+    assert f"only {specialties} different values" in text_column_problem(mtsamples["label"], "specialty")
+    ids = text_column_problem(mtsamples["id"], "id")
+    assert ids.startswith("The text column “id” holds very short values (“mts-") and "like ids, codes" in ids
+    assert text_column_problem(bbc["label"].head(10), "label") is not None  # 10 values: too few to count, but short
+
+    path = tmp_path / "bbc.parquet"
+    bbc.head(300).to_parquet(path)
+    warned = read_paths([path], IngestConfig(text_column="label", id_column="id")).report.warnings
+    assert warned[0] == "bbc.parquet: " + text_column_problem(bbc["label"].head(300), "label")
+    assert read_paths([path], BY_COLUMN).report.warnings == []
 
 
 def test_every_supported_extension_reads_a_file_of_that_format(tmp_path: Path, news: pd.DataFrame) -> None:

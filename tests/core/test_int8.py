@@ -90,7 +90,7 @@ def test_the_stored_check_measured_the_bundled_documents(int8_cache):
 
 
 def test_auto_uses_int8_only_when_the_check_passes(int8_cache, monkeypatch, caplog):
-    float_space = f"{DEFAULT_MODEL}|openvino-bf16" if cpu_has_native_bf16() else f"{DEFAULT_MODEL}|fp32"
+    float_space = f"{DEFAULT_MODEL}|openvino-{'bf16' if cpu_has_native_bf16() else 'fp32'}"
     if cpu_has_int8_dot_product():
         assert model_key(EmbedConfig()) == f"{DEFAULT_MODEL}|openvino-int8"
     check = quantize.int8_check(DEFAULT_MODEL)

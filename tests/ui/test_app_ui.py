@@ -1,6 +1,7 @@
 """The UI helpers without a browser: the background job registry and safe text."""
 
 import threading
+from dataclasses import replace
 
 from prisma_core.errors import TrainingError
 from prisma_core.interpret.keywords import UNNAMED_LABEL
@@ -132,3 +133,38 @@ def test_runs_get_readable_names_and_overfitting_is_said_in_words():
     legacy = run_record(0.25, 0.29)
     legacy.config["sae"] = {"expansion_factor": 8, "k": 32}  # recorded before runs counted their features
     assert run_name(legacy) == "23 Nov 2026 12:20 · good (71% of detail)"
+
+
+def test_a_run_whose_features_mostly_never_fire_is_not_called_good():
+    """Issue 26: a category column as the text gave "good (94% of detail)" with 94.8% of features never firing."""
+    from ui.runs import quality_words
+
+    category_as_text = replace(run_record(0.05, 0.06), metrics={"fvu_train": 0.05, "fvu_holdout": 0.06})
+    assert quality_words(category_as_text) == "good (94% of detail)"  # without the share of dead features
+    category_as_text.metrics["dead_fraction"] = 0.948
+    assert quality_words(category_as_text) == "poor (95% of features never fire)"
+    category_as_text.metrics["dead_fraction"] = 0.2
+    assert quality_words(category_as_text) == "good (94% of detail)"
+
+
+def test_training_curve_legends_show_every_name_whole():
+    """Issue 26: the legend read "detail missed, training d…" (Vega cuts labels at 160 px unless told not to)."""
+    from ui.charts import METRIC_NAMES, training_curves
+
+    history = [
+        {"step": step, "loss": 1.0 / step, "fvu": 0.5, "fvu_holdout": 0.6, "dead_fraction": 0.1} for step in (1, 2)
+    ]
+    spec = training_curves(history).to_dict()
+    legend = spec["encoding"]["color"]["legend"]
+    assert legend["labelLimit"] == 0 and legend["columns"] == 2
+    shown = {row["metric"] for row in next(iter(spec["datasets"].values()))}
+    assert shown == set(METRIC_NAMES.values())
+
+
+def test_glossary_entries_are_headed_as_written_with_words_capitalised():
+    """Issue 26: the glossary's tau entry was headed with a capital tau, k's with "K", and it had no entry for Theme."""
+    from ui.glossary import TERMS, term_title
+
+    headings = [term_title(term) for term in TERMS]
+    assert {"Theme", "Never-firing features", "τ (tau)", "k (features per document)", "Label score"} <= set(headings)
+    assert not [heading for heading in headings if heading[0] in ("\u03a4", "K")]  # a capital tau, a capital k

@@ -1,8 +1,10 @@
-"""Feature labels: ask the model about each active feature and store every label, with its score, as it comes.
+"""Feature labels: ask the model about each active feature and store the labels, with their scores, a few at a time.
 
-A cancel or a crash loses at most the feature in flight; a rerun skips the features that already hold a label from
-the same model and prompt version, so an interrupted batch resumes where it stopped. A feature whose labelling
-fails (no usable answer after the retries, a timeout, a dropped connection) keeps its labels and is counted.
+Labels are scored and written together (`job.Pending`: every few labels, every half minute and when the batch ends,
+however it ends). A hard kill loses at most the labels not yet written; a rerun skips the features that already hold
+a label from the same model and prompt version, so an interrupted batch resumes where it stopped. A feature whose
+labelling fails (no usable answer after the retries, a timeout, a dropped connection) keeps its labels and is
+counted.
 """
 
 from collections.abc import Sequence
@@ -16,6 +18,7 @@ from prisma_core.interpret.labelling.job import (
     Batch,
     LabelConfig,
     LabelSummary,
+    Pending,
     StopCheck,
     embed_config,
     keyword_top_documents,
@@ -24,7 +27,7 @@ from prisma_core.interpret.labelling.job import (
 )
 from prisma_core.interpret.labelling.planning import labelled_by, selected_features
 from prisma_core.interpret.labelling.storing import record_batch
-from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
+from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
@@ -70,9 +73,7 @@ def _label_features(
     config: LabelConfig,
     batch: Batch,
 ) -> None:
-    record = run.record
-    vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
-    score_config = covering_keywords(ScoreConfig(), max(keyword_top_documents(record), labeller.config.n_evidence))
+    """Asks about each feature of `todo` in turn; the labels are stored a few at a time, and when the batch ends."""
     codes = sp.csc_matrix(run.codes)
     shown = {
         feature: (
@@ -81,26 +82,51 @@ def _label_features(
         )
         for feature in todo
     }
-    text_of = shown_texts(workspace, record.dataset_id, shown.values())
-    for feature in todo:
-        if not batch.keep_going():
-            return
-        evidence, contrast = shown[feature]
-        try:
-            result = labeller.label_feature([text_of[p] for p in evidence], [text_of[p] for p in contrast])
-        except LabellingError as error:
-            batch.failed(f"Feature {feature}: {error}")
-            continue
-        scores = label_embedding_scores(
-            [feature], [result.label], codes, vectors, embed_config(record), score_config, workspace
-        ).scores
-        row = {
+    text_of = shown_texts(workspace, run.record.dataset_id, shown.values())
+
+    def store(made: list[tuple[int, LabelResult]]) -> None:
+        _store_labels(workspace, run, codes, labeller.config.n_evidence, made)
+
+    with Pending(store) as pending:
+        for feature in todo:
+            if not batch.keep_going():
+                return
+            evidence, contrast = shown[feature]
+            try:
+                result = labeller.label_feature([text_of[p] for p in evidence], [text_of[p] for p in contrast])
+            except LabellingError as error:
+                batch.failed(f"Feature {feature}: {error}")
+                continue
+            batch.succeeded(f"feature {feature}: {result.label}")
+            pending.add((feature, result))
+
+
+def _store_labels(
+    workspace: Workspace, run: LoadedRun, codes: sp.csc_matrix, n_evidence: int, made: list[tuple[int, LabelResult]]
+) -> None:
+    """Score the labels made (embedding score, in one batch) and store them in one commit. codes: [n_docs,
+    n_features]."""
+    record = run.record
+    score_config = covering_keywords(ScoreConfig(), max(keyword_top_documents(record), n_evidence))
+    vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
+    scores = label_embedding_scores(
+        [feature for feature, _ in made],
+        [result.label for _, result in made],
+        codes,
+        vectors,
+        embed_config(record),
+        score_config,
+        workspace,
+    ).scores
+    rows = [
+        {
             "feature_id": feature,
             "label": result.label,
             "description": result.description,
             "source": result.model,
             "prompt_version": result.prompt_version,
-            "score_embedding": float(scores[0]),
+            "score_embedding": float(score),
         }
-        workspace.add_interpretations(record.run_id, [row])
-        batch.succeeded(f"feature {feature}: {result.label}")
+        for (feature, result), score in zip(made, scores, strict=True)
+    ]
+    workspace.add_interpretations(record.run_id, rows)

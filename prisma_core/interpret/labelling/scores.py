@@ -21,7 +21,14 @@ from prisma_core.interpret.label_scores import (
     scoring_documents,
     shuffled_labels,
 )
-from prisma_core.interpret.labelling.job import Batch, StopCheck, embed_config, keyword_top_documents, never_stop
+from prisma_core.interpret.labelling.job import (
+    Batch,
+    Pending,
+    StopCheck,
+    embed_config,
+    keyword_top_documents,
+    never_stop,
+)
 from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
 from prisma_core.interpret.scoring import detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
@@ -80,6 +87,7 @@ def score_run(
         detection = _store_detection_scores(
             workspace, record, codes, interpretations, config, detect_with, progress, should_stop
         )
+        workspace.compact(["interpretations"])  # detection scores are written a few at a time
     return ScoreSummary(
         baseline=score_baseline(workspace, run, config),
         n_embedding=counts["held_out"] + counts["in_sample"],
@@ -147,16 +155,17 @@ def _store_detection_scores(
     texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
     with OllamaLabeller(detect_with) as detector:
         detector.check()
-        for row in candidates.itertuples():
-            if not batch.keep_going():
-                break
-            try:
-                score = _detection(detector, row.label, documents[row.feature_id], texts, config, row.feature_id)
-            except LabellingError as error:
-                batch.failed(f"Feature {row.feature_id} ({row.label}): {error}")
-                continue
-            workspace.set_interpretation_scores(record.run_id, {row.interpretation_id: {"score_detection": score}})
-            batch.succeeded(f"feature {row.feature_id}: {row.label} {score:.2f}")
+        with Pending(lambda made: workspace.set_interpretation_scores(record.run_id, dict(made))) as pending:
+            for row in candidates.itertuples():
+                if not batch.keep_going():
+                    break
+                try:
+                    score = _detection(detector, row.label, documents[row.feature_id], texts, config, row.feature_id)
+                except LabellingError as error:
+                    batch.failed(f"Feature {row.feature_id} ({row.label}): {error}")
+                    continue
+                pending.add((row.interpretation_id, {"score_detection": score}))
+                batch.succeeded(f"feature {row.feature_id}: {row.label} {score:.2f}")
     return batch
 
 

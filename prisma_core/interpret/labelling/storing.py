@@ -14,10 +14,16 @@ from prisma_core.store import GroupLabel, RunRecord, Workspace
 def record_batch(
     workspace: Workspace, record: RunRecord, kind: str, ollama: OllamaConfig, config: LabelConfig, summary: LabelSummary
 ) -> None:
-    """The labelling batch's stage record, once its labels are stored (the server's secrets are left out)."""
+    """The labelling batch's stage record, once its labels are stored (the server's secrets are left out); then the
+    tables the batch wrote to a few labels at a time are compacted."""
     server = {setting.name: getattr(ollama, setting.name) for setting in fields(ollama) if setting.repr}
     settings = {"kind": kind, "ollama": server, "labels": asdict(config)}
     record_stage(workspace, "labelling", record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
+    workspace.compact(LABEL_TABLES)
+
+
+LABEL_TABLES = ("interpretations", "families", "themes")
+"""The tables labelling batches write to (feature labels and their scores; family and theme labels)."""
 
 
 @dataclass(frozen=True)

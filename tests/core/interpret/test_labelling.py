@@ -45,6 +45,7 @@ from prisma_core.interpret.labelling import (
     PROMPT_OVERHEAD_TOKENS,
     LabelConfig,
     group_documents,
+    job,
     label_groups,
     label_quality,
     label_run,
@@ -281,6 +282,62 @@ def test_cancel_midway_keeps_every_label_made_and_a_rerun_finishes(workspace, ba
     rest = label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
     assert (rest.n_skipped, rest.n_labelled) == (2, 4)
     assert len(fake.requests) == 6
+
+
+def test_labels_are_stored_a_few_at_a_time_and_the_table_is_compacted(workspace, base_run, fake, monkeypatch):
+    """One commit per label made the table's history (and LanceDB's cache of it in the app) grow with the square of
+    the labels; labels are now written SAVE_EVERY at a time and the table compacted after the batch."""
+    features = active_features(workspace, base_run.run_id)[:60]
+    writes: list[list[int]] = []
+    add = workspace.add_interpretations
+    monkeypatch.setattr(
+        workspace,
+        "add_interpretations",
+        lambda run_id, rows: (writes.append([r["feature_id"] for r in rows]), add(run_id, rows)),
+    )
+
+    summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
+
+    assert summary.n_labelled == 60 and job.SAVE_EVERY == 25
+    assert writes == [features[:25], features[25:50], features[50:]]
+    stored = llm_rows(workspace, base_run.run_id)
+    assert stored["feature_id"].tolist() == features and stored["score_embedding"].notna().any()
+    stats = workspace.db.open_table("interpretations").stats()
+    assert stats["fragment_stats"]["num_fragments"] == 1 and stats["num_rows"] == len(
+        workspace.interpretations(base_run.run_id)
+    )
+
+
+def test_labels_wait_at_most_save_seconds_and_an_error_midway_keeps_those_made(workspace, base_run, fake, monkeypatch):
+    features = active_features(workspace, base_run.run_id)[:5]
+    writes: list[int] = []
+    add = workspace.add_interpretations
+    monkeypatch.setattr(
+        workspace, "add_interpretations", lambda run_id, rows: (writes.append(len(rows)), add(run_id, rows))
+    )
+    monkeypatch.setattr(job, "SAVE_SECONDS", 0.0)  # a slow model: every label is due as soon as it is made
+    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features[:2])
+    assert writes == [1, 1]
+
+    monkeypatch.setattr(job, "SAVE_SECONDS", 3600.0)
+    events: list[Progress] = []
+
+    def stop_with_an_error() -> bool:
+        if len(events) > 2:
+            raise RuntimeError("the app was shut down")
+        return False
+
+    with pytest.raises(RuntimeError, match="shut down"):
+        label_run(
+            workspace,
+            pipeline.load_run(workspace),
+            ollama(fake),
+            feature_ids=features,
+            progress=events.append,
+            should_stop=stop_with_an_error,
+        )
+    assert writes == [1, 1, 2]  # the two labels made before the error, in one write as the batch unwound
+    assert llm_rows(workspace, base_run.run_id)["feature_id"].tolist() == features[:4]
 
 
 def test_a_malformed_answer_fails_only_its_feature(workspace, base_run, fake):
