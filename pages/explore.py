@@ -27,8 +27,9 @@ from prisma_core.groups import (
 )
 from ui import charts, levels
 from ui.cards import feature_options
+from ui.compare import compare_groups
 from ui.glossary import explain
-from ui.loaders import comparison, document_choices, document_vectors, export_folder, metadata
+from ui.loaders import document_choices, document_vectors, export_folder, metadata
 from ui.map import document_map_view
 from ui.navigation import route_here
 from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
@@ -37,7 +38,6 @@ from ui.text import feature_name, md, snippet
 route_here()
 
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
-DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
 LARGE_DOWNLOAD_MATCHES = 50_000
 """Matching documents a concept query's download holds at most for a large dataset (their texts are read on click)."""
@@ -58,7 +58,7 @@ docs = dataset_documents(dataset.dataset_id)
 options = feature_options(run)
 
 st.title("Explore")
-explain("activation", "similarity", "lift")
+explain("activation", "similarity", "lift", "q", "95% range")
 
 
 RESULT_COLUMNS = {
@@ -313,15 +313,7 @@ def compare_tab() -> None:
     level = levels.level_picker("compare_level")
     sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
     st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
-    group_order = sizes["group"].tolist()
-    if level != "feature":
-        if (by_level := levels.level_comparison(run, level, groups)) is not None:
-            levels.show_comparison(by_level, DISTINCTIVE_PER_GROUP, group_order, "concept", "distinctive_level_table")
-        return
-    result = comparison(ws.uri, run.record.run_id, revision(run.record.run_id), groups)
-    labels = run.features.set_index("feature_id")["label"]
-    named = result.assign(feature=[feature_name(f, labels.get(f)) for f in result["feature_id"]])
-    levels.show_comparison(named, DISTINCTIVE_PER_GROUP, group_order, "feature", "distinctive_table", by_id=True)
+    compare_groups(run, column, groups, level, sizes["group"].tolist())
 
 
 def downloads_tab() -> None:

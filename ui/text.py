@@ -9,8 +9,10 @@ import re
 
 import pandas as pd
 
+from prisma_core.names import feature_name as feature_name  # in the core: the report names features too
+from prisma_core.names import snippet as snippet
+
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
-SNIPPET_CHARS = 220
 
 
 def md(value: object) -> str:
@@ -25,19 +27,6 @@ def html_text(value: object, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return html.escape(text, quote=True)
-
-
-def snippet(text: object, limit: int = SNIPPET_CHARS) -> str:
-    """The start of a document on one line, for tables."""
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def feature_name(feature_id: int, label: object) -> str:
-    """How a feature is named in pickers, tables and charts: "#12 chest pain, cough" (plain text, not markdown). A
-    label that ends with the feature's own number ("(no shared words) #12", kept unique that way) does not repeat it."""
-    shown = "" if label is None or (not isinstance(label, str) and pd.isna(label)) else str(label)
-    return f"#{int(feature_id)} {shown.removesuffix(f' #{int(feature_id)}')}".strip()
 
 
 def sample_notice(shown: int, total: int) -> str:

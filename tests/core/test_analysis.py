@@ -1,5 +1,4 @@
 import numpy as np
-import pandas as pd
 import pytest
 
 from prisma_core import analysis
@@ -73,23 +72,3 @@ def test_concept_query_and_not_with_thresholds(codes):
     assert analysis.concept_query(codes, must={0: 0.75}).tolist() == [0, 1]
     assert analysis.concept_query(codes, must={1: 0}, must_not={1: 0.3}).tolist() == [0, 3, 5]
     assert analysis.concept_query(codes).tolist() == list(range(6))
-
-
-def test_group_comparison_matches_direct_counts(codes):
-    groups = pd.Series(["a", "a", "b", "a", "b", "b"])
-    frame = analysis.group_comparison(codes, groups, min_documents=1)
-    row = frame[(frame["group"] == "a") & (frame["feature_id"] == 0)].iloc[0]
-    assert row["n_documents"] == 3 and row["prevalence"] == 1.0 and row["prevalence_rest"] == 0.0
-    assert row["difference"] == 1.0
-    # group a's most distinctive feature is 0 (all of a, none of b); b's is 3 or 2 (b only)
-    assert frame[frame["group"] == "a"].iloc[0]["feature_id"] == 0
-    assert frame[frame["group"] == "b"].iloc[0]["feature_id"] == 3
-    b_feature_2 = frame[(frame["group"] == "b") & (frame["feature_id"] == 2)].iloc[0]
-    assert b_feature_2["prevalence"] == pytest.approx(2 / 3)
-    assert b_feature_2["prevalence_rest"] == pytest.approx(1 / 3)
-
-
-def test_group_comparison_counts_missing_values_as_a_group(codes):
-    groups = pd.Series(["a", None, "a", "a", None, "a"])
-    frame = analysis.group_comparison(codes, groups, min_documents=1)
-    assert set(frame["group"]) == {"a", "(missing)"}
