@@ -2,12 +2,15 @@
 counts against direct counting, and the verification the issue asks for: groups drawn at random find (almost)
 nothing, real groups (the desks of BBC News) find their matching themes with large effects."""
 
+import shutil
+
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+from prisma_core import pipeline
 from prisma_core.compare import MAX_Q
 from prisma_core.compare.prediction import group_predictors
 from prisma_core.compare.prevalence import (
@@ -178,3 +181,46 @@ def test_groups_too_small_to_predict_are_left_out_and_named():
     assert predicted.left_out == ("z",) and predicted.n_documents == 10
     assert "Groups too small to predict: z." in predicted.sentence()
     assert group_predictors(units, pd.Series(["x"] * 10 + ["y"] * 2)) is None
+
+
+@pytest.fixture(scope="module")
+def bbc_run(bbc_workspace, tmp_path_factory):
+    """The whole BBC corpus (2,225 articles, five desks) trained with the suggested settings, in a copy of the
+    session's embedded workspace (other tests read its runs)."""
+    workspace, dataset_id = bbc_workspace
+    copy = Workspace(shutil.copytree(workspace.path, tmp_path_factory.mktemp("bbc_compare") / "workspace"))
+    pipeline.train_run(copy, dataset_id)
+    return load_run(copy, dataset_id=dataset_id), copy.metadata(dataset_id)["label"]
+
+
+def test_bbc_groups_drawn_at_random_find_at_most_the_expected_share(bbc_run):
+    """Whole BBC, 5 random groups, 20 draws, at the feature, family and theme levels (about 190,000 comparisons)."""
+    run, desks = bbc_run
+    levels = [level_units(run, level)[0] for level in ("feature", "family", "theme")]
+    held = rejected = tested = draws_with_findings = 0
+    for seed in range(RANDOM_DRAWS):
+        for units in levels:
+            frame = group_comparison(units, random_groups(len(desks), seed))
+            found = int(holding(frame, MAX_Q).sum())
+            held, draws_with_findings = held + found, draws_with_findings + (found > 0)
+            rejected, tested = rejected + int((frame["p_value"] < 0.05).sum()), tested + len(frame)
+    assert tested > 100_000
+    assert rejected / tested <= 0.05
+    assert draws_with_findings <= 4 and held / tested <= 0.05 * 0.05  # 5% of 60 draws is 3; binomial slack of one
+    chance = group_predictors(levels[2], random_groups(len(desks), 0))
+    assert chance.accuracy <= chance.baseline + 0.05
+
+
+def test_bbc_desks_each_hold_their_own_theme_with_a_large_effect(bbc_run):
+    run, desks = bbc_run
+    themes, _ = level_units(run, "theme")
+    frame = ranked(group_comparison(themes, desks))
+    best = frame.groupby("group").head(1).set_index("group")
+    assert best["feature_id"].nunique() == 5  # one theme a desk, a different one for each
+    assert best["holds"].all() and (best["q_value"] < 1e-50).all()
+    assert (best["prevalence"] >= 0.9).all() and (best["prevalence_rest"] <= 0.05).all()
+    assert (best["difference"] >= 0.85).all() and (best["lift"] >= 15).all()
+    predicted = group_predictors(themes, desks)
+    assert predicted.accuracy >= 0.9 and predicted.baseline < 0.25
+    top = predicted.frame.groupby("group").head(1).set_index("group")["feature_id"]
+    assert top.to_dict() == best["feature_id"].to_dict()  # the theme that holds is the one that predicts the desk
