@@ -130,22 +130,23 @@ def predicting(run: LoadedRun, groups: pd.Series, level: str) -> None:
         st.info("Too few documents per group to learn from: at least two groups need 5 documents or more.")
         return
     st.markdown(md(found.sentence()))
-    st.dataframe(
-        predictors_table(found),
-        hide_index=True,
-        key="predictors_table",
-        column_config={
-            "group": "Group",
-            "concept": st.column_config.TextColumn(NOUNS[level].capitalize(), width="large"),
-            "gain": st.column_config.NumberColumn(
-                "Confidence it adds",
-                format="percent",
-                help="How much lower, on average over the group's unseen documents, the model's confidence in the "
-                "right group is without this concept.",
-            ),
-            "share": st.column_config.NumberColumn("Group's documents with it", format="percent"),
-        },
-    )
+    st.dataframe(predictors_table(found), hide_index=True, key="predictors_table", column_config=_gain_columns(level))
+
+
+GAIN_HELP = (
+    "How much lower, on average over the group's unseen documents, the model's confidence in the right group is "
+    "without this concept."
+)
+
+
+def _gain_columns(level: str) -> dict[str, st.column_config.Column | str]:
+    number = st.column_config.NumberColumn
+    return {
+        "group": "Group",
+        "concept": st.column_config.TextColumn(NOUNS[level].capitalize(), width="large"),
+        "gain": number("Confidence it adds", format="percent", help=GAIN_HELP),
+        "share": number("Group's documents with it", format="percent"),
+    }
 
 
 def predictors_table(found: Predictors) -> pd.DataFrame:

@@ -164,7 +164,10 @@ def test_the_concepts_that_predict_the_groups_are_scored_on_unseen_documents(tra
 def test_downloads_are_offered(trained_app):
     at = explore(trained_app, "Downloads")
     assert not at.exception
+    assert at.selectbox(key="report_column").value == "category"  # the report compares the desks by default
+    assert at.radio(key="report_level").value == "theme"
     assert [b.label for b in at.get("download_button")] == [
+        "Report (HTML, one file to share)",
         "Labels (CSV)",
         "Activations per document and feature (Parquet)",
         "Families (JSON)",

@@ -1,17 +1,13 @@
 import numpy as np
 import pytest
+from toy_codes import toy_codes
 
 from prisma_core import analysis
-from prisma_core.sae import codes_matrix
-
-# 6 documents, 4 features, k = 2 active features per document.
-VALUES = np.array([[0.9, 0.1], [0.8, 0.3], [0.5, 0.4], [0.7, 0.2], [0.6, 0.6], [0.2, 0.1]], dtype=np.float32)
-INDICES = np.array([[0, 1], [0, 2], [1, 2], [0, 1], [2, 3], [1, 3]], dtype=np.int64)
 
 
 @pytest.fixture
 def codes():
-    return codes_matrix(VALUES, INDICES, n_features=4)
+    return toy_codes()
 
 
 def test_codes_matrix_holds_exactly_the_topk_values(codes):

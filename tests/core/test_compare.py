@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 from scipy import stats
+from toy_codes import toy_codes
 
 from prisma_core import pipeline
 from prisma_core.compare import MAX_Q
@@ -24,17 +25,12 @@ from prisma_core.compare.prevalence import (
 )
 from prisma_core.explore import level_units
 from prisma_core.runs import load_run
-from prisma_core.sae import codes_matrix
 from prisma_core.store import Workspace
-
-# 6 documents, 4 features, k = 2 active features per document.
-VALUES = np.array([[0.9, 0.1], [0.8, 0.3], [0.5, 0.4], [0.7, 0.2], [0.6, 0.6], [0.2, 0.1]], dtype=np.float32)
-INDICES = np.array([[0, 1], [0, 2], [1, 2], [0, 1], [2, 3], [1, 3]], dtype=np.int64)
 
 
 @pytest.fixture
 def codes():
-    return codes_matrix(VALUES, INDICES, n_features=4)
+    return toy_codes()
 
 
 def test_group_comparison_matches_direct_counts(codes):
