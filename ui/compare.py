@@ -9,7 +9,7 @@ import streamlit as st
 
 from prisma_core.compare import MAX_Q, PLAIN_WORDS
 from prisma_core.compare.prediction import Predictors
-from prisma_core.compare.prevalence import range_text, ranked, summarise
+from prisma_core.compare.prevalence import q_text, range_text, ranked, summarise
 from prisma_core.explore import spreadsheet_csv
 from prisma_core.groups import feature_order
 from prisma_core.pipeline import LoadedRun
@@ -87,7 +87,7 @@ def statistics_table(frame: pd.DataFrame) -> pd.DataFrame:
             "rest_range": range_text(frame["rest_low"], frame["rest_high"]),
             "difference": frame["difference"],
             "lift": frame["lift"],
-            "q_value": frame["q_value"],
+            "q": [q_text(q) for q in frame["q_value"]],
             "verdict": frame["holds"].map({True: "holds", False: "could be chance"}),
         }
     )
@@ -113,7 +113,7 @@ def _columns(level: str) -> dict[str, st.column_config.Column | str]:
         "rest_range": text("Elsewhere: range", help=PLAIN_WORDS["range"]),
         "difference": number("Difference", format="percent", help="In group minus elsewhere, in percentage points."),
         "lift": number("Times more common", format="%.1f", help=PLAIN_WORDS["lift"]),
-        "q_value": number("q", format="%.2g", help=PLAIN_WORDS["q"]),
+        "q": text("q", help=PLAIN_WORDS["q"]),
         "verdict": text("Verdict", help=PLAIN_WORDS["q"]),
     }
 

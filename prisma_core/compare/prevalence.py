@@ -6,7 +6,10 @@ or features) present in at least one document, the 2 x 2 table (in the group or 
   (Wilson score interval, the one `scipy.stats.binomtest(...).proportion_ci(method="wilson")` gives);
 - the effect: the difference of the two shares and their ratio (lift);
 - p: Fisher's exact test of the table, two-sided by doubling its smaller tail (the "central" Fisher test), from the
-  hypergeometric distribution of `scipy.stats.hypergeom`;
+  hypergeometric distribution of `scipy.stats.hypergeom`; where every expected count of the table is at least
+  EXACT_BELOW (Cochran's rule), Pearson's chi-squared test with Yates' correction instead (what
+  `scipy.stats.chi2_contingency` gives a 2 x 2 table), which agrees with it there and costs the same however many
+  documents there are (the exact test sums over every possible count: seconds for thousands of large tables);
 - q: Benjamini-Hochberg adjusted p over every (group, concept) pair tested (`scipy.stats.false_discovery_control`).
   Among the differences with q below a threshold, at most that share is expected to be chance findings.
 
@@ -58,7 +61,7 @@ def group_comparison(units: sp.spmatrix, groups: pd.Series) -> pd.DataFrame:
     frame["difference"] = frame["prevalence"] - frame["prevalence_rest"]
     floor = 1.0 / max(int(rest_size.max(initial=0)), 1)
     frame["lift"] = frame["prevalence"] / np.maximum(frame["prevalence_rest"], floor)
-    frame["p_value"] = fisher_p_values(in_group, group_size, totals[concept_idx], n_documents)
+    frame["p_value"] = p_values(in_group, group_size, totals[concept_idx], n_documents)
     frame["q_value"] = stats.false_discovery_control(frame["p_value"]) if len(frame) else frame["p_value"]
     return frame.sort_values(["group", "difference"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
@@ -88,6 +91,35 @@ def share_range(count: np.ndarray, total: np.ndarray, confidence: float = CONFID
     return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
 
 
+EXACT_BELOW = 5.0
+"""Tables with an expected count below this get Fisher's exact test, the others the chi-squared test."""
+
+
+def p_values(in_group: np.ndarray, group_size: np.ndarray, with_concept: np.ndarray, n_documents: int) -> np.ndarray:
+    """Two-sided p of each table: Fisher's exact test where an expected count is below EXACT_BELOW, else the
+    chi-squared test with Yates' correction."""
+    in_group, group_size, with_concept = (np.asarray(a, dtype=np.int64) for a in (in_group, group_size, with_concept))
+    smallest_expected = np.minimum(group_size, n_documents - group_size) * np.minimum(
+        with_concept, n_documents - with_concept
+    )
+    exact = smallest_expected < EXACT_BELOW * n_documents
+    p = np.empty(len(in_group))
+    p[exact] = fisher_p_values(in_group[exact], group_size[exact], with_concept[exact], n_documents)
+    p[~exact] = yates_p_values(in_group[~exact], group_size[~exact], with_concept[~exact], n_documents)
+    return p
+
+
+def yates_p_values(
+    in_group: np.ndarray, group_size: np.ndarray, with_concept: np.ndarray, n_documents: int
+) -> np.ndarray:
+    """p of Pearson's chi-squared test with Yates' continuity correction, for tables without an empty margin."""
+    a, rows, columns = (np.asarray(v, dtype=np.float64) for v in (in_group, group_size, with_concept))
+    n = float(n_documents)
+    away = np.abs(a * n - rows * columns)  # |ad - bc| of the table
+    statistic = n * np.maximum(away - n / 2, 0.0) ** 2 / (rows * (n - rows) * columns * (n - columns))
+    return stats.chi2.sf(statistic, df=1)
+
+
 def fisher_p_values(
     in_group: np.ndarray, group_size: np.ndarray, with_concept: np.ndarray, n_documents: int
 ) -> np.ndarray:
@@ -111,6 +143,11 @@ def percent(share: float) -> str:
 def range_text(low: Iterable[float], high: Iterable[float]) -> list[str]:
     """Ranges in words: "8% to 17%" ("" where there is none: no documents)."""
     return [f"{percent(lo)} to {percent(hi)}" if lo == lo else "" for lo, hi in zip(low, high, strict=True)]
+
+
+def q_text(q: float) -> str:
+    """A q in words: "0.032", "below 0.0001" (a very small q says nothing more)."""
+    return "below 0.0001" if q < 1e-4 else f"{q:.2g}"
 
 
 def holding(frame: pd.DataFrame, max_q: float = MAX_Q) -> pd.Series:

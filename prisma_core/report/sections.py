@@ -19,7 +19,7 @@ import pandas as pd
 from prisma_core import __version__
 from prisma_core.compare import PLAIN_WORDS
 from prisma_core.compare.prediction import Predictors, group_predictors
-from prisma_core.compare.prevalence import group_comparison, percent, range_text, ranked, summarise
+from prisma_core.compare.prevalence import group_comparison, percent, q_text, range_text, ranked, summarise
 from prisma_core.explore import level_units
 from prisma_core.names import snippet, unit_names
 from prisma_core.overview import families_of_themes, theme_documents, themes_table
@@ -190,7 +190,7 @@ def _group_entry(name: str, size: int, rows: pd.DataFrame) -> dict[str, Any]:
             "rest_range": rest_range,
             "difference": f"{row.difference * 100:+.0f} points",
             "lift": f"{row.lift:.1f} times",
-            "q": f"{row.q_value:.2g}",
+            "q": q_text(row.q_value),
             "holds": bool(row.holds),
         }
         for row, low_high, rest_range in zip(

@@ -10,7 +10,7 @@ from app_helpers import new_app, open_page, table, tables, texts
 from prisma_core import analysis, pipeline
 from prisma_core.compare import MAX_Q
 from prisma_core.compare.prediction import group_predictors
-from prisma_core.compare.prevalence import group_comparison, range_text, ranked, summarise
+from prisma_core.compare.prevalence import group_comparison, q_text, range_text, ranked, summarise
 from prisma_core.downloads import export_in_workspace, features_csv
 from prisma_core.explore import (
     DatasetDocuments,
@@ -108,14 +108,14 @@ def test_group_comparison_by_category(trained_app, run):
     assert at.selectbox(key="group_column").value == "category"
     sizes = table(at, "group", "documents", exact=True).set_index("group")["documents"]
     assert sizes.to_dict() == trained_app.frame["category"].value_counts().to_dict()
-    shown = table(at, "group", "concept", "prevalence", "lift", "q_value", "verdict")
+    shown = table(at, "group", "concept", "prevalence", "lift", "q", "verdict")
     full = group_comparison(run.codes, trained_app.frame["category"])
     expected = ranked(full, MAX_Q).groupby("group").head(5)
     assert shown["group"].tolist() == expected["group"].tolist()
     assert shown["n_documents"].tolist() == expected["n_documents"].tolist()
     assert shown["prevalence"].tolist() == pytest.approx(expected["prevalence"].tolist())
     assert shown["difference"].tolist() == pytest.approx(expected["difference"].tolist())
-    assert shown["q_value"].tolist() == pytest.approx(expected["q_value"].tolist())
+    assert shown["q"].tolist() == [q_text(q) for q in expected["q_value"]]
     assert shown["verdict"].tolist() == ["holds" if h else "could be chance" for h in expected["holds"]]
     assert shown["prevalence_range"].tolist() == range_text(expected["prevalence_low"], expected["prevalence_high"])
     sentence = summarise(full, MAX_Q).sentence("feature")

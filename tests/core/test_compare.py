@@ -18,6 +18,8 @@ from prisma_core.compare.prevalence import (
     fisher_p_values,
     group_comparison,
     holding,
+    p_values,
+    q_text,
     range_text,
     ranked,
     share_range,
@@ -67,6 +69,7 @@ def test_ranges_are_scipys_wilson_intervals():
         expected = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=0.95, method="wilson")
         assert (lo, hi) == pytest.approx((expected.low, expected.high), abs=1e-12)
     assert np.isnan(share_range(np.array([0]), np.array([0]))).all()  # no documents: no range
+    assert [q_text(q) for q in (0.0, 3e-5, 0.0312, 1.0)] == ["below 0.0001", "below 0.0001", "0.031", "1"]
     words = range_text([0.0, 0.004, 0.5, np.nan], [0.2, 0.021, 0.62, np.nan])
     assert words == ["0% to 20%", "0.4% to 2.1%", "50% to 62%", ""]
 
@@ -83,6 +86,23 @@ def test_p_values_are_scipys_fisher_test_two_sided_by_doubling_the_smaller_tail(
         table = [[in_group, group_size - in_group], rest]
         less, greater = (stats.fisher_exact(table, alternative=side).pvalue for side in ("less", "greater"))
         assert p == pytest.approx(min(1.0, 2 * min(less, greater)), rel=1e-9, abs=1e-300)
+
+
+def test_large_tables_get_scipys_chi_squared_test_with_yates_correction_and_small_ones_the_exact_test():
+    rng = np.random.default_rng(1)
+    n_documents = 100_000
+    for _ in range(100):
+        group_size, with_concept = rng.integers(1, n_documents // 2, 2)
+        in_group = rng.hypergeometric(with_concept, n_documents - with_concept, group_size)
+        rest = [with_concept - in_group, n_documents - group_size - with_concept + in_group]
+        table = [[in_group, group_size - in_group], rest]
+        args = (np.array([in_group]), np.array([group_size]), np.array([with_concept]), n_documents)
+        (p,) = p_values(*args)
+        if min(group_size, with_concept) * min(n_documents - group_size, n_documents - with_concept) < 5 * n_documents:
+            assert p == fisher_p_values(*args)[0]
+        else:
+            assert p == pytest.approx(stats.chi2_contingency(table).pvalue, rel=1e-9, abs=1e-300)
+            assert p == pytest.approx(fisher_p_values(*args)[0], rel=0.25, abs=1e-3)  # the two agree there
 
 
 def test_q_values_are_benjamini_hochberg_over_every_pair_tested(small_run):
