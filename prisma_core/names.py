@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 LEVEL_WORDS = {"theme": "Theme", "family": "Family"}
+LEVEL_PLURALS = {"theme": "themes", "family": "families", "feature": "features"}
 SNIPPET_CHARS = 220
 
 

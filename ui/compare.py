@@ -12,6 +12,7 @@ from prisma_core.compare.prediction import Predictors
 from prisma_core.compare.prevalence import q_text, range_text, ranked, summarise
 from prisma_core.explore import spreadsheet_csv
 from prisma_core.groups import feature_order
+from prisma_core.names import LEVEL_PLURALS
 from prisma_core.pipeline import LoadedRun
 from ui import charts, levels
 from ui.loaders import comparison, predictors
@@ -20,8 +21,6 @@ from ui.text import md
 
 MAX_Q_CHOICES = (0.001, 0.01, 0.05, 0.1, 0.2)
 PER_GROUP = 5
-NOUNS = {"theme": "theme", "family": "family", "feature": "feature"}
-PLURALS = {"theme": "themes", "family": "families", "feature": "features"}
 PREDICTION_HELP = (
     "A model learns each document's group from the concepts it holds, on part of the documents, and is tested on "
     "the others, in turn, so every document is predicted by a model that never saw it. A concept's score is how "
@@ -51,17 +50,17 @@ def compare_groups(run: LoadedRun, column: str, groups: pd.Series, level: str, g
         help=PLAIN_WORDS["q"],
     )
     order = ranked(result, max_q)
-    st.markdown(md(summarise(result, max_q).sentence(NOUNS[level])))
+    st.markdown(md(summarise(result, max_q).sentence(level)))
     top = order.groupby("group", sort=True).head(PER_GROUP)
     st.markdown(
-        f"**What sets each group apart**: per group, up to {PER_GROUP} {PLURALS[level]}, the differences that hold "
-        "first"
+        f"**What sets each group apart**: per group, up to {PER_GROUP} {LEVEL_PLURALS[level]}, the differences "
+        "that hold first"
     )
     st.dataframe(statistics_table(top), hide_index=True, key="distinctive_table", column_config=_columns(level))
     st.caption(STATISTICS_CAPTION)
     shown = result[result["concept"].isin(top["concept"])]
     concepts = feature_order(shown["feature_id"], shown["concept"]) if level == "feature" else list(top["concept"])
-    st.markdown(f"**How common each of these {PLURALS[level]} is in every group**")
+    st.markdown(f"**How common each of these {LEVEL_PLURALS[level]} is in every group**")
     st.altair_chart(charts.group_prevalence(shown, list(dict.fromkeys(concepts)), group_order), width="stretch")
     st.download_button(
         f"Every comparison with its statistics (CSV, {len(result):,} rows)",
@@ -100,8 +99,7 @@ def statistics_download(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return shown
 
 
-def _columns(level: str) -> dict[str, st.column_config.Column | str]:
-    noun = NOUNS[level]
+def _columns(noun: str) -> dict[str, st.column_config.Column | str]:
     number, text = st.column_config.NumberColumn, st.column_config.TextColumn
     return {
         "group": "Group",
@@ -120,7 +118,7 @@ def _columns(level: str) -> dict[str, st.column_config.Column | str]:
 
 def predicting(run: LoadedRun, groups: pd.Series, level: str) -> None:
     """What sets each group apart on unseen documents (computed when asked: it trains a model five times)."""
-    st.markdown(f"**Which {PLURALS[level]} predict the group of a document?**")
+    st.markdown(f"**Which {LEVEL_PLURALS[level]} predict the group of a document?**")
     st.caption(PREDICTION_HELP)
     if not st.toggle("Find them (a few seconds)", key="predict_groups"):
         return
@@ -143,7 +141,7 @@ def _gain_columns(level: str) -> dict[str, st.column_config.Column | str]:
     number = st.column_config.NumberColumn
     return {
         "group": "Group",
-        "concept": st.column_config.TextColumn(NOUNS[level].capitalize(), width="large"),
+        "concept": st.column_config.TextColumn(level.capitalize(), width="large"),
         "gain": number("Confidence it adds", format="percent", help=GAIN_HELP),
         "share": number("Group's documents with it", format="percent"),
     }

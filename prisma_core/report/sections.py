@@ -21,7 +21,7 @@ from prisma_core.compare import PLAIN_WORDS
 from prisma_core.compare.prediction import Predictors, group_predictors
 from prisma_core.compare.prevalence import group_comparison, percent, q_text, range_text, ranked, summarise
 from prisma_core.explore import level_units
-from prisma_core.names import snippet, unit_names
+from prisma_core.names import LEVEL_PLURALS, snippet, unit_names
 from prisma_core.overview import families_of_themes, theme_documents, themes_table
 from prisma_core.report.contents import ReportContents
 from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
@@ -33,7 +33,6 @@ HOVER_CHARS = 160
 THEME_FEATURES = 8
 THEME_FAMILIES = 5
 WORDS_SAMPLE = 2_000
-LEVEL_PLURALS = {"theme": "themes", "family": "families", "feature": "features"}
 
 
 @dataclass(frozen=True)
