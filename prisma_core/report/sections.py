@@ -93,7 +93,8 @@ def themes(contents: ReportContents) -> Section | None:
     table = themes_table(run, contents.documents, max(n, 1))
     members = run.themes.members().tocsc()
     tops = {int(t): theme_documents(run, int(t), n, members)["position"] for t in run.theme_info["theme_id"]}
-    read = contents.documents.at(np.concatenate([np.empty(0, np.int64), *tops.values()])).set_index("position")
+    shown = np.unique(np.concatenate([np.empty(0, np.int64), *tops.values()]))  # a document typical of two themes
+    read = contents.documents.at(shown).set_index("position")
     names = unit_names("feature", run.features[["feature_id", "label"]].set_axis(["unit", "label"], axis=1))
     grouped = families_of_themes(run)
     entries = [

@@ -2,6 +2,7 @@
 the small real run (60 BBC articles, 12 per desk): what it shows, that it holds everything it needs, that every text
 in it is escaped, and where it refuses to write."""
 
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -145,3 +146,14 @@ def test_where_the_report_refuses_to_write(workspace, tmp_path):
     with pytest.raises(NotFoundError, match=r"no column “desk” .*its columns: label"):
         write_report(workspace, run, tmp_path / "report.html", ReportConfig(column="desk"))
     assert not (tmp_path / "report.html").exists() and list(Path(tmp_path).iterdir()) == []
+
+
+def test_a_document_typical_of_two_themes_is_shown_in_both(workspace):
+    run = load_run(workspace)
+    run = replace(run, themes=replace(run.themes, member_share=0.05))  # a second theme from 5% of a document's vote
+    members = run.themes.members()
+    assert (np.diff(members.indptr) > 1).any()  # some articles belong to two themes
+    points = pd.DataFrame({"position": [0], "x": [0.0], "y": [0.0]})
+    parsed = Page(report_html(workspace, run, ReportConfig(typical_documents=20, predict=False), points))
+    typical = [a for a in parsed.named("div") if a.get("class") == "doc"]
+    assert len(typical) == sum(min(20, int(n)) for n in np.asarray(members.sum(axis=0)).ravel())
