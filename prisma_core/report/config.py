@@ -7,7 +7,6 @@ from typing import Literal
 
 from prisma_core.compare import MAX_Q
 from prisma_core.config_docs import CheckedConfig, setting
-from prisma_core.explore import MAP_POINTS
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,8 @@ class ReportConfig(CheckedConfig):
     """Concepts shown per group in the comparison (those that hold first)."""
     typical_documents: int = setting(3, minimum=0, maximum=20)
     """Most typical documents shown per theme."""
-    map_points: int = setting(MAP_POINTS, minimum=100, maximum=20_000)
-    """Documents drawn on the map at most (a seeded sample of larger collections)."""
+    map_points: int = setting(2_000, minimum=100, maximum=20_000)
+    """Documents drawn on the map at most when the report draws its own (a seeded sample of larger collections; the
+    map takes most of the time a report of a large collection takes). The app's report draws the app's map."""
     predict: bool = True
     """Also find the concepts that best predict the groups, scored on documents the model never saw."""
