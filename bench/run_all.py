@@ -33,6 +33,7 @@ BENCHMARKS = [
     "app_latency",
     "scale",
     "ray_scaling",
+    "report",
 ]
 NOTES = """## Notes: conditions, gaps and what would close them
 

@@ -65,21 +65,30 @@ def run(
     n_docs = n_docs or (QUICK_DOCS if quick else DOCS)
     embed_sample = min(n_docs, embed_sample or (QUICK_EMBED_SAMPLE if quick else EMBED_SAMPLE))
     with tempfile.TemporaryDirectory(prefix="prisma-bench-scale-") as folder:
-        source, workspace = Path(folder) / "corpus.parquet", Path(folder) / "workspace"
-        generated_seconds, words = common.timed(lambda: write_corpus(source, n_docs))
-        corpus_mb = source.stat().st_size / 2**20
-        stages = {"ingest": _worker("ingest", workspace, source)}
-        if not ingest_only:
-            stages["embed"] = _worker("embed", workspace, source, str(embed_sample))
-            stages["run"] = _worker("run", workspace, source, *(["--quick"] if quick else []), *sae_flags)
+        built = build(Path(folder), n_docs, embed_sample, ingest_only, quick, sae_flags)
+    return {"device": common.device_report(), "quick": quick, "documents": n_docs, "embed_sample": embed_sample} | built
+
+
+def build(
+    folder: Path,
+    n_docs: int,
+    embed_sample: int,
+    ingest_only: bool = False,
+    quick: bool = False,
+    sae_flags: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Generates the corpus in `folder` and runs its stages into `folder`/workspace, each in its own process:
+    corpus_mb, median_words, generate_seconds and each stage's result."""
+    source, workspace = folder / "corpus.parquet", folder / "workspace"
+    generated_seconds, words = common.timed(lambda: write_corpus(source, n_docs))
+    stages = {"ingest": _worker("ingest", workspace, source)}
+    if not ingest_only:
+        stages["embed"] = _worker("embed", workspace, source, str(embed_sample))
+        stages["run"] = _worker("run", workspace, source, *(["--quick"] if quick else []), *sae_flags)
     return {
-        "device": common.device_report(),
-        "quick": quick,
-        "documents": n_docs,
-        "corpus_mb": corpus_mb,
+        "corpus_mb": source.stat().st_size / 2**20,
         "median_words": words,
         "generate_seconds": generated_seconds,
-        "embed_sample": embed_sample,
         "stages": stages,
     }
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis
+from prisma_core.compare import MAX_Q
 from prisma_core.downloads import features_csv
 from prisma_core.errors import PrismaError
 from prisma_core.explore import (
@@ -25,11 +26,14 @@ from prisma_core.groups import (
     pooled,
     too_many_values,
 )
+from prisma_core.report.config import ReportConfig
+from prisma_core.report.writer import report_html
 from ui import charts, levels
 from ui.cards import comes_back_words, feature_options
+from ui.compare import compare_groups
 from ui.glossary import TERMS, explain
-from ui.loaders import comparison, document_choices, document_vectors, export_folder, metadata
-from ui.map import document_map_view
+from ui.loaders import document_choices, document_vectors, export_folder, metadata
+from ui.map import document_map_view, map_positions
 from ui.navigation import route_here
 from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
 from ui.text import feature_name, md, snippet
@@ -37,7 +41,6 @@ from ui.text import feature_name, md, snippet
 route_here()
 
 TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
-DISTINCTIVE_PER_GROUP = 5
 SHOWN_MATCHES = 200
 LARGE_DOWNLOAD_MATCHES = 50_000
 """Matching documents a concept query's download holds at most for a large dataset (their texts are read on click)."""
@@ -58,7 +61,7 @@ docs = dataset_documents(dataset.dataset_id)
 options = feature_options(run)
 
 st.title("Explore")
-explain("activation", "similarity", "lift")
+explain("activation", "similarity", "lift", "q", "95% range")
 
 
 RESULT_COLUMNS = {
@@ -315,15 +318,7 @@ def compare_tab() -> None:
     level = levels.level_picker("compare_level")
     sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
     st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
-    group_order = sizes["group"].tolist()
-    if level != "feature":
-        if (by_level := levels.level_comparison(run, level, groups)) is not None:
-            levels.show_comparison(by_level, DISTINCTIVE_PER_GROUP, group_order, "concept", "distinctive_level_table")
-        return
-    result = comparison(ws.uri, run.record.run_id, revision(run.record.run_id), groups)
-    labels = run.features.set_index("feature_id")["label"]
-    named = result.assign(feature=[feature_name(f, labels.get(f)) for f in result["feature_id"]])
-    levels.show_comparison(named, DISTINCTIVE_PER_GROUP, group_order, "feature", "distinctive_table", by_id=True)
+    compare_groups(run, column, groups, level, sizes["group"].tolist())
 
 
 def downloads_tab() -> None:
@@ -335,10 +330,53 @@ def downloads_tab() -> None:
     def exported(name: str) -> bytes:
         return (export_folder(uri, run_id, run_revision) / name).read_bytes()
 
+    report_download()
+    st.markdown("**Everything as data files**")
     download("Labels (CSV)", lambda: features_csv(export_folder(uri, run_id, run_revision)), "labels.csv", "text/csv")
     for label, name, mime in EXPORTS:
         download(label, lambda name=name: exported(name), name, mime)
     st.caption("Matching documents of a concept query download from the Concept query tab.")
+
+
+def report_download() -> None:
+    """The report: one HTML file to hand over, comparing the groups of a column the analyst picks (the one chosen
+    on Compare groups by default, at the q threshold chosen there)."""
+    st.markdown(
+        "**A report to share**: one web page file with the themes, the map of the documents, the groups of a column "
+        "compared with their statistics, how reliable the concepts are and the settings that produced them. It "
+        "opens in any browser, without Prisma and without a network connection."
+    )
+    frame = metadata(ws.uri, dataset.dataset_id)
+    columns = ordered_columns(frame)
+    chosen = st.session_state.get("group_column")
+    left, right = st.columns(2)
+    column = None
+    if columns:
+        column = left.selectbox(
+            "Groups the report compares",
+            columns,
+            index=columns.index(chosen) if chosen in columns else 0,
+            format_func=lambda c: f"{c} ({column_note(frame[c])})",
+            key="report_column",
+        )
+    else:
+        left.caption("This dataset has no metadata column to compare groups by: the report leaves the comparison out.")
+    with right:
+        level = levels.level_picker("report_level", default="theme")
+    config = ReportConfig(
+        column=column,
+        level=level,
+        max_q=st.session_state.get("max_q", MAX_Q),
+        date_bucket=st.session_state.get("date_bucket", "year"),
+    )
+    points = map_positions(ws.uri, run.record.run_id, dataset.dataset_id, run.record.embedding_key)
+    workspace_now, run_now = ws, run
+    download(
+        "Report (HTML, one file to share)",
+        lambda: report_html(workspace_now, run_now, config, points),
+        "prisma_report.html",
+        "text/html",
+    )
 
 
 tabs = st.tabs(TABS, key="explore_tab", on_change="rerun")

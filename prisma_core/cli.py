@@ -23,6 +23,7 @@ from prisma_core.interpret.label_scores import ScoreConfig
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
 from prisma_core.interpret.ollama_labeller import OllamaConfig
 from prisma_core.progress import Progress
+from prisma_core.report.config import ReportConfig
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
@@ -238,6 +239,15 @@ def cmd_export(workspace: Workspace, args: argparse.Namespace, run_id: str | Non
 
     paths = pipeline.export_run(workspace, run_id or args.run, args.out)
     print(f"exported {len(paths)} files to {Path(args.out).resolve()}")
+
+
+def cmd_report(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core.report.writer import write_report
+    from prisma_core.runs import load_run
+
+    run = load_run(workspace, args.run)
+    path = write_report(workspace, run, args.out, config_from_args(ReportConfig, args))
+    print(f"report of run {run.record.run_id} written to {path} ({path.stat().st_size / 2**20:.1f} MB)")
 
 
 def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
@@ -458,6 +468,10 @@ def _add_run_commands(commands: Commands) -> None:
     export = _command(commands, "export", "write a run's results to a folder", cmd_export)
     export.add_argument("--run", help=RUN_HELP)
     export.add_argument("--out", required=True, type=Path, help="folder to write the files into (new or empty)")
+    help_text = "write a run's report: one HTML file to share, opened in any browser without a server"
+    report = _command(commands, "report", help_text, cmd_report, ReportConfig)
+    report.add_argument("--run", help=RUN_HELP)
+    report.add_argument("--out", required=True, type=Path, help="the HTML file to write, e.g. report.html")
     _command(commands, "list", "list datasets and runs", cmd_list)
     help_text = "check every table in full; restore a damaged table's last intact version and lost run records"
     _command(commands, "repair", help_text, cmd_repair)

@@ -28,11 +28,14 @@ def too_many_values(column: pd.Series) -> bool:
     return n_values > MAX_GROUPS and n_values > TOO_MANY_SHARE * max(len(column), 1)
 
 
+def useful_columns(frame: pd.DataFrame) -> list[str]:
+    """Metadata columns that make useful groups (datetime columns always do: they are bucketed)."""
+    return [c for c in frame.columns if pd.api.types.is_datetime64_any_dtype(frame[c]) or not too_many_values(frame[c])]
+
+
 def ordered_columns(frame: pd.DataFrame) -> list[str]:
-    """Metadata columns, those that make useful groups first (datetime columns are always useful: they are bucketed)."""
-    useful = [
-        c for c in frame.columns if pd.api.types.is_datetime64_any_dtype(frame[c]) or not too_many_values(frame[c])
-    ]
+    """Metadata columns, those that make useful groups first."""
+    useful = useful_columns(frame)
     return [*useful, *[c for c in frame.columns if c not in useful]]
 
 

@@ -93,9 +93,9 @@ def heatmap(matrix: np.ndarray, names: Sequence[str], title: str, value_title: s
     )
 
 
-def group_prevalence(frame: pd.DataFrame, features: Sequence[str], groups: Sequence[str]) -> alt.Chart:
-    """Prevalence of features per group: columns group, feature (name), prevalence. Every group gets its own column
-    and its name on the axis (labels never hidden for overlap); features are rows in the given order."""
+def group_prevalence(frame: pd.DataFrame, concepts: Sequence[str], groups: Sequence[str]) -> alt.Chart:
+    """Prevalence of concepts per group: columns group, concept (name), prevalence. Every group gets its own column
+    and its name on the axis (labels never hidden for overlap); concepts are rows in the given order."""
     return (
         alt.Chart(frame, height=alt.Step(22), width=alt.Step(34))
         .mark_rect()
@@ -106,8 +106,8 @@ def group_prevalence(frame: pd.DataFrame, features: Sequence[str], groups: Seque
                 sort=list(groups),
                 axis=alt.Axis(labelAngle=-45, labelLimit=180, labelOverlap=False, orient="top"),
             ),
-            y=alt.Y("feature:N", title=None, sort=list(features), axis=alt.Axis(labelLimit=320, labelOverlap=False)),
+            y=alt.Y("concept:N", title=None, sort=list(concepts), axis=alt.Axis(labelLimit=320, labelOverlap=False)),
             color=alt.Color("prevalence:Q", title="share of group", scale=alt.Scale(scheme="purples")),
-            tooltip=["group:N", "feature:N", alt.Tooltip("prevalence:Q", format=".1%")],
+            tooltip=["group:N", "concept:N", alt.Tooltip("prevalence:Q", format=".1%")],
         )
     )

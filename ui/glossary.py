@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from prisma_core.compare import PLAIN_WORDS
+
 TERMS: dict[str, str] = {
     "feature": "A concept the model found in your documents, such as *chest pain* or *election campaign*. Each "
     "document is described by a handful of features, each with a strength (its activation).",
@@ -42,7 +44,9 @@ TERMS: dict[str, str] = {
     "label score": "How well a feature's label tells its documents apart from the others: 1.0 perfectly, 0.5 no "
     "better than chance (technically a ROC-AUC of label-to-document similarity).",
     "similarity": "How close two texts are in meaning, from 0 (unrelated) to 1 (the same), from their embeddings.",
-    "lift": "How many times more common a feature is in a group than in the other documents.",
+    "lift": PLAIN_WORDS["lift"],
+    "q": PLAIN_WORDS["q"],
+    "95% range": PLAIN_WORDS["range"],
 }
 
 

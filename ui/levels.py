@@ -10,10 +10,8 @@ import streamlit as st
 from prisma_core import analysis
 from prisma_core.errors import PrismaError
 from prisma_core.explore import LEVELS, level_units
-from prisma_core.groups import feature_order
+from prisma_core.names import unit_names
 from prisma_core.pipeline import LoadedRun
-from ui import charts
-from ui.glossary import TERMS
 from ui.state import loaded_run, revision, workspace
 from ui.text import md
 
@@ -48,13 +46,6 @@ def units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame]:
     return _units(workspace().uri, run_id, revision(run_id), level)
 
 
-def unit_names(level: str, frame: pd.DataFrame) -> dict[int, str]:
-    """column index -> "Theme 2: label" / "Family 14: label" (plain text)."""
-    word = LEVEL_NAMES[level][:-1] if level != "family" else "Family"
-    pairs = zip(frame["unit"], frame["label"], strict=True)
-    return {i: f"{word} {int(u)}: {label}" for i, (u, label) in enumerate(pairs)}
-
-
 def available_units(run: LoadedRun, level: str) -> tuple[sp.spmatrix, dict[int, str]] | None:
     """(codes, unit names) of a theme or family level; None, said on the page, when the run cannot offer it."""
     try:
@@ -82,53 +73,6 @@ def level_query(run: LoadedRun, level: str) -> tuple[np.ndarray, pd.DataFrame] |
     positions = analysis.concept_query(codes, dict.fromkeys(must, 0.0), dict.fromkeys(must_not, 0.0))
     values = pd.DataFrame({names[c]: codes[positions, c].toarray().ravel().round(4) for c in must})
     return positions, values
-
-
-def level_comparison(run: LoadedRun, level: str, groups: pd.Series) -> pd.DataFrame | None:
-    """group_comparison at a theme or family level, with a `feature` column naming the unit (for the tables and
-    heatmap the Compare tab already draws)."""
-    if (found := available_units(run, level)) is None:
-        return None
-    codes, names = found
-    result = analysis.group_comparison(codes, groups)
-    return result.assign(feature=[names[int(c)] for c in result["feature_id"]])
-
-
-def show_comparison(
-    result: pd.DataFrame, per_group: int, group_order: list[str], noun: str, key: str, by_id: bool = False
-) -> None:
-    """What sets each group apart: the `per_group` most distinctive units of each group (`result`: a
-    group_comparison with a `feature` column naming each unit, `noun` saying what a unit is), then how common
-    each of them is in every group, in id order (`by_id`) or in the order the table shows them."""
-    top = result.groupby("group", sort=True).head(per_group)
-    column = noun.capitalize()
-    st.markdown(f"**What sets each group apart**: its {per_group} most distinctive {noun}s")
-    st.dataframe(
-        top[["group", "feature", "n_documents", "prevalence", "prevalence_rest", "difference", "lift"]].rename(
-            columns={"feature": noun}
-        ),
-        hide_index=True,
-        key=key,
-        column_config={
-            "group": "Group",
-            noun: st.column_config.TextColumn(column, width="large"),
-            "n_documents": st.column_config.NumberColumn("Documents in group with it"),
-            "prevalence": st.column_config.NumberColumn(
-                "In group", format="percent", help=f"Share of the group's documents where the {noun} is present."
-            ),
-            "prevalence_rest": st.column_config.NumberColumn(
-                "Elsewhere", format="percent", help="Share of all other documents where it is present."
-            ),
-            "difference": st.column_config.NumberColumn(
-                "Difference", format="percent", help="In group minus elsewhere, in percentage points."
-            ),
-            "lift": st.column_config.NumberColumn("Times more common", format="%.1f", help=TERMS["lift"]),
-        },
-    )
-    shown = result[result["feature"].isin(top["feature"])]
-    order = feature_order(shown["feature_id"], shown["feature"]) if by_id else list(dict.fromkeys(top["feature"]))
-    st.markdown(f"**How common each of these {noun}s is in every group**")
-    st.altair_chart(charts.group_prevalence(shown, order, group_order), width="stretch")
 
 
 def split_strong(frame: pd.DataFrame, share: float = analysis.STRONG_SHARE) -> tuple[pd.DataFrame, pd.DataFrame]:

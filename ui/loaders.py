@@ -1,6 +1,7 @@
 """Cached loaders the pages share, each keyed by what it reads: the workspace path, the dataset or run, and the run's
 revision (which changes when its labels or families change), so a cached answer is never one for other data."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -8,11 +9,14 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis
+from prisma_core.compare.prediction import Predictors, group_predictors
+from prisma_core.compare.prevalence import group_comparison
 from prisma_core.downloads import export_in_workspace
 from prisma_core.embed import EmbedConfig, load_encoder, plan_chunks
-from prisma_core.explore import DocumentVectors
+from prisma_core.explore import DocumentVectors, level_units
 from prisma_core.ingest import Source, preview_sources
 from prisma_core.interpret import labelling
+from prisma_core.names import unit_names
 from ui.state import documents, run_at, workspace_at
 from ui.text import feature_name, snippet
 
@@ -85,9 +89,22 @@ def metadata(workspace_path: str, dataset_id: str) -> pd.DataFrame:
     return workspace_at(workspace_path).metadata(dataset_id)
 
 
-@st.cache_data(show_spinner="Comparing groups…", max_entries=8)
-def comparison(workspace_path: str, run_id: str, revision: int, groups: pd.Series) -> pd.DataFrame:
-    return analysis.group_comparison(run_at(workspace_path, run_id, revision).codes, groups)
+@st.cache_data(show_spinner="Comparing the groups and testing every difference…", max_entries=8)
+def comparison(workspace_path: str, run_id: str, revision: int, level: str, groups: pd.Series) -> pd.DataFrame:
+    """group_comparison at a level, with a `concept` column naming each unit."""
+    codes, units = level_units(run_at(workspace_path, run_id, revision), level)
+    frame = group_comparison(codes, groups)
+    return frame.assign(concept=frame["feature_id"].map(unit_names(level, units)))
+
+
+@st.cache_data(show_spinner="Learning which concepts predict the groups, on documents kept aside…", max_entries=8)
+def predictors(workspace_path: str, run_id: str, revision: int, level: str, groups: pd.Series) -> Predictors | None:
+    """group_predictors at a level, with a `concept` column naming each unit."""
+    codes, units = level_units(run_at(workspace_path, run_id, revision), level)
+    found = group_predictors(codes, groups)
+    if found is None:
+        return None
+    return replace(found, frame=found.frame.assign(concept=found.frame["feature_id"].map(unit_names(level, units))))
 
 
 @st.cache_resource(show_spinner="Preparing the export…", max_entries=2)

@@ -1,101 +1,15 @@
-"""How a trained run is named and judged for an analyst: a readable name, its quality in words, and overfitting
-(a run that describes its training documents much better than documents it has not seen)."""
+"""A run's quality where a run is shown (its name and judgement in words come from prisma_core.run_quality)."""
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
-
 import streamlit as st
 
+from prisma_core.run_quality import MOSTLY_DEAD, detail_captured, never_firing, overfitting, quality_words
+from prisma_core.run_quality import comes_back as comes_back
+from prisma_core.run_quality import n_features as n_features
+from prisma_core.run_quality import run_name as run_name
 from prisma_core.store import RunRecord
 from ui.text import md
-
-GOOD, FAIR = 0.5, 0.3  # share of detail captured on documents kept aside (a few features per document keep part of it)
-MOSTLY_DEAD = 0.5  # a run with a larger share of features that never fire is called poor
-OVERFIT_GAP = 0.15  # held-out FVU this much above train FVU...
-OVERFIT_RATIO = 2.0  # ...and at least this many times it
-
-
-def detail_captured(run: RunRecord) -> float | None:
-    """1 - FVU on the held-out documents (None without a holdout)."""
-    fvu = run.metrics.get("fvu_holdout")
-    return None if not isinstance(fvu, float) or math.isnan(fvu) else 1.0 - fvu
-
-
-def never_firing(run: RunRecord) -> float | None:
-    """The share of the run's features that fire on no training document (None when not recorded)."""
-    dead = run.metrics.get("dead_fraction")
-    return dead if isinstance(dead, float) and not math.isnan(dead) else None
-
-
-def quality_words(run: RunRecord) -> str:
-    """E.g. "good (71% of detail)"; "poor" whatever the detail when most features never fire (then the documents
-    differ too little for the features asked for: a category or an id chosen as the text, say)."""
-    captured = detail_captured(run)
-    if captured is None:
-        return "quality not measured"
-    dead = never_firing(run)
-    if dead is not None and dead > MOSTLY_DEAD:
-        return f"poor ({dead:.0%} of features never fire)"
-    word = "good" if captured >= GOOD else "fair" if captured >= FAIR else "rough"
-    return f"{word} ({captured:.0%} of detail)"
-
-
-def n_features(run: RunRecord) -> int | None:
-    """The features the run kept (None for a run that recorded neither how many it kept nor how many it trained)."""
-    kept = run.metrics.get("features_kept") or run.config.get("sae", {}).get("n_features")
-    return int(kept) if kept else None
-
-
-def comes_back(run: RunRecord) -> str:
-    """E.g. "52 of 60 (3 trainings)": the run's features found in every training it compared; "not checked" for a
-    run that trained once."""
-    compared, kept, everywhere = (run.metrics.get(key) for key in ("n_trainings", "features_kept", "found_in_all"))
-    if not compared or compared < 2 or kept is None or everywhere is None:
-        return "not checked (trained once)"
-    return f"{everywhere:,} of {kept:,} ({compared} trainings)"
-
-
-def when(iso: str) -> str:
-    try:
-        return datetime.fromisoformat(iso).strftime("%d %b %Y %H:%M")
-    except ValueError:
-        return iso[:16].replace("T", " ")
-
-
-def run_name(run: RunRecord, dataset_name: str | None = None) -> str:
-    """E.g. "MTSamples demo · 23 Nov 2026 12:20 · 64 features · fair (46% of detail) · overfitted"."""
-    size = n_features(run)
-    parts = [dataset_name] if dataset_name else []
-    parts += [when(run.created_at), *([f"{size:,} features"] if size else []), quality_words(run)]
-    if overfitting(run):
-        parts.append("overfitted")
-    return " · ".join(parts)
-
-
-def overfitting(run: RunRecord) -> str | None:
-    """What to tell an analyst when the run reproduces its training documents much better than unseen ones."""
-    train, holdout = run.metrics.get("fvu_train"), run.metrics.get("fvu_holdout")
-    if not isinstance(train, float) or not isinstance(holdout, float) or math.isnan(holdout) or math.isnan(train):
-        return None
-    if holdout - train < OVERFIT_GAP or holdout < OVERFIT_RATIO * train:
-        return None
-    sae = run.config.get("sae", {})
-    epochs, features = int(sae.get("epochs", 1)), int(sae.get("n_features") or 0)
-    fixes = []
-    if epochs > 1:
-        fixes.append(f"fewer epochs (try {max(1, epochs // 2)} instead of {epochs})")
-    if features > 32:
-        fixes.append(f"fewer features (try {features // 2} instead of {features})")
-    fixes.append("more documents")
-    fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])} or {fixes[-1]}"
-    return (
-        f"This run describes the documents it was trained on almost perfectly ({1 - train:.0%} of their detail) but "
-        f"documents it has not seen much less well ({1 - holdout:.0%}): it has memorised its training documents "
-        "instead of learning general concepts (overfitting). Its features may be less reliable on new documents. "
-        f"To fix it, train again with {fix}."
-    )
 
 
 def run_quality_note(run: RunRecord) -> None:

@@ -9,8 +9,11 @@ import re
 
 import pandas as pd
 
+from prisma_core.names import feature_name as feature_name  # in the core: the report names features too
+from prisma_core.names import own_label as own_label
+from prisma_core.names import snippet as snippet
+
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
-SNIPPET_CHARS = 220
 
 
 def md(value: object) -> str:
@@ -25,24 +28,6 @@ def html_text(value: object, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return html.escape(text, quote=True)
-
-
-def snippet(text: object, limit: int = SNIPPET_CHARS) -> str:
-    """The start of a document on one line, for tables."""
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def feature_name(feature_id: int, label: object) -> str:
-    """How a feature is named in pickers, tables and charts: "#12 chest pain, cough" (plain text, not markdown)."""
-    return f"#{int(feature_id)} {own_label(feature_id, label)}".strip()
-
-
-def own_label(feature_id: int, label: object) -> str:
-    """A feature's label where its number is shown beside it: a label that ends with the feature's own number
-    ("(no shared words) #12", kept unique that way) without it."""
-    shown = "" if label is None or (not isinstance(label, str) and pd.isna(label)) else str(label)
-    return shown.removesuffix(f" #{int(feature_id)}")
 
 
 def sample_notice(shown: int, total: int) -> str:

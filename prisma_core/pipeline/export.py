@@ -61,9 +61,7 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
 
 def export_target(workspace: Workspace, out: Path) -> Path:
     """The resolved export folder, once it is known to be safe to write into."""
-    out = out.expanduser().resolve()
-    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / APP_EXPORTS):
-        raise StoreError(f"{out} is inside the workspace {workspace.path}; export to a folder outside it.")
+    out = outside_workspace(workspace, out, "export to a folder outside it")
     if out.exists() and not out.is_dir():
         raise StoreError(f"{out} is a file; export to a folder.")
     if out.is_dir() and not (out / EXPORT_MARKER).exists():
@@ -73,6 +71,15 @@ def export_target(workspace: Workspace, out: Path) -> Path:
                 f"{out} already holds {', '.join(taken)}, not written by a Prisma export; "
                 "export to an empty or new folder."
             )
+    return out
+
+
+def outside_workspace(workspace: Workspace, out: Path, instead: str) -> Path:
+    """The resolved path, refused (saying what to do `instead`) when it lies inside the workspace, where the runs'
+    files are, except in the app's own exports folder."""
+    out = out.expanduser().resolve()
+    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / APP_EXPORTS):
+        raise StoreError(f"{out} is inside the workspace {workspace.path}; {instead}.")
     return out
 
 

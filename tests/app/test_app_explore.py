@@ -8,8 +8,18 @@ import pytest
 from app_helpers import new_app, open_page, table, tables, texts
 
 from prisma_core import analysis, pipeline
+from prisma_core.compare import MAX_Q
+from prisma_core.compare.prediction import group_predictors
+from prisma_core.compare.prevalence import group_comparison, q_text, range_text, ranked, summarise
 from prisma_core.downloads import export_in_workspace, features_csv
-from prisma_core.explore import DatasetDocuments, DocumentVectors, refract_document, refract_text, search_documents
+from prisma_core.explore import (
+    DatasetDocuments,
+    DocumentVectors,
+    level_units,
+    refract_document,
+    refract_text,
+    search_documents,
+)
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
@@ -98,24 +108,66 @@ def test_group_comparison_by_category(trained_app, run):
     assert at.selectbox(key="group_column").value == "category"
     sizes = table(at, "group", "documents", exact=True).set_index("group")["documents"]
     assert sizes.to_dict() == trained_app.frame["category"].value_counts().to_dict()
-    shown = table(at, "group", "feature", "prevalence", "lift")
-    expected = analysis.group_comparison(run.codes, trained_app.frame["category"]).groupby("group").head(5)
+    shown = table(at, "group", "concept", "prevalence", "lift", "q", "verdict")
+    full = group_comparison(run.codes, trained_app.frame["category"])
+    expected = ranked(full, MAX_Q).groupby("group").head(5)
     assert shown["group"].tolist() == expected["group"].tolist()
     assert shown["n_documents"].tolist() == expected["n_documents"].tolist()
     assert shown["prevalence"].tolist() == pytest.approx(expected["prevalence"].tolist())
     assert shown["difference"].tolist() == pytest.approx(expected["difference"].tolist())
+    assert shown["q"].tolist() == [q_text(q) for q in expected["q_value"]]
+    assert shown["verdict"].tolist() == ["holds" if h else "could be chance" for h in expected["holds"]]
+    assert shown["prevalence_range"].tolist() == range_text(expected["prevalence_low"], expected["prevalence_high"])
+    sentence = summarise(full, MAX_Q).sentence("feature")
+    assert sentence in texts(at.markdown) and f"{len(full):,} comparisons" in sentence
+    assert expected["holds"].any()  # 150 BBC articles: some of the desks' features hold
     (chart,) = at.get("vega_lite_chart")
     spec = json.loads(chart.proto.spec)
     x, y = spec["encoding"]["x"], spec["encoding"]["y"]
     assert x["axis"]["labelOverlap"] is False and x["sort"] == sizes.index.tolist()  # every group named, largest first
     ids = [int(name.split(" ")[0].lstrip("#")) for name in y["sort"]]
-    assert ids == sorted(ids) and set(ids) == set(shown["feature"].str.split(" ").str[0].str.lstrip("#").astype(int))
+    assert ids == sorted(ids) and set(ids) == set(shown["concept"].str.split(" ").str[0].str.lstrip("#").astype(int))
+    (button,) = [b for b in at.get("download_button") if b.proto.id and "statistics" in b.label]
+    assert button.label == f"Every comparison with its statistics (CSV, {len(full):,} rows)"
+
+
+def test_the_q_threshold_changes_which_differences_hold(trained_app, run):
+    at = explore(trained_app, "Compare groups")
+    at.select_slider(key="max_q").set_value(0.001).run()
+    assert not at.exception
+    full = group_comparison(run.codes, trained_app.frame["category"])
+    strict = summarise(full, 0.001)
+    assert strict.n_hold == int((full["q_value"] < 0.001).sum()) < summarise(full, MAX_Q).n_hold
+    assert strict.sentence("feature") in texts(at.markdown)
+    shown = table(at, "group", "concept", "verdict")
+    expected = ranked(full, 0.001).groupby("group").head(5)
+    assert shown["verdict"].tolist() == ["holds" if h else "could be chance" for h in expected["holds"]]
+
+
+def test_the_concepts_that_predict_the_groups_are_scored_on_unseen_documents(trained_app, run):
+    at = explore(trained_app, "Compare groups")
+    at.radio(key="compare_level").set_value("theme").run()
+    at.toggle(key="predict_groups").set_value(True).run()
+    assert not at.exception
+    codes, units = level_units(run, "theme")
+    found = group_predictors(codes, trained_app.frame["category"])
+    assert found.sentence() in texts(at.markdown)
+    assert found.accuracy > 2 * found.baseline  # desks are predictable from themes on documents never seen
+    shown = table(at, "group", "concept", "gain", "share")
+    expected = found.frame.groupby("group").head(5)
+    assert shown["concept"].tolist() == [
+        f"Theme {units.at[t, 'unit']}: {units.at[t, 'label']}" for t in expected["feature_id"]
+    ]
+    assert shown["gain"].tolist() == pytest.approx(expected["gain"].tolist())
 
 
 def test_downloads_are_offered(trained_app):
     at = explore(trained_app, "Downloads")
     assert not at.exception
+    assert at.selectbox(key="report_column").value == "category"  # the report compares the desks by default
+    assert at.radio(key="report_level").value == "theme"
     assert [b.label for b in at.get("download_button")] == [
+        "Report (HTML, one file to share)",
         "Labels (CSV)",
         "Activations per document and feature (Parquet)",
         "Families (JSON)",

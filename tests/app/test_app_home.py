@@ -50,10 +50,10 @@ def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_a
 
 
 def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypatch):
-    import ui.runs
+    import prisma_core.run_quality
 
-    monkeypatch.setattr(ui.runs, "OVERFIT_GAP", -1.0)  # the small test run is not overfitted: call every run so
-    monkeypatch.setattr(ui.runs, "OVERFIT_RATIO", 0.0)
+    monkeypatch.setattr(prisma_core.run_quality, "OVERFIT_GAP", -1.0)  # the small test run is not overfitted: call
+    monkeypatch.setattr(prisma_core.run_quality, "OVERFIT_RATIO", 0.0)  # every run so
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     (warning,) = [text for text in texts(at.warning) if "(overfitting)" in text]
     assert "it has memorised its training documents instead of learning general concepts (overfitting)" in warning

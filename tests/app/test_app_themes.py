@@ -7,6 +7,7 @@ import pytest
 from app_helpers import new_app, open_page, table, tables, texts, wait_for_job
 
 from prisma_core import analysis, pipeline
+from prisma_core.compare.prevalence import group_comparison, ranked
 from prisma_core.explore import level_units
 from ui.map import map_job_key
 from ui.state import job_registry
@@ -125,10 +126,11 @@ def test_group_comparison_at_the_theme_level(trained_app, run):
     assert not at.exception
     shown = table(at, "group", "concept")
     codes, units = level_units(run, "theme")
-    expected = analysis.group_comparison(codes, trained_app.frame["category"]).groupby("group").head(5)
+    expected = ranked(group_comparison(codes, trained_app.frame["category"])).groupby("group").head(5)
     assert shown["group"].tolist() == expected["group"].tolist()
     assert shown["concept"].tolist() == [f"Theme {t}: {units.at[t, 'label']}" for t in expected["feature_id"]]
     assert shown["prevalence"].tolist() == pytest.approx(expected["prevalence"].tolist())
+    assert (shown.groupby("group")["verdict"].first() == "holds").all()  # every desk has a theme of its own
 
 
 def test_refraction_shows_the_strong_concepts_first_and_folds_the_weak(trained_app, run):

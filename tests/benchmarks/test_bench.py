@@ -23,6 +23,7 @@ from bench import (
     gpu,
     quality,
     ray_scaling,
+    report,
     run_all,
     sae_training,
     scale,
@@ -290,3 +291,15 @@ def test_ray_scaling_quick_embeds_the_same_vectors_on_every_path() -> None:
         assert all(positive(s) for s in summary["start_seconds"]) or name == "local"
     assert all(positive(r) for r in result["round_ratios_2_over_1"] + result["round_ratios_2_over_local"])
     assert "2 workers / 1 worker" in ray_scaling.markdown(result)
+
+
+def test_report_quick_writes_the_report_at_two_levels_and_times_its_parts() -> None:
+    result = report.run(quick=True, n_docs=600, embed_sample=40)
+    for level in ("theme", "feature"):
+        timed = result["reports"][level]
+        assert positive(timed["seconds"]) and positive(timed["cpu_seconds"]) and 0 < timed["mb"] < report.TARGET_MB
+    parts = result["parts"]["seconds"]
+    assert {"read the run", "gather (the map)", "section: comparison", "section: themes"} <= set(parts)
+    assert all(positive(seconds) for seconds in parts.values())
+    assert result["parts"]["map_points"] == 600 and result["parts"]["n_groups"] >= 2
+    assert "Largest file" in report.markdown(result) and "| features |" in report.markdown(result)

@@ -1,18 +1,13 @@
 import numpy as np
-import pandas as pd
 import pytest
+from toy_codes import toy_codes
 
 from prisma_core import analysis
-from prisma_core.sae import codes_matrix
-
-# 6 documents, 4 features, k = 2 active features per document.
-VALUES = np.array([[0.9, 0.1], [0.8, 0.3], [0.5, 0.4], [0.7, 0.2], [0.6, 0.6], [0.2, 0.1]], dtype=np.float32)
-INDICES = np.array([[0, 1], [0, 2], [1, 2], [0, 1], [2, 3], [1, 3]], dtype=np.int64)
 
 
 @pytest.fixture
 def codes():
-    return codes_matrix(VALUES, INDICES, n_features=4)
+    return toy_codes()
 
 
 def test_codes_matrix_holds_exactly_the_topk_values(codes):
@@ -73,23 +68,3 @@ def test_concept_query_and_not_with_thresholds(codes):
     assert analysis.concept_query(codes, must={0: 0.75}).tolist() == [0, 1]
     assert analysis.concept_query(codes, must={1: 0}, must_not={1: 0.3}).tolist() == [0, 3, 5]
     assert analysis.concept_query(codes).tolist() == list(range(6))
-
-
-def test_group_comparison_matches_direct_counts(codes):
-    groups = pd.Series(["a", "a", "b", "a", "b", "b"])
-    frame = analysis.group_comparison(codes, groups, min_documents=1)
-    row = frame[(frame["group"] == "a") & (frame["feature_id"] == 0)].iloc[0]
-    assert row["n_documents"] == 3 and row["prevalence"] == 1.0 and row["prevalence_rest"] == 0.0
-    assert row["difference"] == 1.0
-    # group a's most distinctive feature is 0 (all of a, none of b); b's is 3 or 2 (b only)
-    assert frame[frame["group"] == "a"].iloc[0]["feature_id"] == 0
-    assert frame[frame["group"] == "b"].iloc[0]["feature_id"] == 3
-    b_feature_2 = frame[(frame["group"] == "b") & (frame["feature_id"] == 2)].iloc[0]
-    assert b_feature_2["prevalence"] == pytest.approx(2 / 3)
-    assert b_feature_2["prevalence_rest"] == pytest.approx(1 / 3)
-
-
-def test_group_comparison_counts_missing_values_as_a_group(codes):
-    groups = pd.Series(["a", None, "a", "a", None, "a"])
-    frame = analysis.group_comparison(codes, groups, min_documents=1)
-    assert set(frame["group"]) == {"a", "(missing)"}

@@ -219,6 +219,8 @@ def test_warm_run_embeds_nothing_and_loads_no_model(bbc, tmp_path):
     # reading a run (here: exporting it, as the app's pages read it) needs no torch: the SAE is read as numpy arrays
     assert imported_by("export", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "out")) == {"lancedb"}
     assert (tmp_path / "out" / "sae.safetensors").is_file()
+    assert imported_by("report", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "r.html")) == {"lancedb"}
+    assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
 def test_help_names_the_environment_default_of_a_setting_read_from_it(capsys: pytest.CaptureFixture[str]) -> None:

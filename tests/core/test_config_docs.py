@@ -20,6 +20,7 @@ from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.interpret.label_scores import ScoreConfig
 from prisma_core.interpret.labelling import LabelConfig
 from prisma_core.interpret.ollama_labeller import OllamaConfig
+from prisma_core.report.config import ReportConfig
 from prisma_core.sae import SAEConfig
 from prisma_core.themes import ThemeConfig
 
@@ -92,6 +93,7 @@ CONFIGS = [
     OllamaConfig,
     LabelConfig,
     IngestConfig,
+    ReportConfig,
 ]
 
 
@@ -121,6 +123,8 @@ def test_every_config_documents_every_field_with_a_docstring(config_type):
         (LabelConfig, "max_family_children", -1),
         (IngestConfig, "max_rows", 0),
         (IngestConfig, "max_file_bytes", -5),
+        (ReportConfig, "max_q", 0.0),
+        (ReportConfig, "map_points", 50),
     ],
 )
 def test_each_config_refuses_a_value_outside_its_declared_range_naming_the_setting(config_type, name, value):

@@ -10,13 +10,13 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from app_helpers import new_app, open_page
-from reliability_helpers import REPO, SMALL_SAE, bbc_subset
+from hostile_run import HOSTILE, build_hostile_workspace
+from reliability_helpers import REPO
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
@@ -197,13 +197,6 @@ def test_size_limits_are_checked_before_any_file_is_read(tmp_path: Path) -> None
 
 # -- user content is rendered inert in the app (AppTest) --------------------------------------------------------
 
-HOSTILE = [
-    "<script>alert('xss')</script>",
-    '<img src=x onerror="alert(1)">',
-    "[click me](javascript:alert(1))",
-    "<iframe src=javascript:alert(2)></iframe>",
-    '=HYPERLINK("http://evil.example","x") **bold** # heading',
-]
 UNESCAPED_MARKUP = re.compile(r"(?<!\\)<\s*/?\s*(script|img|iframe|svg)\b|(?<!\\)\]\((javascript|data):", re.I)
 PAGES = ["home", "datasets", "embeddings", "train", "features", "families", "explore"]
 
@@ -215,30 +208,7 @@ def test_markup_check_tells_raw_markup_from_escaped_text() -> None:
 
 @pytest.fixture(scope="module")
 def hostile_workspace(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> Path:
-    """A trained run whose dataset name, document ids, titles, texts, feature labels and family labels are hostile."""
-    frame = bbc_subset(bbc, 8)
-    for row in range(0, len(frame), 4):
-        markup = HOSTILE[row % len(HOSTILE)]
-        frame.loc[row, "title"] = markup
-        frame.loc[row, "text"] = f"{frame.loc[row, 'text']} {markup}"
-    frame.loc[:2, "id"] = [f"{markup} {row}" for row, markup in enumerate(HOSTILE[:3])]
-    workspace = Workspace(tmp_path_factory.mktemp("hostile"))
-    upload = [("hostile.csv", frame.to_csv(index=False).encode())]
-    dataset_id, _ = pipeline.ingest(workspace, upload, f"{HOSTILE[0]} news", IngestConfig(id_column="id"))
-    pipeline.embed_dataset(workspace, dataset_id)
-    run_id = pipeline.train_run(workspace, dataset_id, SMALL_SAE).run_id
-    labels = [
-        {
-            "feature_id": feature,
-            "label": f"{HOSTILE[feature % 2]} {HOSTILE[2]} f{feature}",
-            "description": f"{HOSTILE[3]} {HOSTILE[4]}",
-            "source": "llm-with-ideas",  # a non-keyword label is the one shown
-        }
-        for feature in range(384)
-    ]
-    workspace.add_interpretations(run_id, labels)
-    workspace.save_families(run_id, [replace(family, label=HOSTILE[1]) for family in workspace.families(run_id)])
-    return workspace.path
+    return build_hostile_workspace(tmp_path_factory.mktemp("hostile"), bbc)
 
 
 def element_protos(node: object) -> list[object]:

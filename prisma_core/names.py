@@ -1,0 +1,38 @@
+"""How concepts are named wherever they are shown (the app's pickers, tables and charts, the report): light enough
+(pandas only) for every page to import."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+LEVEL_WORDS = {"theme": "Theme", "family": "Family"}
+LEVEL_PLURALS = {"theme": "themes", "family": "families", "feature": "features"}
+SNIPPET_CHARS = 220
+
+
+def unit_names(level: str, units: pd.DataFrame) -> dict[int, str]:
+    """Column of a level's matrix -> how its unit is named (plain text): "Theme 2: label", "Family 14: label" (the
+    i-th unit names column i) or `feature_name` (a feature's column is its id). units: the level's units (unit,
+    label), as `explore.level_units` gives them."""
+    pairs = zip(units["unit"].tolist(), units["label"].tolist(), strict=True)
+    if level == "feature":
+        return {int(unit): feature_name(unit, label) for unit, label in pairs}
+    return {i: f"{LEVEL_WORDS[level]} {int(unit)}: {label}" for i, (unit, label) in enumerate(pairs)}
+
+
+def feature_name(feature_id: int, label: object) -> str:
+    """How a feature is named in pickers, tables and charts: "#12 chest pain, cough" (plain text, not markdown)."""
+    return f"#{int(feature_id)} {own_label(feature_id, label)}".strip()
+
+
+def own_label(feature_id: int, label: object) -> str:
+    """A feature's label where its number is shown beside it: a label that ends with the feature's own number
+    ("(no shared words) #12", kept unique that way) without it."""
+    shown = "" if label is None or (not isinstance(label, str) and pd.isna(label)) else str(label)
+    return shown.removesuffix(f" #{int(feature_id)}")
+
+
+def snippet(text: object, limit: int = SNIPPET_CHARS) -> str:
+    """The start of a document on one line, for tables."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,33 @@
+"""The report's settings: the command line's `report` flags and the app's report download read them from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from prisma_core.compare import MAX_Q
+from prisma_core.config_docs import CheckedConfig, setting
+
+
+@dataclass(frozen=True)
+class ReportConfig(CheckedConfig):
+    settings_name = "report"
+
+    column: str | None = None
+    """Metadata column whose groups the report compares (default: the first column that makes useful groups, as
+    Explore's Compare groups offers it first; the comparison is left out of a dataset without metadata)."""
+    level: Literal["theme", "family", "feature"] = "theme"
+    """Concepts the groups are compared on: themes, families or features."""
+    max_q: float = setting(MAX_Q, above=0, maximum=1)
+    """A difference holds when its Benjamini-Hochberg q (over every group and concept compared) is below this."""
+    date_bucket: Literal["year", "quarter", "month"] = "year"
+    """How a date column is grouped."""
+    per_group: int = setting(5, minimum=1, maximum=50)
+    """Concepts shown per group in the comparison (those that hold first)."""
+    typical_documents: int = setting(3, minimum=0, maximum=20)
+    """Most typical documents shown per theme."""
+    map_points: int = setting(2_000, minimum=100, maximum=20_000)
+    """Documents drawn on the map at most when the report draws its own (a seeded sample of larger collections; the
+    map takes most of the time a report of a large collection takes). The app's report draws the app's map."""
+    predict: bool = True
+    """Also find the concepts that best predict the groups, scored on documents the model never saw."""

@@ -1,0 +1,63 @@
+"""What the report is made from: the run as its caller loaded it, the dataset, its documents and metadata, the map
+of the documents, and the groups to compare (the report's sections read it; none of them reads the store again)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from prisma_core.errors import NotFoundError
+from prisma_core.explore import DatasetDocuments, document_map
+from prisma_core.groups import group_values, pooled, useful_columns
+from prisma_core.report.config import ReportConfig
+from prisma_core.runs import LoadedRun
+from prisma_core.store import DatasetRecord, Workspace
+
+
+@dataclass(frozen=True)
+class ReportContents:
+    config: ReportConfig
+    dataset: DatasetRecord
+    run: LoadedRun
+    documents: DatasetDocuments
+    map_points: pd.DataFrame  # position, x, y of the documents drawn on the map
+    column: str | None  # the metadata column compared (None: the dataset has none)
+    groups: pd.Series | None  # each document's group in that column (dates bucketed, the smallest groups pooled)
+    written_at: str  # when the report was written (UTC, ISO 8601)
+
+
+def gather(
+    workspace: Workspace, run: LoadedRun, config: ReportConfig, map_points: pd.DataFrame | None = None
+) -> ReportContents:
+    """The contents of a run's report. map_points: the map the caller already has (the app's), else it is drawn
+    here from a sample of config.map_points documents."""
+    dataset = workspace.dataset(run.record.dataset_id)
+    metadata = workspace.metadata(dataset.dataset_id)
+    column = compared_column(metadata, config.column)
+    groups = None if column is None else pooled(group_values(metadata[column], config.date_bucket))
+    if map_points is None:
+        vectors = workspace.stored_vectors(dataset.dataset_id, run.record.embedding_key)
+        map_points = document_map(vectors, max_points=config.map_points)
+    return ReportContents(
+        config=config,
+        dataset=dataset,
+        run=run,
+        documents=DatasetDocuments.open(workspace, dataset.dataset_id),
+        map_points=map_points,
+        column=column,
+        groups=groups,
+        written_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def compared_column(metadata: pd.DataFrame, chosen: str | None) -> str | None:
+    """The column chosen, else the first that makes useful groups (None when the dataset has no metadata)."""
+    if chosen is not None:
+        if chosen not in metadata.columns:
+            offered = ", ".join(map(str, metadata.columns)) or "none"
+            raise NotFoundError(f"The dataset has no column “{chosen}” to compare groups by (its columns: {offered}).")
+        return chosen
+    useful = useful_columns(metadata)
+    return useful[0] if useful else None

@@ -1,0 +1,288 @@
+"""The report's sections, in the order SECTIONS lists them: each a small function from the report's contents to a
+Section (its title, its template in templates/ and what the template shows), or None to leave it out.
+
+To add a section: write a function here and a template, and list it in SECTIONS. Every value reaches the page through
+the templates, which escape all text."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from prisma_core import __version__
+from prisma_core.compare import PLAIN_WORDS
+from prisma_core.compare.prediction import Predictors, group_predictors
+from prisma_core.compare.prevalence import group_comparison, percent, q_text, range_text, ranked, summarise
+from prisma_core.explore import level_units
+from prisma_core.names import LEVEL_PLURALS, snippet, unit_names
+from prisma_core.overview import families_of_themes, theme_documents, themes_table
+from prisma_core.report.contents import ReportContents
+from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
+from prisma_core.run_quality import comes_back, detail_captured, overfitting, quality_words, run_name
+
+TITLE_CHARS = 140
+TEXT_CHARS = 400
+HOVER_CHARS = 160
+THEME_FEATURES = 8
+THEME_FAMILIES = 5
+WORDS_SAMPLE = 2_000
+
+
+@dataclass(frozen=True)
+class Section:
+    anchor: str  # the section's id in the page (the table of contents links to it)
+    title: str
+    template: str  # in templates/
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+def collection(contents: ReportContents) -> Section:
+    """The collection in numbers."""
+    run, dataset = contents.run, contents.dataset
+    sample = contents.documents.sample(WORDS_SAMPLE)["text"].map(lambda text: len(str(text).split()))
+    sampled = " (median of a random sample)" if len(sample) < dataset.n_documents else ""
+    words = f"{int(np.median(sample)):,}{sampled}"
+    numbers = [
+        ("Documents", f"{dataset.n_documents:,}"),
+        ("Words per document (median)", words),
+        ("Themes", f"{run.themes.n_themes if run.themes is not None else 0:,}"),
+        ("Families of concepts", f"{len(run.families):,}"),
+        ("Features (single concepts) in use", f"{int((run.features['density'] > 0).sum()):,} of {len(run.features):,}"),
+        ("Features describing each document", f"{run.record.config.get('sae', {}).get('k', '')}"),
+        ("Metadata columns", ", ".join(map(str, dataset.metadata_columns)) or "none"),
+        ("Files", ", ".join(map(str, dataset.sources)) or "none"),
+    ]
+    report = dataset.report or {}
+    if report.get("empty_ids"):
+        numbers.append(("Empty documents left out", f"{len(report['empty_ids']):,}"))
+    if report.get("duplicate_text_ids"):
+        numbers.append(("Documents repeating an earlier text (kept)", f"{len(report['duplicate_text_ids']):,}"))
+    return Section("collection", "The collection in numbers", "collection.html.j2", {"numbers": numbers})
+
+
+@dataclass(frozen=True)
+class ThemeEntry:
+    """A theme as the report shows it; `children`: the level below it, where a sub-theme level slots in."""
+
+    name: str
+    description: str
+    n_documents: int
+    share: float
+    colour: str
+    features: list[str]
+    families: list[str]
+    n_families: int
+    n_features: int
+    documents: list[dict[str, str]]
+    children: list[ThemeEntry] = field(default_factory=list)
+
+
+def themes(contents: ReportContents) -> Section | None:
+    """The themes, their names as the analyst left them, sizes, main features and families, typical documents."""
+    run = contents.run
+    if run.themes is None or run.theme_info.empty:
+        return None
+    n = contents.config.typical_documents
+    table = themes_table(run, contents.documents, max(n, 1))
+    members = run.themes.members().tocsc()
+    tops = {int(t): theme_documents(run, int(t), n, members)["position"] for t in run.theme_info["theme_id"]}
+    shown = np.unique(np.concatenate([np.empty(0, np.int64), *tops.values()]))  # a document typical of two themes
+    read = contents.documents.at(shown).set_index("position")
+    names = unit_names("feature", run.features[["feature_id", "label"]].set_axis(["unit", "label"], axis=1))
+    grouped = families_of_themes(run)
+    entries = [
+        ThemeEntry(
+            name=f"Theme {int(info.theme_id)}: {info.label}",
+            description=info.description if isinstance(info.description, str) else "",
+            n_documents=int(row.documents),
+            share=float(row.share),
+            colour=theme_colour(int(info.theme_id)),
+            features=[names[int(f)] for f in list(info.features)[:THEME_FEATURES]],
+            families=[f"{f.label} ({len(f.members)} features)" for f in grouped.get(int(info.theme_id), [])][
+                :THEME_FAMILIES
+            ],
+            n_families=int(row.families),
+            n_features=int(row.features),
+            documents=[_document(read.loc[p]) for p in tops[int(info.theme_id)]],
+        )
+        for info, row in zip(run.theme_info.itertuples(), table.itertuples(), strict=True)
+    ]
+    context = {"themes": entries, "n_documents": contents.dataset.n_documents}
+    return Section("themes", "Themes: what the collection is about", "themes.html.j2", context)
+
+
+def _document(row: pd.Series) -> dict[str, str]:
+    title = snippet(row["title"], TITLE_CHARS) if isinstance(row["title"], str) else ""
+    return {"doc_id": str(row["doc_id"]), "title": title, "text": snippet(row["text"], TEXT_CHARS)}
+
+
+def document_map(contents: ReportContents) -> Section | None:
+    """Every drawn document a dot near the documents it resembles, coloured by its main theme."""
+    run, points = contents.run, contents.map_points
+    if run.themes is None or points.empty:
+        return None
+    strongest = run.themes.strongest()[points["position"].to_numpy()]
+    read = contents.documents.at(points["position"]).reset_index(drop=True)
+    labels = run.theme_info.set_index("theme_id")["label"]
+    names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else "(no theme)" for t in set(strongest.tolist())}
+    titles = [
+        f"{names[int(t)]}\n{doc_id}: {snippet(_title_or_text(title, text), HOVER_CHARS)}"
+        for t, doc_id, title, text in zip(strongest, read["doc_id"], read["title"], read["text"], strict=True)
+    ]
+    dots = map_dots(points.assign(theme_id=strongest, title=titles))
+    counts = pd.Series(strongest).value_counts()
+    legend = [LegendEntry(names[int(t)], theme_colour(int(t)), int(counts[t])) for t in sorted(counts.index)]
+    n_docs = run.codes.shape[0]
+    sampled = f"A random sample of {len(points):,} of {n_docs:,} documents is drawn. " if len(points) < n_docs else ""
+    caption = (
+        f"{sampled}Each dot is a document; documents about similar things sit close together. The colour is the "
+        "document's main theme. Hover a dot to read the start of the document."
+    )
+    return Section("map", "Map of the documents", "map.html.j2", {"dots": dots, "legend": legend, "caption": caption})
+
+
+def _title_or_text(title: object, text: object) -> object:
+    return title if isinstance(title, str) and title.strip() else text
+
+
+def comparison(contents: ReportContents) -> Section:
+    """The groups of one metadata column compared, with the statistics of every difference."""
+    if contents.column is None or contents.groups is None:
+        text = "This collection has no metadata column (such as a category, a date or a source) to compare groups by."
+        return Section("groups", "Groups compared", "no_groups.html.j2", {"text": text})
+    config, run = contents.config, contents.run
+    units, unit_frame = level_units(run, config.level)
+    names = unit_names(config.level, unit_frame)
+    result = group_comparison(units, contents.groups)
+    result = ranked(result.assign(concept=result["feature_id"].map(names)), config.max_q)
+    sizes = contents.groups.value_counts()
+    groups = [
+        _group_entry(name, int(sizes[name]), rows.head(config.per_group)) for name, rows in result.groupby("group")
+    ]
+    groups.sort(key=lambda entry: -entry["size"])
+    predictors = group_predictors(units, contents.groups) if config.predict else None
+    context = {
+        "column": contents.column,
+        "level": LEVEL_PLURALS[config.level],
+        "summary": summarise(result, config.max_q).sentence(config.level),
+        "groups": groups,
+        "words": PLAIN_WORDS,
+        "max_q": f"{config.max_q:g}",
+        "prediction": None if predictors is None else _prediction(predictors, names, config.per_group),
+    }
+    return Section("groups", f"Groups compared: {contents.column}", "comparison.html.j2", context)
+
+
+def _group_entry(name: str, size: int, rows: pd.DataFrame) -> dict[str, Any]:
+    table = [
+        {
+            "concept": row.concept,
+            "in_group": f"{percent(row.prevalence)} ({row.n_documents:,})",
+            "group_range": low_high,
+            "elsewhere": percent(row.prevalence_rest),
+            "rest_range": rest_range,
+            "difference": f"{row.difference * 100:+.0f} points",
+            "lift": f"{row.lift:.1f} times",
+            "q": q_text(row.q_value),
+            "holds": bool(row.holds),
+        }
+        for row, low_high, rest_range in zip(
+            rows.itertuples(),
+            range_text(rows["prevalence_low"], rows["prevalence_high"]),
+            range_text(rows["rest_low"], rows["rest_high"]),
+            strict=True,
+        )
+    ]
+    return {"name": name, "size": size, "rows": table, "chart": range_chart(rows)}
+
+
+def _prediction(found: Predictors, names: dict[int, str], per_group: int) -> dict[str, Any]:
+    best = found.frame.groupby("group", sort=True).head(per_group)
+    rows = [
+        dict(group=row.group, concept=names[int(row.feature_id)], gain=percent(row.gain), share=percent(row.share))
+        for row in best.itertuples()
+    ]
+    return {"sentence": found.sentence(), "rows": rows}
+
+
+def reliability(contents: ReportContents) -> Section:
+    """How far the concepts can be trusted: the run's quality on documents kept aside, how many features came back
+    in every training compared, and the labels' scores."""
+    record, features = contents.run.record, contents.run.features
+    captured = detail_captured(record)
+    facts = [
+        (
+            "Detail captured on documents kept aside",
+            "not measured"
+            if captured is None
+            else f"{quality_words(record)}: the features reproduce {captured:.0%} "
+            "of what the embeddings of documents unseen in training hold",
+        ),
+        ("Features that never fire", f"{record.metrics.get('dead_fraction', math.nan):.1%}"),
+        (
+            "Features found in every training",
+            f"{comes_back(record)}: the model was trained several times from different random starts and only the "
+            "features most trainings found were kept",
+        ),
+    ]
+    scores = features["score_embedding"].dropna() if "score_embedding" in features else pd.Series(dtype=float)
+    if len(scores):
+        facts.append(
+            (
+                "Label scores",
+                f"{len(scores):,} labels scored, {float(scores.mean()):.2f} on average (1.0: the label picks out its "
+                f"feature's documents perfectly, 0.5: no better than chance); {int((scores >= 0.75).sum()):,} at "
+                "0.75 or above (a good name)",
+            )
+        )
+    context = {"facts": facts, "warning": overfitting(record) or ""}
+    return Section("reliability", "How reliable the concepts are", "reliability.html.j2", context)
+
+
+def settings(contents: ReportContents) -> Section:
+    """The settings and versions that produced the run, and the report's own."""
+    record = contents.run.record
+    about = [
+        ("Run", record.run_id),
+        ("Trained", record.created_at),
+        ("Dataset", f"{contents.dataset.name} ({record.dataset_id})"),
+        ("Embedding", record.embedding_key),
+        ("Report written", f"{contents.written_at} by Prisma {__version__}"),
+    ]
+    groups = [(stage, _flat(values)) for stage, values in record.config.items() if isinstance(values, dict)]
+    groups.append(("report", _flat(asdict(contents.config))))
+    metrics = _flat({k: v for k, v in record.metrics.items() if not isinstance(v, list | dict)})
+    context = {"about": about, "groups": groups, "metrics": metrics, "versions": sorted(record.versions.items())}
+    return Section("settings", "Settings and versions", "settings.html.j2", context)
+
+
+def _flat(values: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(str(name), _value(value)) for name, value in values.items()]
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+SECTIONS: tuple[Callable[[ReportContents], Section | None], ...] = (
+    collection,
+    themes,
+    document_map,
+    comparison,
+    reliability,
+    settings,
+)
+"""The report's sections, in page order."""
+
+
+def title(contents: ReportContents) -> tuple[str, str]:
+    """(the report's title, the run's name in words)."""
+    return f"Prisma report: {contents.dataset.name}", run_name(contents.run.record)

@@ -1,0 +1,65 @@
+"""Renders the report into one HTML file and writes it (the command line's `report`, the app's download)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from prisma_core import __version__
+from prisma_core.errors import StoreError
+from prisma_core.pipeline.export import outside_workspace
+from prisma_core.report.config import ReportConfig
+from prisma_core.report.contents import gather
+from prisma_core.report.sections import SECTIONS, title
+from prisma_core.runs import LoadedRun
+from prisma_core.store import Workspace
+
+_TEMPLATES = Environment(
+    loader=PackageLoader("prisma_core.report", "templates"),
+    autoescape=True,  # every value is text: documents, labels, names and numbers alike
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def report_html(
+    workspace: Workspace, run: LoadedRun, config: ReportConfig = ReportConfig(), map_points: pd.DataFrame | None = None
+) -> str:
+    """The report of a run, as one self-contained HTML page. map_points: the map of the documents when the caller
+    has it (position, x, y), else it is drawn here."""
+    contents = gather(workspace, run, config, map_points)
+    sections = [section for make in SECTIONS if (section := make(contents)) is not None]
+    heading, run_words = title(contents)
+    return _TEMPLATES.get_template("page.html.j2").render(
+        title=heading, run_name=run_words, sections=sections, version=__version__, written_at=contents.written_at
+    )
+
+
+def write_report(workspace: Workspace, run: LoadedRun, out: str | Path, config: ReportConfig = ReportConfig()) -> Path:
+    """Writes the report to `out` (a file; written whole or not at all) and returns its resolved path."""
+    target = report_target(workspace, Path(out))
+    page = report_html(workspace, run, config)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=".prisma-report-", suffix=".html", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(page)
+        Path(staging).replace(target)
+    except OSError as error:
+        Path(staging).unlink(missing_ok=True)
+        raise StoreError(f"Could not write the report to {target}: {error.strerror or error}.") from error
+    return target
+
+
+def report_target(workspace: Workspace, out: Path) -> Path:
+    """The resolved file to write, once it is known to be safe: not a folder, not inside the workspace (except
+    the app's own exports folder)."""
+    out = outside_workspace(workspace, out, "write the report outside it")
+    if out.is_dir():
+        raise StoreError(f"{out} is a folder; name the report's file, e.g. {out / 'report.html'}.")
+    return out
