@@ -209,6 +209,7 @@ def run_stage(workspace_path: Path, quick: bool, **sae_overrides: int) -> dict[s
         "seconds": summary.seconds,
         "peak_mb_by_part": sampler.peaks,
         "sae": {
+            "n_features": config.n_features,
             "n_latents": summary.metrics["features_kept"],
             "k": config.k,
             "epochs": config.epochs,
@@ -301,7 +302,8 @@ def markdown(result: dict[str, Any]) -> str:
     verdict = common.verdict(peak, TARGET_PEAK_MB, higher_is_better=False)
     smaller = "" if result["documents"] >= DOCS else " (a smaller run)"
     return f"""{result["documents"]:,} documents of real sentences (median {result["median_words"]} words), generated in
-{result["generate_seconds"]:.0f} s. SAE: {run_part["sae"]["n_latents"]:,} features, k = {run_part["sae"]["k"]},
+{result["generate_seconds"]:.0f} s. SAE: {run_part["sae"]["n_latents"]:,} features kept of
+{run_part["sae"]["n_features"]:,}, k = {run_part["sae"]["k"]},
 {run_part["sae"]["epochs"]} epochs, {_training_read(run_part["sae"])}: held-out FVU {run_part["fvu_holdout"]:.3f},
 dead {run_part["dead_fraction"]:.1%}, {run_part["n_themes"]} themes, {run_part["n_families"]:,} families.
 Each stage ran in its own process.

@@ -55,11 +55,23 @@ class Tables:
         if not self._has_table(name):
             return pd.DataFrame(columns=list(columns or SCHEMAS[name].names))
         with reading(name):
-            query = self.db.open_table(name).search().where(where)
+            table = self._open_listed(name)
+            if table is None:
+                return pd.DataFrame(columns=list(columns or SCHEMAS[name].names))
+            query = table.search().where(where)
             if columns:
                 return query.select(list(columns)).limit(None).to_pandas()
             frame = query.limit(None).to_pandas()
         return frame.reindex(columns=SCHEMAS[name].names) if name in SCHEMAS else frame
+
+    def _open_listed(self, name: str) -> lancedb.table.Table | None:
+        """A listed table, or None while another process is still creating it (listed, not yet openable: no rows)."""
+        try:
+            return self.db.open_table(name)
+        except ValueError as error:
+            if "was not found" not in str(error):
+                raise
+            return None
 
     def _batches(self, name: str, query: Any, rows: int) -> Iterator[pa.RecordBatch]:
         """A query's result `rows` at a time; a damaged file met on the way raises DamagedTableError."""

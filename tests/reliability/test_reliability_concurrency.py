@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from app_helpers import new_app, open_page, texts
-from reliability_helpers import REPO, bbc_subset, sae_flags, write_parquet
+from reliability_helpers import REPO, SMALL_SAE, bbc_subset, sae_flags, write_parquet
 from reliability_vector_writer import VECTOR_DIM, VECTOR_KEY
 
 from prisma_core import pipeline
@@ -123,9 +123,10 @@ def test_no_dataset_vector_or_run_is_lost_or_doubled(raced) -> None:
         assert len(runs) == expected_runs[name]
         for run in runs:
             loaded = pipeline.load_run(workspace, run.run_id)
-            assert loaded.codes.shape == (sizes[name], 384)
-            assert (loaded.codes.getnnz(axis=1) == 8).all()
-            assert len(loaded.features) == 384 and loaded.features["label"].notna().all()
+            kept = run.metrics["features_kept"]
+            assert loaded.codes.shape == (sizes[name], kept) and kept <= SMALL_SAE.n_features
+            assert (loaded.codes.getnnz(axis=1) <= SMALL_SAE.k).all() and loaded.codes.nnz > 0
+            assert len(loaded.features) == kept and loaded.features["label"].notna().all()
             assert loaded.families == workspace.families(run.run_id)
     run_ids = {run.run_id for run in workspace.runs()}
     assert {path.name for path in (workspace.path / "runs").iterdir()} == run_ids
