@@ -5,8 +5,8 @@
 The run: `bench.scale`'s corpus of real sentences (each document 4 to 16 sentences of one label of the shared
 corpora, the label kept as the `label` column), ingested, embedded (`--embed-sample` documents for real, every
 other vector resampled from them: the document vectors are synthetic, the texts real) and trained with a small SAE
-(expansion factor 2, one epoch: the report's cost depends on the number of documents, themes and groups, not on
-the SAE's quality), each stage in its own process. Then, in fresh processes:
+(768 features, one training of one epoch: the report's cost depends on the number of documents, themes and groups,
+not on the SAE's quality), each stage in its own process. Then, in fresh processes:
 1. `python -m prisma_core report --column label` at the theme level (the default): wall time of the whole command
    (Python's imports, reading the run, drawing the map, the statistics, writing the file), the file's size;
 2. the same at the feature level (every feature tested in every group);
@@ -36,7 +36,7 @@ DOCS = 100_000
 EMBED_SAMPLE = 500
 QUICK_DOCS = 1_500
 QUICK_EMBED_SAMPLE = 100
-SAE_FLAGS = ("expansion_factor=2", "epochs=1")
+SAE_FLAGS = ("n_features=768", "n_trainings=1", "epochs=1")
 ONE_THREAD = os.environ | {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 """The report command runs on one thread: its CPU time is then the work it does, whatever else the machine runs
 (threads spinning while they wait for a busy core inflate it otherwise), and an idle machine of two cores takes
@@ -131,7 +131,7 @@ def markdown(result: dict[str, Any]) -> str:
     size_verdict = common.verdict(worst_mb, TARGET_MB, higher_is_better=False)
     time_verdict = common.verdict(worst_s, TARGET_SECONDS, higher_is_better=False)
     return f"""{result["documents"]:,} documents (real sentences; {result["embed_sample"]:,} embedded for real, the
-other vectors resampled), SAE of {result["n_features"]:,} features (expansion factor 2, one epoch), {result["n_themes"]}
+other vectors resampled), SAE of {result["n_features"]:,} features (one training of one epoch), {result["n_themes"]}
 themes, {result["n_families"]:,} families; the `label` column compared ({result["parts"]["n_groups"]} groups after
 pooling), the map drawn from {result["parts"]["map_points"]:,} documents.
 `python -m prisma_core report --column label [--level feature]`, each in a fresh process:

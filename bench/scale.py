@@ -48,7 +48,7 @@ SENTENCES_PER_DOCUMENT = (4, 16)
 CORPUS_ROWS = 50_000
 TARGET_PEAK_MB = 4096.0
 """Issue 14: 200,000 real-length documents end to end with peak memory <= 4 GB."""
-SAE_OVERRIDES = ("n_features", "epochs")
+SAE_OVERRIDES = ("n_features", "n_trainings", "epochs")
 """SAE settings the command line can set for the run stage: a million documents with the suggested SAE take hours on
 2 cores, a smaller one shows the memory of every part in less."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
