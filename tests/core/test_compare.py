@@ -26,6 +26,7 @@ from prisma_core.compare.prevalence import (
     summarise,
 )
 from prisma_core.explore import level_units
+from prisma_core.ingest import IngestConfig
 from prisma_core.runs import load_run
 from prisma_core.store import Workspace
 
@@ -250,3 +251,32 @@ def test_bbc_desks_each_hold_their_own_theme_with_a_large_effect(bbc_run):
     assert predicted.accuracy >= 0.9 and predicted.baseline < 0.25
     top = predicted.frame.groupby("group").head(1).set_index("group")["feature_id"]
     assert top.to_dict() == best["feature_id"].to_dict()  # the theme that holds is the one that predicts the desk
+
+
+MTS_SPECIALTIES = 6
+MTS_NOTES = 50
+
+
+@pytest.mark.slow
+def test_mtsamples_specialties_each_hold_a_concept_with_a_large_effect(corpora_dir, tmp_path):
+    """50 clinical notes from each of the 6 largest MTSamples specialties, embedded and trained with the suggested
+    settings: every specialty has a concept of its own (a different feature for each) that holds far beyond chance,
+    and for all but one it is several times more common in the specialty than elsewhere. (The themes of MTSamples
+    are note types, which cut across specialties: the feature level is where the specialties are.)"""
+    notes = pd.read_parquet(corpora_dir / "mtsamples.parquet", columns=["id", "text", "label"])
+    largest = notes["label"].value_counts().index[:MTS_SPECIALTIES]
+    sample = pd.concat(notes[notes["label"] == name].head(MTS_NOTES) for name in largest)
+    sample.to_parquet(tmp_path / "notes.parquet")
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(
+        workspace, [tmp_path / "notes.parquet"], "notes", IngestConfig(text_column="text", id_column="id")
+    )
+    pipeline.embed_dataset(workspace, dataset_id)
+    pipeline.train_run(workspace, dataset_id)
+    run = load_run(workspace, dataset_id=dataset_id)
+    features, _ = level_units(run, "feature")
+    frame = ranked(group_comparison(features, workspace.metadata(dataset_id)["label"]))
+    best = frame[frame["holds"]].groupby("group").head(1).set_index("group")
+    assert sorted(best.index) == sorted(largest) and best["feature_id"].nunique() == MTS_SPECIALTIES
+    assert (best["q_value"] < 1e-5).all() and (best["lift"] >= 1.5).all()
+    assert (best["lift"] >= 3).sum() >= MTS_SPECIALTIES - 1  # 16 features for 300 notes: one may be broader
