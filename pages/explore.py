@@ -369,7 +369,7 @@ def report_download() -> None:
         max_q=st.session_state.get("max_q", MAX_Q),
         date_bucket=st.session_state.get("date_bucket", "year"),
     )
-    points = map_positions(ws.uri, run.record.run_id, dataset.dataset_id, run.record.embedding_key)
+    points = map_positions(run)  # the app's map once drawn; until then the report draws its own
     workspace_now, run_now = ws, run
     download(
         "Report (HTML, one file to share)",

@@ -215,7 +215,7 @@ def test_garbage_replies_stop_the_batch_and_lose_no_label(trained_app, fake):
 
 def test_slow_replies_time_out_with_advice(trained_app, fake):
     fake.delay_s = 3.0
-    at = choose(labels_page(trained_app, fake.url), densest(trained_app, 1, skip=30))
+    at = choose(labels_page(trained_app, fake.url), densest(trained_app, 1))
     at.number_input(key="ollama_timeout").set_value(1.0).run()
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
