@@ -281,7 +281,8 @@ class _Shown:
         else:
             absorbed = [int(t) for t in edit.value["themes"]]
             merged = sorted({int(f) for t in [edit.target, *absorbed] for f in self.current_members("theme", t) or []})
-            info["features"] = [merged if t == edit.target else fs for t, fs in zip(info["theme_id"], info["features"])]
+            pairs = zip(info["theme_id"], info["features"], strict=True)
+            info["features"] = [merged if t == edit.target else fs for t, fs in pairs]
             info = info[~info["theme_id"].isin(absorbed)]
             self.themes = _merged_themes(self.themes, edit.target, absorbed)
         self.theme_info = _recount(info, self.themes)

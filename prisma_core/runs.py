@@ -8,7 +8,7 @@ family holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,9 @@ class LoadedRun:
     families: list[NamedFamily]
     themes: Themes | None  # None for runs made before themes existed
     theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features, pinned
-    edited: Edited = Edited()  # the analyst's edits shown, and those whose concept changed too much to apply
+    edited: Edited = field(
+        default_factory=Edited
+    )  # the analyst's edits shown, and those whose concept changed too much to apply
 
 
 def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
