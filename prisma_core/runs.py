@@ -42,11 +42,14 @@ class LoadedRun:
 
 
 def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
-    """The label shown for each feature: the one the analyst preferred, else the newest LLM label, else keywords."""
+    """The label shown for each feature: the one the analyst preferred, else the newest LLM label, else keywords (an
+    analyst's label no longer preferred, its rename undone, is not shown)."""
+    preferred = interpretations["preferred"].astype(bool)
     ranked = interpretations.assign(
-        rank_preferred=interpretations["preferred"].astype(bool),
+        rank_preferred=preferred,
+        rank_not_withdrawn=preferred | (interpretations["source"] != MANUAL_SOURCE),
         rank_llm=interpretations["source"] != KEYWORD_SOURCE,
-    ).sort_values(["feature_id", "rank_preferred", "rank_llm", "created_at"])
+    ).sort_values(["feature_id", "rank_preferred", "rank_not_withdrawn", "rank_llm", "created_at"])
     chosen = ranked.groupby("feature_id", as_index=False).tail(1)
     return chosen.rename(columns={"source": "label_source"})[
         [
