@@ -4,6 +4,7 @@ again (prisma_core/carry.py), on the small real run."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -125,10 +126,8 @@ def test_a_run_matched_with_itself_keeps_every_concept(small_run: SmallRun):
 
 
 def test_edits_are_carried_to_a_run_trained_again_with_another_seed(edited, tmp_path):
-    source, run_id, facts = edited
+    source, run_id, _ = edited
     workspace = Workspace(tmp_path / "ws")
-    import shutil
-
     shutil.copytree(source.path, workspace.path, dirs_exist_ok=True)
     dataset_id = load_run(workspace, run_id).record.dataset_id
     summary = pipeline.train_run(workspace, dataset_id, dataclasses.replace(SMALL_SAE, seed=1))
