@@ -56,10 +56,10 @@ def refract_document(run: LoadedRun, position: int) -> pd.DataFrame:
 def with_labels(frame: pd.DataFrame, run: LoadedRun) -> pd.DataFrame:
     """Adds each feature's label, in how many trainings it was found, and `strong`: whether it is one of the handful
     of concepts that matter for the document (see analysis.STRONG_SHARE); the others are weak traces, best folded
-    away."""
+    away. Features the analyst hid are left out."""
     strong = frame["value"] >= analysis.STRONG_SHARE * frame["value"].max() if len(frame) else frame["value"] > 0
-    labels = run.features[["feature_id", "label", "found_in"]]
-    return frame.assign(strong=strong).merge(labels, on="feature_id", how="left")
+    labels = run.features.loc[~run.features["hidden"], ["feature_id", "label", "found_in"]]
+    return frame.assign(strong=strong).merge(labels, on="feature_id", how="inner")
 
 
 @dataclass(frozen=True)

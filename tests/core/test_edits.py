@@ -169,3 +169,14 @@ def test_the_command_line_makes_lists_and_undoes_edits(small_run: SmallRun, tmp_
     assert load_run(workspace).theme_info.set_index("theme_id").at[1, "label"] != "Money"
     assert main(["edit", *where, "--action", "hide", "--level", "theme"]) == 2
     assert "--id is needed" in capsys.readouterr().err
+
+
+def test_the_report_shows_the_edited_names_escaped(edited, tmp_path):
+    from prisma_core.report.config import ReportConfig
+    from prisma_core.report.writer import write_report
+
+    workspace, run_id, _ = edited
+    path = write_report(workspace, load_run(workspace, run_id), tmp_path / "report.html", ReportConfig(predict=False))
+    text = path.read_text()
+    assert "My &lt;b&gt;politics&lt;/b&gt;" in text and "<b>politics</b>" not in text
+    assert "My family" in text
