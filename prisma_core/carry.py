@@ -5,7 +5,8 @@ Runs of the same dataset are matched concept by concept (both runs as trained, b
   RECURS_AT is the same feature; a mutual best from CHANGED_FEATURE up is the feature changed);
 - themes by their documents: each theme's documents (those it is strongest for) of one run against the other's,
   Jaccard, paired one to one by the Hungarian assignment; a pair at CLEAR_MATCH or more is the same theme;
-- families by their features: each family's members mapped through the matched features, Jaccard, paired the same way.
+- families by their general concept: a family whose parent feature clearly matches the parent of a new family is that
+  family; the others by their features: members mapped through the matched features, Jaccard, paired the same way.
 
 Each edit of the earlier run whose concept has a clear match is made again on the new run (its record names the edit
 it came from); the others are listed, to apply by hand (`apply_by_hand`).
@@ -44,11 +45,12 @@ class Matching:
     features: dict[int, tuple[int, float]]
     themes: dict[int, tuple[int, float]]
     families: dict[int, tuple[int, float]]
+    same_root: frozenset[int] = frozenset()  # the earlier run's families paired by their parent feature
 
     def clear(self, level: str) -> dict[int, int]:
         """Old id -> new id of the pairs that are clearly the same concept."""
         pairs, at = (self.features, RECURS_AT) if level == "feature" else (self._groups(level), CLEAR_MATCH)
-        return {old: new for old, (new, similarity) in pairs.items() if similarity >= at}
+        return {old: new for old, (new, similarity) in pairs.items() if similarity >= at or old in self.same_root}
 
     def _groups(self, level: str) -> dict[int, tuple[int, float]]:
         return self.themes if level == "theme" else self.families
@@ -87,7 +89,8 @@ def match_runs(old: LoadedRun, new: LoadedRun) -> Matching:
     if old.record.dataset_id != new.record.dataset_id:
         raise SettingsError("Runs are matched over the same documents: pick two runs of the same dataset.")
     features = _feature_pairs(old.codes, new.codes)
-    return Matching(features, _theme_pairs(old, new), _family_pairs(old, new, features))
+    families, same_root = _family_pairs(old, new, features)
+    return Matching(features, _theme_pairs(old, new), families, same_root)
 
 
 def _feature_pairs(old: sp.spmatrix, new: sp.spmatrix) -> dict[int, tuple[int, float]]:
@@ -113,17 +116,29 @@ def _theme_pairs(old: LoadedRun, new: LoadedRun) -> dict[int, tuple[int, float]]
 
 def _family_pairs(
     old: LoadedRun, new: LoadedRun, features: dict[int, tuple[int, float]]
-) -> dict[int, tuple[int, float]]:
+) -> tuple[dict[int, tuple[int, float]], frozenset[int]]:
+    """Families paired by their parent feature first, then the others by their members; with the old families paired
+    by their parent."""
     if not old.families or not new.families:
-        return {}
+        return {}, frozenset()
     clear = {a: b for a, (b, r) in features.items() if r >= RECURS_AT}
     n_features = new.codes.shape[1]
     mapped = [[clear[m] for m in family.members if m in clear] for family in old.families]
-    a = _membership(mapped, n_features)
-    b = _membership([family.members for family in new.families], n_features)
-    pairs = _assigned(_jaccard_matrix(a, b))
+    similarity = _jaccard_matrix(
+        _membership(mapped, n_features), _membership([family.members for family in new.families], n_features)
+    )
+    new_by_root = {family.parent: j for j, family in enumerate(reversed(new.families))}
+    new_by_root = {root: len(new.families) - 1 - j for root, j in new_by_root.items()}  # the first family a root has
+    by_root = {
+        i: new_by_root[clear[f.parent]] for i, f in enumerate(old.families) if clear.get(f.parent) in new_by_root
+    }
+    rest_old = [i for i in range(len(old.families)) if i not in by_root]
+    rest_new = [j for j in range(len(new.families)) if j not in set(by_root.values())]
+    by_members = _assigned(similarity[np.ix_(rest_old, rest_new)])
+    pairs = {i: j for i, j in by_root.items()} | {rest_old[i]: rest_new[j] for i, (j, _) in by_members.items()}
     old_ids, new_ids = [f.family_id for f in old.families], [f.family_id for f in new.families]
-    return {old_ids[i]: (new_ids[j], s) for i, (j, s) in pairs.items()}
+    paired = {old_ids[i]: (new_ids[j], float(similarity[i, j])) for i, j in pairs.items()}
+    return paired, frozenset(old_ids[i] for i in by_root)
 
 
 def _one_hot(assignment: np.ndarray, n: int) -> sp.csc_matrix:
@@ -167,20 +182,22 @@ def compare_runs(old: LoadedRun, new: LoadedRun, matching: Matching) -> pd.DataF
     """Every concept of both runs: level, old_id, old_label, new_id, new_label, status (kept: clearly the same;
     changed: paired but less alike; gone: only in the earlier run; new: only in the new one) and similarity."""
     frames = [
-        _compare_level("theme", _theme_labels(old), _theme_labels(new), matching.themes, CLEAR_MATCH),
-        _compare_level("family", _family_labels(old), _family_labels(new), matching.families, CLEAR_MATCH),
-        _compare_level("feature", _feature_labels(old), _feature_labels(new), matching.features, RECURS_AT),
+        _compare_level("theme", _theme_labels(old), _theme_labels(new), matching.themes, matching.clear("theme")),
+        _compare_level("family", _family_labels(old), _family_labels(new), matching.families, matching.clear("family")),
+        _compare_level(
+            "feature", _feature_labels(old), _feature_labels(new), matching.features, matching.clear("feature")
+        ),
     ]
     return pd.concat(frames, ignore_index=True)
 
 
 def _compare_level(
-    level: str, old: dict[int, str], new: dict[int, str], pairs: dict[int, tuple[int, float]], clear: float
+    level: str, old: dict[int, str], new: dict[int, str], pairs: dict[int, tuple[int, float]], clear: dict[int, int]
 ) -> pd.DataFrame:
     rows = []
     for old_id, label in old.items():
         new_id, similarity = pairs.get(old_id, (None, np.nan))
-        status = "gone" if new_id is None else "kept" if similarity >= clear else "changed"
+        status = "gone" if new_id is None else "kept" if old_id in clear else "changed"
         rows.append(
             (level, old_id, label, new_id, new.get(new_id, "") if new_id is not None else "", status, similarity)
         )
