@@ -35,6 +35,7 @@ CHANGED_MATCH = 0.2
 CHANGED_FEATURE = 0.4
 """Activation correlation from which a feature's mutual best match counts as the same feature changed."""
 LEVEL_WORDS = {"theme": "themes", "family": "families", "feature": "features", "subtheme": "sub-themes"}
+NO_MATCH = "no clear match"
 ACTION_WORDS = {"rename": "renamed", "merge": "merged", "hide": "hidden", "pin": "pinned"}
 
 
@@ -70,12 +71,15 @@ class CarryReport:
         match: “Politics”, “Sport”")."""
         lines = [f"{len(self.carried)} of {len(self.carried) + len(self.not_carried)} edits carried over"]
         kinds: dict[tuple[str, str], list[str]] = {}
-        for edit, _ in self.not_carried:
-            kinds.setdefault((edit.action, edit.level), []).append(_what(edit))
+        for edit, why in self.not_carried:
+            if why == NO_MATCH:
+                kinds.setdefault((edit.action, edit.level), []).append(_what(edit))
+            else:
+                lines.append(f"{edits.describe(edit)} was not carried: {why}")
         for (action, level), names in kinds.items():
             lines.append(
                 f"{len(names)} {ACTION_WORDS[action]} {LEVEL_WORDS[level] if len(names) > 1 else level} "
-                f"{'have' if len(names) > 1 else 'has'} no clear match: {', '.join(names)}"
+                f"{'have' if len(names) > 1 else 'has'} {NO_MATCH}: {', '.join(names)}"
             )
         return lines
 
@@ -242,7 +246,7 @@ def carry_edits(workspace: Workspace, from_run: str, to_run: str) -> CarryReport
             continue
         targets = _targets(edit, matching)
         if targets is None:
-            report.not_carried.append((edit, "no clear match"))
+            report.not_carried.append((edit, NO_MATCH))
             continue
         try:
             report.carried.append((edit, _redo(workspace, shown, edit, targets, f"{from_run}/{edit.edit_id}")))

@@ -16,7 +16,7 @@ from prisma_core.cli import main
 from prisma_core.errors import SettingsError
 from prisma_core.explore import level_units, search_features
 from prisma_core.runs import load_run
-from prisma_core.store import Workspace
+from prisma_core.store import EditRecord, Workspace
 from prisma_core.store.schemas import MANUAL_SOURCE
 
 
@@ -146,7 +146,8 @@ def test_edits_are_carried_to_a_run_trained_again_with_another_seed(edited, tmp_
     assert renamed <= names
     theme_edits = [e for e, _ in report.carried if e.level == "theme"]
     assert theme_edits, "the themes of the small run come back with another seed"
-    assert all(line.endswith("carried over") or "no clear match" in line for line in report.summary())
+    assert report.summary()[0] == f"{len(report.carried)} of 7 edits carried over"
+    assert all("no clear match" in line or "was not carried" in line for line in report.summary()[1:])
     again = carry.carry_edits(workspace, run_id, summary.run_id)
     assert again.carried == [] and len(again.not_carried) == len(report.not_carried)  # never carried twice
     counts = carry.counts(carry.compare_runs(old, new, matching))
@@ -180,3 +181,27 @@ def test_the_report_shows_the_edited_names_escaped(edited, tmp_path):
     text = path.read_text()
     assert "My &lt;b&gt;politics&lt;/b&gt;" in text and "<b>politics</b>" not in text
     assert "My family" in text
+
+
+def test_what_was_not_carried_is_said_in_words():
+    def edit(action: str, level: str, target: int, name: str = "") -> EditRecord:
+        value = {"name": name, "members": [target]} if name else {"members": [target]}
+        return EditRecord(f"edit-{target}", "run-a", "2026", "me", action, level, target, value, "", "")
+
+    report = carry.CarryReport(
+        "run-a",
+        "run-b",
+        carried=[(edit("pin", "theme", 1), edit("pin", "theme", 2))],
+        not_carried=[
+            (edit("rename", "theme", 3, "Politics"), carry.NO_MATCH),
+            (edit("rename", "theme", 4, "Sport"), carry.NO_MATCH),
+            (edit("hide", "family", 5), carry.NO_MATCH),
+            (edit("rename", "feature", 6, "Tax"), "This run shows no feature 9."),
+        ],
+    )
+    assert report.summary() == [
+        "1 of 5 edits carried over",
+        "feature 6 renamed “Tax” was not carried: This run shows no feature 9.",
+        "2 renamed themes have no clear match: “Politics”, “Sport”",
+        "1 hidden family has no clear match: family 5",
+    ]
