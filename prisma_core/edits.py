@@ -218,6 +218,8 @@ def apply_edits(run: LoadedRun, records: Sequence[EditRecord]) -> tuple[LoadedRu
         features, themes, theme_info, families = state.apply(edit)
         applied.append(edit)
     features, themes, theme_info = _hidden_features_out_of_themes(features, themes, theme_info)
+    hidden = set(features.loc[features["hidden"], "feature_id"].tolist())
+    families = [kept for family in families if (kept := _without_features(family, hidden)) is not None]
     theme_info = theme_info.sort_values(["pinned", "theme_id"], ascending=[False, True], kind="stable")
     pinned = {e.target for e in applied if e.action == "pin" and e.level == "family"}
     families.sort(key=lambda family: family.family_id not in pinned)
@@ -352,6 +354,20 @@ def _hidden_features_out_of_themes(
     return features, themes, info
 
 
-def shown_features(run: LoadedRun) -> pd.DataFrame:
-    """The run's features the analyst did not hide."""
-    return run.features[~run.features["hidden"]]
+def _without_features(family: NamedFamily, hidden: set[int]) -> NamedFamily | None:
+    """The family without the hidden features (their children hang from the nearest member above them); None when
+    its parent is hidden or fewer than two members are left."""
+    if not hidden:
+        return family
+    if family.parent in hidden:
+        return None
+    parent_of = {child: parent for parent, child, _ in family.edges}
+
+    def shown_above(feature: int) -> int:
+        while feature in hidden:
+            feature = parent_of[feature]
+        return feature
+
+    members = [m for m in family.members if m not in hidden]
+    edges = [(shown_above(p), c, w) for p, c, w in family.edges if c not in hidden]
+    return replace(family, members=members, edges=edges) if len(members) > 1 else None

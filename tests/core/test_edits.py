@@ -54,6 +54,10 @@ def _check_edits_shown(workspace: Workspace, run_id: str, facts: dict) -> None:
     assert not np.isin(strongest, [2, 3]).any()
     assert (strongest >= 0).sum() == (load_run(workspace, run_id, with_edits=False).themes.strongest() >= 0).sum()
     assert {f.family_id: f.label for f in run.families}[facts["family"]] == "My family"
+    for family in run.families:  # a hidden feature leaves its family; its children hang from the member above it
+        assert facts["hidden_feature"] not in family.members
+        assert {c for _, c, _ in family.edges} == set(family.members) - {family.parent}
+        assert {p for p, _, _ in family.edges} <= set(family.members)
     features = run.features.set_index("feature_id")
     assert features.at[facts["feature"], "label"] == "My feature"
     assert features.at[facts["feature"], "label_source"] == MANUAL_SOURCE
