@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui.cards import FEATURE_COLUMNS, feature_card, feature_options, features_table, reliable_summary
+from ui.edits import edits_panel
 from ui.glossary import explain
 from ui.navigation import route_here
 from ui.state import current_feature, open_feature, require_run, revision
@@ -26,6 +27,7 @@ st.subheader("Themes")
 themes_overview(run, key="features")
 theme_detail(run, key="features")
 regroup_form(run)
+edits_panel(run)
 st.subheader("All features")
 
 query = st.text_input("Search labels and descriptions", key="feature_search", placeholder="e.g. cardiac")

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from prisma_core.config_docs import field_docs, field_kind, literal_values
+from prisma_core.edit_config import CarryConfig, EditConfig
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import DamagedTableError, LabellingError, PrismaError, SettingsError
 from prisma_core.families import FamilyConfig
@@ -195,6 +196,8 @@ def cmd_train(workspace: Workspace, args: argparse.Namespace, dataset_id: str | 
     )
     print(f"  features: {_kept_features(m)}")
     print("  seconds: " + ", ".join(f"{stage} {s:.1f}" for stage, s in summary.seconds.items()))
+    if summary.carried:
+        print(f"  your edits of run {summary.carried.from_run}: " + "; ".join(summary.carried.summary()))
     _print_themes(workspace.themes(summary.run_id))
     return summary.run_id
 
@@ -294,6 +297,79 @@ def cmd_repair(workspace: Workspace, args: argparse.Namespace) -> None:
         print(line)
     if not report:
         print("every table reads in full and every run is listed: nothing to repair")
+
+
+def cmd_edit(workspace: Workspace, args: argparse.Namespace) -> None:
+    """Lists, makes or undoes an edit of a run (see `prisma_core.edits`)."""
+    from prisma_core import edits
+    from prisma_core.runs import load_run
+
+    config = config_from_args(EditConfig, args)
+    run = load_run(workspace, args.run)
+    run_id = run.record.run_id
+    if config.action == "list":
+        _print_edits(workspace.edits(run_id), run)
+        return
+    if config.action == "undo":
+        undone = next((e for e in workspace.edits(run_id) if e.edit_id == config.edit_id), None)
+        edits.undo(workspace, run_id, config.edit_id)
+        print(f"run {run_id}: undone: {edits.describe(undone) if undone else config.edit_id}")
+        return
+    if config.id is None:
+        raise SettingsError(f"--id is needed: the number of the {config.level} to {config.action}.")
+    record = _make_edit(workspace, run, config)
+    print(f"run {run_id}: {edits.describe(record)} (edit {record.edit_id}; undo with --action undo --edit-id ...)")
+
+
+def _make_edit(workspace: Workspace, run: Any, config: EditConfig) -> Any:
+    from prisma_core import edits
+
+    if config.action == "rename":
+        return edits.rename(workspace, run, config.level, config.id, config.name, config.description)
+    if config.action == "merge":
+        if config.level != "theme":
+            raise SettingsError("Only themes are merged: use --level theme.")
+        return edits.merge_themes(workspace, run, config.id, _feature_ids(config.themes))
+    make = edits.hide if config.action == "hide" else edits.pin
+    return make(workspace, run, config.level, config.id)
+
+
+def _print_edits(records: Sequence[Any], run: Any) -> None:
+    from prisma_core import edits
+
+    active = {record.edit_id for record in edits.active_edits(records)}
+    skipped = {record.edit_id for record in run.edited.not_applied}
+    if not records:
+        print(f"run {run.record.run_id}: no edits yet")
+    for record in records:
+        if record.action == edits.UNDO:
+            continue
+        state = "undone" if record.edit_id not in active else "not applied" if record.edit_id in skipped else "shown"
+        carried = f", carried from run {record.carried_from.split('/')[0]}" if record.carried_from else ""
+        print(
+            f"{record.edit_id}  {record.created_at[:19]}  {record.author}  {edits.describe(record)}  [{state}{carried}]"
+        )
+
+
+def cmd_carry(workspace: Workspace, args: argparse.Namespace) -> None:
+    """Carries an earlier run's edits to a run and compares the two runs' concepts."""
+    from prisma_core import carry
+    from prisma_core.runs import load_run
+
+    run_id = workspace.run_or_latest(args.run).run_id
+    from_run = config_from_args(CarryConfig, args).from_run or carry.previous_edited_run(workspace, run_id)
+    if from_run is None:
+        raise SettingsError("No earlier run of this dataset has edits: give one with --from-run.")
+    report = carry.carry_edits(workspace, from_run, run_id)
+    print(f"edits of run {from_run} carried to run {run_id}")
+    for line in report.summary():
+        print(f"  {line}")
+    old, new = load_run(workspace, from_run, with_edits=False), load_run(workspace, run_id, with_edits=False)
+    table = carry.counts(
+        carry.compare_runs(load_run(workspace, from_run), load_run(workspace, run_id), carry.match_runs(old, new))
+    )
+    for level, row in table.iterrows():
+        print(f"  {level}: " + ", ".join(f"{int(row[status])} {status}" for status in carry.STATUSES))
 
 
 def cmd_run(workspace: Workspace, args: argparse.Namespace) -> None:
@@ -473,6 +549,12 @@ def _add_run_commands(commands: Commands) -> None:
     report.add_argument("--run", help=RUN_HELP)
     report.add_argument("--out", required=True, type=Path, help="the HTML file to write, e.g. report.html")
     _command(commands, "list", "list datasets and runs", cmd_list)
+    help_text = "rename, merge, hide or pin a run's concepts, list its edits or undo one"
+    edit = _command(commands, "edit", help_text, cmd_edit, EditConfig)
+    edit.add_argument("--run", help=RUN_HELP)
+    help_text = "carry an earlier run's edits to a run trained again, and compare their concepts"
+    carry = _command(commands, "carry", help_text, cmd_carry, CarryConfig)
+    carry.add_argument("--run", help="the run the edits go to (default: the newest)")
     help_text = "check every table in full; restore a damaged table's last intact version and lost run records"
     _command(commands, "repair", help_text, cmd_repair)
 

@@ -56,10 +56,10 @@ def refract_document(run: LoadedRun, position: int) -> pd.DataFrame:
 def with_labels(frame: pd.DataFrame, run: LoadedRun) -> pd.DataFrame:
     """Adds each feature's label, in how many trainings it was found, and `strong`: whether it is one of the handful
     of concepts that matter for the document (see analysis.STRONG_SHARE); the others are weak traces, best folded
-    away."""
+    away. Features the analyst hid are left out."""
     strong = frame["value"] >= analysis.STRONG_SHARE * frame["value"].max() if len(frame) else frame["value"] > 0
-    labels = run.features[["feature_id", "label", "found_in"]]
-    return frame.assign(strong=strong).merge(labels, on="feature_id", how="left")
+    labels = run.features.loc[~run.features["hidden"], ["feature_id", "label", "found_in"]]
+    return frame.assign(strong=strong).merge(labels, on="feature_id", how="inner")
 
 
 @dataclass(frozen=True)
@@ -144,13 +144,14 @@ def search_documents(
 
 
 def search_features(run: LoadedRun, query: str) -> pd.DataFrame:
-    """Features whose label or description mentions the query (case-insensitive): the topics found in the most
-    trainings first, densest first among them, background features last."""
+    """Features the analyst did not hide whose label or description mentions the query (case-insensitive): pinned
+    ones first, then the topics found in the most trainings, densest first among them, background features last."""
     needle = query.strip().lower()
-    haystack = (run.features["label"].fillna("") + " " + run.features["description"].fillna("")).str.lower()
-    matches = run.features[haystack.str.contains(needle, regex=False)] if needle else run.features
-    order = ["background", "found_in", "density"]
-    return matches.sort_values(order, ascending=[True, False, False], na_position="last", kind="stable")
+    shown = run.features[~run.features["hidden"]]
+    haystack = (shown["label"].fillna("") + " " + shown["description"].fillna("")).str.lower()
+    matches = shown[haystack.str.contains(needle, regex=False)] if needle else shown
+    order = ["pinned", "background", "found_in", "density"]
+    return matches.sort_values(order, ascending=[False, True, False, False], na_position="last", kind="stable")
 
 
 def documents_by_positions(documents: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
@@ -174,14 +175,17 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
     if level == "theme":
         if run.themes is None:
             raise NotFoundError("This run was made before themes existed: regroup its features into themes first.")
-        return run.themes.members(), run.theme_info[["theme_id", "label"]].set_axis(["unit", "label"], axis=1)
+        shown = run.theme_info["theme_id"].to_numpy()  # merged and hidden themes left out, pinned ones first
+        return run.themes.members()[:, shown], run.theme_info[["theme_id", "label"]].set_axis(["unit", "label"], axis=1)
     if level == "family":
         membership = family_matrix([f.members for f in run.families], run.codes.shape[1])
         codes = _max_over_members(run.codes, membership)
         units = pd.DataFrame({"unit": [f.family_id for f in run.families], "label": [f.label for f in run.families]})
         return codes, units
     if level == "feature":
-        return run.codes, run.features[["feature_id", "label"]].set_axis(["unit", "label"], axis=1)
+        shown = run.features[~run.features["hidden"]]
+        units = shown[["feature_id", "label"]].set_axis(["unit", "label"], axis=1).reset_index(drop=True)
+        return run.codes[:, shown["feature_id"].to_numpy()], units
     raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
 
 

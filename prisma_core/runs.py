@@ -8,13 +8,14 @@ family holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
+from prisma_core.edits import Edited, apply_edits
 from prisma_core.errors import StoreError
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
@@ -34,15 +35,21 @@ class LoadedRun:
     features: pd.DataFrame  # stats, n_strong (documents where it is strong), resolved label, theme_id per feature
     families: list[NamedFamily]
     themes: Themes | None  # None for runs made before themes existed
-    theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features
+    theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features, pinned
+    edited: Edited = field(
+        default_factory=Edited
+    )  # the analyst's edits shown, and those whose concept changed too much to apply
 
 
 def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
-    """The label shown for each feature: the one the analyst preferred, else the newest LLM label, else keywords."""
+    """The label shown for each feature: the one the analyst preferred, else the newest LLM label, else keywords (an
+    analyst's label no longer preferred, its rename undone, is not shown)."""
+    preferred = interpretations["preferred"].astype(bool)
     ranked = interpretations.assign(
-        rank_preferred=interpretations["preferred"].astype(bool),
+        rank_preferred=preferred,
+        rank_not_withdrawn=preferred | (interpretations["source"] != MANUAL_SOURCE),
         rank_llm=interpretations["source"] != KEYWORD_SOURCE,
-    ).sort_values(["feature_id", "rank_preferred", "rank_llm", "created_at"])
+    ).sort_values(["feature_id", "rank_preferred", "rank_not_withdrawn", "rank_llm", "created_at"])
     chosen = ranked.groupby("feature_id", as_index=False).tail(1)
     return chosen.rename(columns={"source": "label_source"})[
         [
@@ -106,10 +113,15 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
 
 
 def load_run(
-    workspace: Workspace, run_id: str | None = None, dataset_id: str | None = None, previous: LoadedRun | None = None
+    workspace: Workspace,
+    run_id: str | None = None,
+    dataset_id: str | None = None,
+    previous: LoadedRun | None = None,
+    with_edits: bool = True,
 ) -> LoadedRun:
-    """The run as stored now. `previous`: the same run loaded earlier (a view reloading it after its labels,
-    families or themes changed): its codes and directions, which never change once written, are taken from it
+    """The run as stored now, with the analyst's edits applied (`prisma_core.edits`; `with_edits=False`: as trained,
+    every feature shown and none pinned). `previous`: the same run loaded earlier (a view reloading it after its
+    labels, families or themes changed): its codes and directions, which never change once written, are taken from it
     instead of being read again, and so are its themes when their stored evidence is the same."""
     stored = workspace.run_or_latest(run_id, dataset_id)
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
@@ -142,7 +154,9 @@ def load_run(
     families = workspace.families(record.run_id)
     counts = {"n_themes": len(theme_rows), "n_families": len(families)}  # a save whose record a kill cut off counts
     record = replace(record, metrics=record.metrics | counts)
-    return LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
+    run = LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
+    edited, applied = apply_edits(run, workspace.edits(record.run_id) if with_edits else [])
+    return replace(edited, edited=applied)
 
 
 def stored_themes(rows: Sequence[dict], codes: sp.csr_matrix, settings: dict) -> Themes:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from prisma_core import analysis
+from prisma_core import analysis, edits
 from prisma_core.errors import PrismaError
 from prisma_core.explore import search_features
 from prisma_core.interpret import manual_labels, prompts
@@ -266,9 +266,7 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
             if not label.strip():
                 st.warning("Write a label first.")
             else:
-                save_manual_label(run_id, feature_id, label, description)
-                st.session_state[SAVED_KEY] = (run_id, feature_id, label.strip())
-                st.rerun()
+                rename_feature(run, feature_id, label, description)
 
 
 SCORE_HELP = (
@@ -315,11 +313,18 @@ def support_caption(support: ScoreSupport) -> str:
     return f"Scores rest on {n_pos:,} of the feature's {kept} against {n_neg:,} others. Chance is 0.50."
 
 
-def save_manual_label(run_id: str, feature_id: int, label: str, description: str = "") -> str:
-    """Store an analyst's label as a new interpretation and make it the one shown; returns its id."""
-    interpretation_id = manual_labels.save_manual_label(workspace(), run_id, feature_id, label, description)
+def rename_feature(run: LoadedRun, feature_id: int, label: str, description: str = "") -> None:
+    """Stores the analyst's label as an edit (who, when; undone on the Features page's *Your edits*) and as the
+    feature's label shown, then shows the card again saying so."""
+    run_id = run.record.run_id
+    try:
+        edits.rename(workspace(), run, "feature", feature_id, label, description)
+    except PrismaError as error:
+        st.error(md(error))
+        return
     bump_revision(run_id)
-    return interpretation_id
+    st.session_state[SAVED_KEY] = (run_id, feature_id, label.strip())
+    st.rerun()
 
 
 def _prefer(run_id: str, feature_id: int, interpretation_id: str) -> None:
@@ -333,6 +338,8 @@ def _prefer(run_id: str, feature_id: int, interpretation_id: str) -> None:
 
 
 def feature_options(run: LoadedRun) -> dict[int, str]:
-    """feature id -> display name, densest first (dead features last)."""
-    ranked = run.features.sort_values(["density", "feature_id"], ascending=[False, True])
+    """feature id -> display name of the features not hidden, pinned ones first, then densest first (dead ones
+    last)."""
+    shown = run.features[~run.features["hidden"]]
+    ranked = shown.sort_values(["pinned", "density", "feature_id"], ascending=[False, False, True])
     return {int(f): feature_name(f, label) for f, label in zip(ranked["feature_id"], ranked["label"], strict=True)}

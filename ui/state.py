@@ -95,7 +95,7 @@ def _revisions() -> dict[str, int]:
     return {}
 
 
-RUN_TABLES = ("sae_runs", "features", "interpretations", "families", "themes")
+RUN_TABLES = ("sae_runs", "features", "interpretations", "families", "themes", "edits")
 """Every table a page shows a run from: any change to one, by any process, reloads the run's cached views
 (activations and weights never change once written)."""
 
@@ -322,6 +322,7 @@ def open_feature(feature_id: int) -> None:
 def current_feature(run: LoadedRun) -> int:
     """The open feature card: the last one chosen, else the densest feature."""
     chosen = st.session_state.get(FEATURE_KEY)
-    if chosen is not None and 0 <= int(chosen) < len(run.features):
+    shown = run.features[~run.features["hidden"]]
+    if chosen is not None and int(chosen) in set(shown["feature_id"].tolist()):
         return int(chosen)
-    return int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[0])
+    return int(shown.sort_values(["pinned", "density"], ascending=False)["feature_id"].iloc[0])

@@ -76,11 +76,11 @@ def _themes_table(workspace_path: str, run_id: str, revision: int) -> pd.DataFra
 
 
 def current_theme(run: LoadedRun) -> int:
-    """The open theme: the last one chosen, else the largest (theme 0)."""
-    chosen = st.session_state.get(THEME_KEY)
-    if chosen is not None and 0 <= int(chosen) < len(run.theme_info):
+    """The open theme: the last one chosen, else the first shown (a pinned one, else the largest: theme 0)."""
+    chosen, shown = st.session_state.get(THEME_KEY), run.theme_info["theme_id"].tolist()
+    if chosen is not None and int(chosen) in shown:
         return int(chosen)
-    return 0
+    return int(shown[0]) if shown else 0
 
 
 def open_theme(theme_id: int) -> None:

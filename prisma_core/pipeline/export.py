@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from prisma_core.errors import StoreError
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
@@ -85,7 +86,8 @@ def outside_workspace(workspace: Workspace, out: Path, instead: str) -> Path:
 
 def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     docs = workspace.documents(run.record.dataset_id, ["position", "doc_id", "title", "metadata"])
-    features = run.features.merge(family_membership(run.families), on="feature_id", how="left")
+    shown = run.features[~run.features["hidden"]]  # what the analyst hid stays out of the export
+    features = shown.merge(family_membership(run.families), on="feature_id", how="left")
     feature_columns = [
         "feature_id",
         "density",
@@ -94,6 +96,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "max_activation",
         "found_in",
         "background",
+        "pinned",
         "label",
         "description",
         "label_source",
@@ -104,7 +107,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "theme_id",
     ]
     features[feature_columns].to_parquet(out / "features.parquet", index=False)
-    _write_activations(run, docs["doc_id"].to_numpy(), out / "activations.parquet")
+    _write_activations(run, docs["doc_id"].to_numpy(), shown["feature_id"].to_numpy(), out / "activations.parquet")
     metadata_frame = workspace.metadata(run.record.dataset_id)
     documents = pd.concat([docs[["doc_id", "title"]], document_themes(run), metadata_frame], axis=1)
     documents.to_parquet(out / "documents.parquet", index=False)
@@ -128,13 +131,15 @@ EXPORT_ROWS = 65_536
 """Documents whose activations are written to activations.parquet at a time (2 million rows at k = 32)."""
 
 
-def _write_activations(run: LoadedRun, doc_ids: np.ndarray, path: Path) -> None:
-    """doc_id, feature_id, value of every activation, in document order, written EXPORT_ROWS documents at a time:
-    the rows of a million documents (32 million at k = 32) are never all in memory."""
+def _write_activations(run: LoadedRun, doc_ids: np.ndarray, shown: np.ndarray, path: Path) -> None:
+    """doc_id, feature_id, value of every activation of the `shown` features, in document order, written EXPORT_ROWS
+    documents at a time: the rows of a million documents (32 million at k = 32) are never all in memory."""
     schema = pa.schema([("doc_id", pa.string()), ("feature_id", pa.int32()), ("value", pa.float32())])
     with pq.ParquetWriter(path, schema) as writer:
         for start in range(0, max(run.codes.shape[0], 1), EXPORT_ROWS):
             coo = run.codes[start : start + EXPORT_ROWS].tocoo()
+            keep = np.isin(coo.col, shown)
+            coo = sp.coo_matrix((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=coo.shape)
             columns = [doc_ids[start + coo.row].astype(str), coo.col.astype(np.int32), coo.data.astype(np.float32)]
             writer.write_table(pa.table(columns, schema=schema))
 

@@ -15,9 +15,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis, sae  # sae's torch parts import when a run is trained, not when one is read
+from prisma_core.carry import CarryReport, carry_edits, previous_edited_run
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.embed.cache import embed_cached
-from prisma_core.errors import NotFoundError, StoreError, TrainingError
+from prisma_core.errors import NotFoundError, PrismaError, StoreError, TrainingError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.interpret.keywords import (
     KEYWORD_SOURCE,
@@ -51,6 +52,7 @@ class RunSummary:
     n_themes: int
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    carried: CarryReport | None = None  # the analyst's edits carried from the dataset's previous edited run
 
 
 def suggested_sae_config(workspace: Workspace, dataset_id: str, embed_config: EmbedConfig = EmbedConfig()) -> SAEConfig:
@@ -115,7 +117,19 @@ def train_run(
         with contextlib.suppress(StoreError):  # the error that stopped the run is the one to report
             workspace.delete_run(run_id)
         raise
-    return RunSummary(run_id, record.metrics, n_families, themes.n_themes, warnings, seconds)
+    carried = _carry_edits(workspace, run_id, warnings)
+    return RunSummary(run_id, record.metrics, n_families, themes.n_themes, warnings, seconds, carried)
+
+
+def _carry_edits(workspace: Workspace, run_id: str, warnings: list[str]) -> CarryReport | None:
+    """The analyst's edits of the dataset's previous edited run, made again on the new run where their concepts
+    clearly match; the run is kept whatever happens here (a failure is one more warning)."""
+    try:
+        previous = previous_edited_run(workspace, run_id)
+        return carry_edits(workspace, previous, run_id) if previous else None
+    except PrismaError as error:
+        warnings.append(f"The edits of the previous run could not be carried over: {error}")
+        return None
 
 
 def _store_features(

@@ -110,6 +110,12 @@ class Artefacts(Tables):
         chosen = f"{feature} AND interpretation_id = '{check_id(interpretation_id)}'"
         retry(lambda: table.update(where=chosen, values={"preferred": True}), self.uri)
 
+    def clear_preference(self, run_id: str, feature_id: int) -> None:
+        """No interpretation of the feature is preferred: it shows its newest LLM label, else its keywords."""
+        table = self._table("interpretations")
+        feature = f"run_id = '{check_id(run_id)}' AND feature_id = {int(feature_id)}"
+        retry(lambda: table.update(where=feature, values={"preferred": False}), self.uri)
+
     def save_families(self, run_id: str, families: Sequence[NamedFamily]) -> None:
         """Replace a run's families (see `_replace_generation`)."""
         self._replace_generation(

@@ -83,6 +83,23 @@ class StageRecord:
 
 
 @dataclass(frozen=True)
+class EditRecord:
+    """One change an analyst made to how a run shows its concepts (see `prisma_core.edits`): rows are only ever
+    added, so an edit is undone by a later record naming it, and nothing an analyst did is lost."""
+
+    edit_id: str
+    run_id: str
+    created_at: str  # to the microsecond: edits made in the same second keep their order
+    author: str  # who made it: the operating-system user of the app or the command line
+    action: str  # rename, merge, hide, pin, undo
+    level: str  # theme, subtheme, family, feature ("" for an undo)
+    target: int  # the concept's id at its level (-1 for an undo)
+    value: dict[str, Any]  # what the edit says: name, description, merged ids, the members it was made on
+    undoes: str  # the edit_id an undo cancels ("" otherwise)
+    carried_from: str  # "run_id/edit_id" of the edit it was carried over from after a new training ("" otherwise)
+
+
+@dataclass(frozen=True)
 class Family:
     """A family of features found by `prisma_core.families.find_families`: a parent and its descendants."""
 
@@ -138,6 +155,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         "evidence:float32s probabilities:float32s"
     ),
     "stages": _record_schema(StageRecord),
+    "edits": _record_schema(EditRecord),
     "maps": _schema("dataset_id embedding_key position:int64 x:float32 y:float32"),
 }
 """Every table of a workspace: its columns in stored order."""

@@ -107,10 +107,10 @@ def test_preferred_interpretation_wins(trained):
     workspace, _, _, summary = trained
     workspace.add_interpretations(
         summary.run_id,
-        [{"feature_id": 3, "label": "manual name", "description": "typed by hand", "source": "manual"}],
+        [{"feature_id": 3, "label": "model name", "description": "an LLM's label", "source": "llama3"}],
     )
     run = pipeline.load_run(workspace, summary.run_id)
-    assert run.features.loc[run.features["feature_id"] == 3, "label"].item() == "manual name"
+    assert run.features.loc[run.features["feature_id"] == 3, "label"].item() == "model name"  # newest, not keywords
     keyword_id = (
         workspace.interpretations(summary.run_id).query("feature_id == 3 and source == 'keywords'")["interpretation_id"]
     ).item()

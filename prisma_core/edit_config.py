@@ -1,0 +1,39 @@
+"""The settings of the command line's `edit` and `carry` commands (see `prisma_core.edits` and `prisma_core.carry`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from prisma_core.config_docs import CheckedConfig
+
+
+@dataclass(frozen=True)
+class EditConfig(CheckedConfig):
+    settings_name = "edit"
+
+    action: Literal["list", "rename", "merge", "hide", "pin", "undo"] = "list"
+    """What to do: list the run's edits; rename a concept (--name); merge themes (--into, --themes); hide a concept
+    from every view, the export and the report; pin it to the top; undo an edit (--edit-id: shows a hidden concept
+    again, lifts a pin, gives the old name back)."""
+    level: Literal["theme", "subtheme", "family", "feature"] = "theme"
+    """The level of the concept edited (sub-themes take edits once runs have them)."""
+    id: int | None = None
+    """The id of the concept edited (a theme, family or feature number, as `list` and the app show it); for a merge,
+    the theme the others join."""
+    name: str = ""
+    """The new name, for a rename."""
+    description: str = ""
+    """A description stored with the new name (optional)."""
+    themes: str = ""
+    """For a merge: the ids of the themes merged into --id, separated by commas (e.g. 3,4)."""
+    edit_id: str = ""
+    """For an undo: the edit's id, as `--action list` shows it."""
+
+
+@dataclass(frozen=True)
+class CarryConfig(CheckedConfig):
+    settings_name = "carry"
+
+    from_run: str | None = None
+    """The earlier run whose edits are carried (default: the newest earlier run of the same dataset with edits)."""

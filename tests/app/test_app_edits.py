@@ -1,0 +1,41 @@
+"""Features page, *Your edits*: rename a theme, hide a feature, see both on the page, and undo them."""
+
+from app_helpers import features_table, new_app, open_page, texts
+
+from prisma_core import edits, pipeline
+
+pytest_plugins = ["app_fixtures"]  # the shared trained workspace
+
+
+def test_a_renamed_theme_and_a_hidden_feature_show_on_the_page_until_undone(trained_app):
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "features")
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    theme = int(run.theme_info["theme_id"].iloc[0])
+    at.radio(key="edit_level").set_value("theme").run()
+    at.selectbox(key="edit_target").select(theme).run()
+    at.radio(key="edit_action").set_value("rename").run()
+    at.text_input(key="edit_name").input("My <i>theme</i>")
+    at.button(key="FormSubmitter:edit_form-Save the change").click().run()
+    assert not at.exception
+    assert (
+        "My <i>theme</i>" in pipeline.load_run(trained_app.workspace, trained_app.run_id).theme_info["label"].tolist()
+    )
+    assert any("renamed “My \\<i\\>theme\\</i\\>”" in text or "My <i>theme</i>" in text for text in texts(at.markdown))
+
+    feature = int(features_table(at)["feature_id"].iloc[0])
+    at.radio(key="edit_level").set_value("feature").run()
+    at.selectbox(key="edit_target").select(feature).run()
+    at.radio(key="edit_action").set_value("hide").run()
+    at.button(key="FormSubmitter:edit_form-Save the change").click().run()
+    assert not at.exception
+    assert feature not in features_table(at)["feature_id"].tolist()
+
+    for record in reversed(edits.active_edits(trained_app.workspace.edits(trained_app.run_id))):
+        at.button(key=f"undo_{record.edit_id}").click().run()
+        assert not at.exception
+    assert edits.active_edits(trained_app.workspace.edits(trained_app.run_id)) == []
+    assert feature in features_table(at)["feature_id"].tolist()
+    assert (
+        "My <i>theme</i>"
+        not in pipeline.load_run(trained_app.workspace, trained_app.run_id).theme_info["label"].tolist()
+    )

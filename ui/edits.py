@@ -1,0 +1,169 @@
+"""*Your edits* on the Features page: rename, merge, hide and pin concepts, undo, and carry edits from an earlier
+run of the dataset (see `prisma_core.edits` and `prisma_core.carry`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from prisma_core import carry, edits
+from prisma_core.errors import PrismaError
+from prisma_core.runs import LoadedRun, load_run
+from prisma_core.store import EditRecord
+from ui.state import bump_revision, workspace
+from ui.text import md
+
+ACTIONS = {"rename": "Rename", "hide": "Hide", "pin": "Pin to the top", "merge": "Merge other themes into it"}
+LEVEL_NAMES = {"theme": "Theme", "family": "Family", "feature": "Feature"}
+CARRIED_KEY = "carry_report"
+
+
+def concept_options(run: LoadedRun, level: str) -> dict[int, str]:
+    """The concepts of a level the run shows now: id -> "Theme 2: name"."""
+    if level == "theme":
+        pairs = zip(run.theme_info["theme_id"], run.theme_info["label"], strict=True)
+    elif level == "family":
+        pairs = ((family.family_id, family.label) for family in run.families)
+    else:
+        shown = run.features[~run.features["hidden"]]
+        pairs = zip(shown["feature_id"], shown["label"], strict=True)
+    return {int(i): f"{LEVEL_NAMES[level]} {int(i)}: {label}" for i, label in pairs}
+
+
+def edits_panel(run: LoadedRun) -> None:
+    """The whole panel, folded away under *Your edits*."""
+    records = workspace().edits(run.record.run_id)
+    active = edits.active_edits(records)
+    with st.expander(f"Your edits ({len(active)}): rename, merge, hide or pin concepts", expanded=False):
+        st.caption(
+            "Your names and changes are kept with this run, shown on every page, in the downloads and the report, "
+            "and carried to the next training of this dataset where its concepts clearly match. Hidden concepts stay "
+            "stored: undo the edit to show them again."
+        )
+        _edit_form(run)
+        _edit_list(run, active)
+        _carry_section(run)
+
+
+def _edit_form(run: LoadedRun) -> None:
+    columns = st.columns(3)
+    level = columns[0].radio("Level", list(LEVEL_NAMES), format_func=LEVEL_NAMES.get, key="edit_level")
+    options = concept_options(run, level)
+    if not options:
+        st.info(f"This run shows no {level} to edit.")
+        return
+    target = columns[1].selectbox("Concept", list(options), format_func=lambda i: md(options[i]), key="edit_target")
+    actions = [a for a in ACTIONS if a != "merge" or level == "theme"]
+    action = columns[2].radio("Change", actions, format_func=ACTIONS.get, key="edit_action")
+    with st.form("edit_form", clear_on_submit=True):
+        name = st.text_input("New name", key="edit_name") if action == "rename" else ""
+        others = []
+        if action == "merge":
+            choices = [t for t in options if t != target]
+            others = st.multiselect("Themes merged into it", choices, format_func=lambda i: md(options[i]))
+        if st.form_submit_button("Save the change"):
+            _save(run, action, level, int(target), name, others)
+
+
+def _save(run: LoadedRun, action: str, level: str, target: int, name: str, others: list[int]) -> None:
+    ws = workspace()
+    try:
+        if action == "rename":
+            edits.rename(ws, run, level, target, name)
+        elif action == "merge":
+            edits.merge_themes(ws, run, target, others)
+        else:
+            (edits.hide if action == "hide" else edits.pin)(ws, run, level, target)
+    except PrismaError as error:
+        st.error(md(error))
+        return
+    bump_revision(run.record.run_id)
+    st.rerun()
+
+
+def _edit_list(run: LoadedRun, active: list[EditRecord]) -> None:
+    if not active:
+        return
+    skipped = {edit.edit_id for edit in run.edited.not_applied}
+    st.markdown("**Changes made**")
+    for edit in reversed(active):
+        row = st.columns([6, 1])
+        note = " · *not shown: this concept was regrouped since*" if edit.edit_id in skipped else ""
+        carried = " · carried from an earlier run" if edit.carried_from else ""
+        row[0].markdown(
+            f"{md(edits.describe(edit))} · {md(edit.author)}, {edit.created_at[:16].replace('T', ' ')}{carried}{note}"
+        )
+        label = "Show again" if edit.action == "hide" else "Undo"
+        if row[1].button(label, key=f"undo_{edit.edit_id}"):
+            edits.undo(workspace(), run.record.run_id, edit.edit_id)
+            bump_revision(run.record.run_id)
+            st.rerun()
+
+
+def _carry_section(run: LoadedRun) -> None:
+    others = [r for r in workspace().runs(run.record.dataset_id) if r.run_id != run.record.run_id]
+    if not others:
+        return
+    st.markdown("**Edits of an earlier run**")
+    ids = [r.run_id for r in reversed(others)]
+    source = st.selectbox("Earlier run", ids, key="carry_from")
+    if st.button("Carry its edits to this run", key="carry_button"):
+        try:
+            report = carry.carry_edits(workspace(), source, run.record.run_id)
+        except PrismaError as error:
+            st.error(md(error))
+            return
+        st.session_state[CARRIED_KEY] = report
+        bump_revision(run.record.run_id)
+        st.rerun()
+    report = st.session_state.get(CARRIED_KEY)
+    if report is not None and report.to_run == run.record.run_id and report.from_run == source:
+        for line in report.summary():
+            st.markdown(md(line))
+        for edit, _ in report.not_carried:
+            _by_hand(run, edit)
+    _comparison(run, source)
+
+
+def _by_hand(run: LoadedRun, edit: EditRecord) -> None:
+    """An edit that found no clear match, with the choice of the concept to apply it to."""
+    if edit.action == "merge":
+        st.caption(f"{md(edits.describe(edit))}: merge the matching themes of this run by hand above.")
+        return
+    options = concept_options(run, edit.level)
+    row = st.columns([4, 1])
+    target = row[0].selectbox(
+        f"Apply “{md(edits.describe(edit))}” to",
+        list(options),
+        format_func=lambda i: md(options[i]),
+        key=f"by_hand_{edit.edit_id}",
+    )
+    if row[1].button("Apply", key=f"apply_{edit.edit_id}"):
+        try:
+            carry.apply_by_hand(workspace(), run, edit, int(target))
+        except PrismaError as error:
+            st.error(md(error))
+            return
+        bump_revision(run.record.run_id)
+        st.rerun()
+
+
+def _comparison(run: LoadedRun, source: str) -> None:
+    """Kept, changed, new and gone concepts between the earlier run and this one."""
+    if not st.toggle("Compare the two runs' concepts", key="compare_runs"):
+        return
+    ws = workspace()
+    old_raw, new_raw = load_run(ws, source, with_edits=False), load_run(ws, run.record.run_id, with_edits=False)
+    table = carry.compare_runs(load_run(ws, source, previous=old_raw), run, carry.match_runs(old_raw, new_raw))
+    counts = carry.counts(table).rename(columns=str.capitalize)
+    st.dataframe(counts.rename(index={"theme": "Themes", "family": "Families", "feature": "Features"}))
+    st.caption(
+        "Kept: clearly the same concept (themes and families sharing at least half their documents or features, "
+        "features whose activations correlate at 0.7 or more). Changed: paired but less alike. New: only in this "
+        "run. Gone: only in the earlier one."
+    )
+    st.dataframe(
+        pd.DataFrame(table).rename(columns={"old_label": "Earlier name", "new_label": "Name now"}),
+        hide_index=True,
+        key="comparison_table",
+    )
