@@ -115,7 +115,9 @@ def test_the_report_names_the_settings_and_versions(written, workspace):
     text = parsed.reads()
     assert record.run_id in text and record.embedding_key in text and "How reliable the concepts are" in text
     found_in_all, kept = record.metrics["found_in_all"], record.metrics["features_kept"]
-    assert f"Features found in every training {found_in_all} of {kept} ({record.metrics['n_trainings']} trainings)" in text
+    assert (
+        f"Features found in every training {found_in_all} of {kept} ({record.metrics['n_trainings']} trainings)" in text
+    )
     for package, version in record.versions.items():
         assert f"{package} {version}" in text
 
