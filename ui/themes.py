@@ -158,17 +158,19 @@ def unfit_documents_view(run: LoadedRun, key: str) -> None:
         st.dataframe(
             pd.DataFrame(
                 {
-                    "doc_id": top["doc_id"],
-                    "title": top["title"],
-                    "text": top["text"].map(snippet),
+                    "document": top["doc_id"],
+                    "document title": top["title"],
+                    "start of the text": top["text"].map(snippet),
                     "closest theme": [theme_name(run, t) for t in run.themes.strongest()[shown]],
-                    "certainty": best,
+                    "closest theme's share": best,
                 }
             ),
             hide_index=True,
             key=f"{key}_unfit_documents",
             column_config={
-                "certainty": st.column_config.NumberColumn(format="percent", help="How sure Prisma is of the theme.")
+                "closest theme's share": st.column_config.NumberColumn(
+                    format="percent", help="How much of the document the closest theme explains."
+                )
             },
         )
         if len(positions) > UNFIT_SHOWN:
