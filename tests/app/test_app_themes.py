@@ -78,7 +78,7 @@ def test_a_theme_opens_its_sub_themes(trained_app, run):
     theme = int(run.theme_info["theme_id"].iloc[-1])
     at.selectbox(key="features_theme_pick").select(theme).run()
     assert not at.exception
-    shown = at.dataframe(key="features_subthemes").value
+    shown = table(at, "subtheme", "examples")
     inside = run.subtheme_info[run.subtheme_info["theme_id"] == theme]
     assert shown["subtheme"].tolist() == inside["subtheme_id"].tolist() and len(shown) >= 1
     assert shown["label"].tolist() == inside["label"].tolist()
@@ -88,17 +88,17 @@ def test_a_theme_opens_its_sub_themes(trained_app, run):
     first = [" · ".join(label_of[f] for f in features[:3]) for features in inside["features"]]
     assert shown["features"].tolist() == first
     assert all(examples for examples in shown["examples"])
-    assert any(f"Sub-themes of this theme** ({len(inside)})" in m.value for m in at.markdown)
+    assert any(f"Sub-themes of this theme** ({len(inside)})" in m for m in texts(at.markdown))
 
 
 def test_the_documents_that_fit_no_theme_well_are_counted(trained_app, run):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     assert not at.exception
     unfit = int((~run.themes.fits()).sum())
-    sentence = next(m.value for m in at.markdown if "theme well" in m.value)
+    sentence = next(m for m in texts(at.markdown) if "theme well" in m)
     if unfit:
         assert sentence.startswith(f"{unfit:,} document") and "fit no theme well" in sentence
-        listed = at.dataframe(key="home_unfit_documents").value
+        listed = table(at, "document", "closest theme")
         assert len(listed) == min(unfit, 200)
         assert (listed["closest theme's share"] < run.themes.fit_share).all()
     else:
