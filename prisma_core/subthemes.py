@@ -33,8 +33,6 @@ from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.store.vectors import DocumentVectors
 from prisma_core.themes import MAX_SUBTHEMES, NO_THEME, Themes, feature_evidence, seed_clusters
 
-LEVEL = "subtheme"
-"""The level name of sub-themes (curation keys edits by level and id)."""
 _MIN_SPLIT = 1.5
 """Sub-themes chosen from the data number at least this many times the themes."""
 
