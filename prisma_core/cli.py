@@ -198,7 +198,7 @@ def cmd_train(workspace: Workspace, args: argparse.Namespace, dataset_id: str | 
     print("  seconds: " + ", ".join(f"{stage} {s:.1f}" for stage, s in summary.seconds.items()))
     if summary.carried:
         print(f"  your edits of run {summary.carried.from_run}: " + "; ".join(summary.carried.summary()))
-    _print_themes(workspace.themes(summary.run_id))
+    _print_themes(workspace, summary.run_id)
     return summary.run_id
 
 
@@ -213,9 +213,18 @@ def _kept_features(metrics: dict[str, Any]) -> str:
     )
 
 
-def _print_themes(themes: Sequence[dict[str, Any]]) -> None:
-    for theme in themes:
-        print(f"  theme {theme['theme_id']}: {theme['label']} ({theme['n_documents']} documents)")
+def _print_themes(workspace: Workspace, run_id: str) -> None:
+    """The run's themes, each followed by its sub-themes, and how many documents fit no theme well."""
+    from prisma_core.overview import coverage_sentence
+    from prisma_core.runs import load_run
+
+    run = load_run(workspace, run_id)
+    for theme in run.theme_info.itertuples():
+        print(f"  theme {theme.theme_id}: {theme.label} ({theme.n_documents} documents)")
+        for sub in run.subtheme_info[run.subtheme_info["theme_id"] == theme.theme_id].itertuples():
+            print(f"    sub-theme {sub.subtheme_id}: {sub.label} ({sub.n_documents} documents)")
+    if run.themes is not None:
+        print(f"  {coverage_sentence(run)}")
 
 
 def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
@@ -223,8 +232,9 @@ def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
 
     run_id = workspace.run_or_latest(args.run).run_id
     themes = pipeline.rebuild_themes(workspace, run_id, config_from_args(ThemeConfig, args), ProgressBars())
-    print(f"run {run_id}: {themes.n_themes} themes")
-    _print_themes(workspace.themes(run_id))
+    n_subthemes = len(workspace.subthemes(run_id))
+    print(f"run {run_id}: {themes.n_themes} themes, {n_subthemes} sub-themes")
+    _print_themes(workspace, run_id)
 
 
 def cmd_families(workspace: Workspace, args: argparse.Namespace) -> None:
@@ -538,7 +548,7 @@ def _add_run_commands(commands: Commands) -> None:
     train.add_argument("--dataset", help=DATASET_HELP)
     families = _command(commands, "families", "recompute the families of a run", cmd_families, FamilyConfig)
     families.add_argument("--run", help=RUN_HELP)
-    help_text = "regroup a run's features into themes (e.g. --n-themes 8)"
+    help_text = "regroup a run's features into themes and sub-themes (e.g. --n-themes 8 --n-subthemes 30)"
     themes = _command(commands, "themes", help_text, cmd_themes, ThemeConfig)
     themes.add_argument("--run", help=RUN_HELP)
     export = _command(commands, "export", "write a run's results to a folder", cmd_export)

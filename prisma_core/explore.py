@@ -159,7 +159,7 @@ def documents_by_positions(documents: pd.DataFrame, positions: np.ndarray) -> pd
     return documents.set_index("position").loc[positions].reset_index()
 
 
-LEVELS = ("theme", "family", "feature")
+LEVELS = ("theme", "subtheme", "family", "feature")
 """The levels of the concept hierarchy an analyst reads top-down."""
 MAP_POINTS = 5000
 """Documents drawn on the corpus map at most (a seeded sample of larger corpora)."""
@@ -169,14 +169,23 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
     """The documents x units matrix of one level and its units (unit, label), for concept queries and group
     comparison at that level.
 
-    theme: 1 where the document belongs to the theme; family: the document's strongest activation among the
-    family's features; feature: the activations themselves.
+    theme: 1 where the document belongs to the theme; subtheme: 1 in the document's sub-theme; family: the
+    document's strongest activation among the family's features; feature: the activations themselves.
     """
     if level == "theme":
         if run.themes is None:
             raise NotFoundError("This run was made before themes existed: regroup its features into themes first.")
         shown = run.theme_info["theme_id"].to_numpy()  # merged and hidden themes left out, pinned ones first
         return run.themes.members()[:, shown], run.theme_info[["theme_id", "label"]].set_axis(["unit", "label"], axis=1)
+    if level == "subtheme":
+        if run.subthemes is None:
+            raise NotFoundError("This run was grouped before sub-themes existed: regroup its themes first.")
+        placed = np.flatnonzero(run.subthemes.assignment >= 0)
+        members = sp.csr_matrix(
+            (np.ones(len(placed), np.float32), (placed, run.subthemes.assignment[placed])),
+            shape=(run.codes.shape[0], run.subthemes.n_subthemes),
+        )
+        return members, run.subtheme_info[["subtheme_id", "label"]].set_axis(["unit", "label"], axis=1)
     if level == "family":
         membership = family_matrix([f.members for f in run.families], run.codes.shape[1])
         codes = _max_over_members(run.codes, membership)

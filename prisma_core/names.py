@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-LEVEL_WORDS = {"theme": "Theme", "family": "Family"}
-LEVEL_PLURALS = {"theme": "themes", "family": "families", "feature": "features"}
+LEVEL_WORDS = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family"}
+LEVEL_PLURALS = {"theme": "themes", "subtheme": "sub-themes", "family": "families", "feature": "features"}
 SNIPPET_CHARS = 220
 
 

@@ -21,7 +21,8 @@ from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.location import Location
 from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
-from prisma_core.themes import ThemeConfig, Themes, themes_from_evidence
+from prisma_core.subthemes import SubThemes
+from prisma_core.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class LoadedRun:
     families: list[NamedFamily]
     themes: Themes | None  # None for runs made before themes existed
     theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features, pinned
+    subthemes: SubThemes | None  # None for runs made before sub-themes existed
+    subtheme_info: pd.DataFrame  # subtheme_id, theme_id, label, description, label_source, n_documents, features
     edited: Edited = field(
         default_factory=Edited
     )  # the analyst's edits shown, and those whose concept changed too much to apply
@@ -151,10 +154,23 @@ def load_run(
         [{k: v for k, v in row.items() if k != "evidence"} for row in theme_rows],
         columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
+    subtheme_rows = workspace.subthemes(record.run_id)
+    subthemes = stored_subthemes(subtheme_rows, themes, codes.shape)
+    features["subtheme_id"] = (
+        subthemes.feature_subtheme(features["theme_id"].to_numpy()) if subthemes is not None else -1
+    )
+    subtheme_info = pd.DataFrame(
+        [{k: v for k, v in row.items() if k not in ("evidence", "documents")} for row in subtheme_rows]
+        if subthemes is not None
+        else [],
+        columns=["subtheme_id", "theme_id", "label", "description", "label_source", "n_documents", "features"],
+    )
     families = workspace.families(record.run_id)
-    counts = {"n_themes": len(theme_rows), "n_families": len(families)}  # a save whose record a kill cut off counts
-    record = replace(record, metrics=record.metrics | counts)
-    run = LoadedRun(record, weights, codes, directions, features, families, themes, theme_info)
+    counts = {"n_themes": len(theme_rows), "n_subthemes": len(subtheme_info), "n_families": len(families)}
+    record = replace(record, metrics=record.metrics | counts)  # a save whose record a kill cut off counts
+    run = LoadedRun(
+        record, weights, codes, directions, features, families, themes, theme_info, subthemes, subtheme_info
+    )
     edited, applied = apply_edits(run, workspace.edits(record.run_id) if with_edits else [])
     return replace(edited, edited=applied)
 
@@ -163,10 +179,26 @@ def stored_themes(rows: Sequence[dict], codes: sp.csr_matrix, settings: dict) ->
     """The run's themes as stored: their evidence and every document's probabilities (recomputed from the codes for
     themes stored before the probabilities were)."""
     member_share = settings.get("member_share", ThemeConfig().member_share)
+    fit_share = settings.get("fit_share", ThemeConfig().fit_share)
     evidence = np.stack([row["evidence"] for row in rows], axis=1)
     if any(row["probabilities"] is None for row in rows):
-        return themes_from_evidence(codes, evidence, member_share)
-    return Themes(evidence, np.stack([row["probabilities"] for row in rows], axis=1), member_share)
+        return themes_from_evidence(codes, evidence, member_share, fit_share)
+    return Themes(evidence, np.stack([row["probabilities"] for row in rows], axis=1), member_share, fit_share)
+
+
+def stored_subthemes(rows: Sequence[dict], themes: Themes | None, codes_shape: tuple[int, int]) -> SubThemes | None:
+    """The run's sub-themes as stored, None when there are none (runs made before sub-themes existed) or when they
+    do not fit the stored themes (a rebuild caught between its two writes)."""
+    if not rows or themes is None:
+        return None
+    theme_of = np.asarray([row["theme_id"] for row in rows], np.int32)
+    if theme_of.max() >= themes.n_themes:
+        return None
+    assignment = np.full(codes_shape[0], NO_THEME, np.int32)
+    for row in rows:
+        assignment[row["documents"]] = row["subtheme_id"]
+    evidence = np.stack([row["evidence"] for row in rows], axis=1)
+    return SubThemes(theme_of, assignment, evidence)
 
 
 def _same_themes(themes: Themes | None, evidence: np.ndarray, member_share: float) -> bool:
@@ -215,18 +247,29 @@ def family_membership(families: Sequence[NamedFamily]) -> pd.DataFrame:
 
 
 def document_themes(run: LoadedRun) -> pd.DataFrame:
-    """Per document (in stored order): theme_id (its strongest theme, -1 if none) and themes (the ids of every
-    theme it belongs to, most probable first)."""
+    """Per document (in stored order): theme_id (its strongest theme, -1 if none), themes (the ids of every theme it
+    belongs to, most probable first), subtheme_id (its sub-theme, inside its theme; -1 if none) and fits_theme
+    (whether it fits its theme well, see `Themes.fits`)."""
     n_docs = run.codes.shape[0]
+    subtheme = run.subthemes.assignment if run.subthemes is not None else np.full(n_docs, NO_THEME, np.int32)
     if run.themes is None:
-        return pd.DataFrame({"theme_id": np.full(n_docs, -1, np.int32), "themes": [[] for _ in range(n_docs)]})
+        return pd.DataFrame(
+            {
+                "theme_id": np.full(n_docs, NO_THEME, np.int32),
+                "themes": [[] for _ in range(n_docs)],
+                "subtheme_id": subtheme,
+                "fits_theme": np.zeros(n_docs, bool),
+            }
+        )
     members = run.themes.members()
     probabilities = run.themes.probabilities
     themes = [
         sorted(members.indices[members.indptr[d] : members.indptr[d + 1]].tolist(), key=lambda t: -probabilities[d, t])
         for d in range(n_docs)
     ]
-    return pd.DataFrame({"theme_id": run.themes.strongest(), "themes": themes})
+    return pd.DataFrame(
+        {"theme_id": run.themes.strongest(), "themes": themes, "subtheme_id": subtheme, "fits_theme": run.themes.fits()}
+    )
 
 
 def family_matrix(members: Sequence[Sequence[int]], n_features: int) -> sp.csr_matrix:

@@ -59,6 +59,7 @@ KMEANS_SAMPLE = 50_000
 _SAME_POINT_DECIMALS = 3
 MIN_THEMES = 3
 MAX_THEMES = 100
+MAX_SUBTHEMES = 300
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,13 @@ class ThemeConfig(CheckedConfig):
     for 1,000 documents, 50 for 100,000)."""
     member_share: float = setting(0.3, above=0, maximum=1)
     """A document also belongs to a second theme when that theme has at least this probability for it."""
+    n_subthemes: int | None = setting(None, minimum=2, maximum=MAX_SUBTHEMES)
+    """Number of sub-themes, the level inside the themes; empty chooses it from the data, between 1.5 times the
+    number of themes and the square root of twice the number of documents. Every theme keeps at least one."""
+    fit_share: float = setting(0.5, above=0, maximum=1)
+    """A document fits its theme well when that theme has at least this probability for it; below it, its scores
+    are split between themes (or it has no active feature) and it is counted among the documents that fit no theme
+    well."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class Themes:
     """[n_documents, n_themes] float32: each document's theme probabilities (rows sum to 1; all 0 for a document
     without active features)."""
     member_share: float
+    fit_share: float = ThemeConfig().fit_share
 
     @property
     def n_themes(self) -> int:
@@ -105,6 +114,11 @@ class Themes:
         member[np.flatnonzero(has_theme), strongest[has_theme]] = True
         return sp.csr_matrix(member, dtype=np.float32)
 
+    def fits(self) -> np.ndarray:
+        """[n_documents] bool: the documents that fit their strongest theme well (at least fit_share of their
+        probability); the others have scores split between themes, or no active feature."""
+        return self.probabilities.max(axis=1, initial=0.0) >= self.fit_share
+
 
 def max_themes(n_documents: int) -> int:
     """Upper end of the automatic range: about 12 themes for 1,000 documents, 50 for 100,000."""
@@ -121,12 +135,8 @@ def build_themes(
     memory (k-means on every document) or stored (k-means on a seeded sample, every document then assigned a slice
     at a time: see `_sampled_assignment`)."""
     codes = sp.csr_matrix(codes, dtype=np.float32)
-    if isinstance(doc_vectors, StoredVectors):
-        assignment, closeness = _sampled_assignment(doc_vectors, config, progress)
-    else:
-        points = _document_points(doc_vectors)
-        model = _seed_assignment(points, len(doc_vectors), config, progress)
-        assignment, closeness = model.labels_, points @ unit_rows(model.cluster_centers_).T
+    counts = _candidate_counts(config, doc_vectors.shape[0])
+    assignment, closeness = seed_clusters(doc_vectors, counts, progress)
     n_themes = int(assignment.max()) + 1
     position = POSITION_WEIGHT * closeness
     for _ in range(_REFINE_ROUNDS):
@@ -138,14 +148,29 @@ def build_themes(
         assignment = refined
     order = _by_size(assignment, n_themes)
     evidence = feature_evidence(codes, assignment, n_themes)[:, order]
-    return Themes(evidence, _probabilities(codes, evidence, position[:, order]), config.member_share)
+    probabilities = _probabilities(codes, evidence, position[:, order])
+    return Themes(evidence, probabilities, config.member_share, config.fit_share)
 
 
-def themes_from_evidence(codes: sp.spmatrix, evidence: np.ndarray, member_share: float) -> Themes:
+def themes_from_evidence(codes: sp.spmatrix, evidence: np.ndarray, member_share: float, fit_share: float) -> Themes:
     """Themes from stored evidence [n_features, n_themes] alone, for runs stored before their documents'
     probabilities were: the probabilities are recomputed from codes (the features' vote, without the position)."""
     codes = sp.csr_matrix(codes, dtype=np.float32)
-    return Themes(np.asarray(evidence, np.float32), _probabilities(codes, evidence), member_share)
+    return Themes(np.asarray(evidence, np.float32), _probabilities(codes, evidence), member_share, fit_share)
+
+
+def seed_clusters(
+    doc_vectors: DocumentVectors, counts: list[int], progress: ProgressCallback, best: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Spherical k-means labels [n_documents] for the number of clusters chosen among `counts` (see
+    `_seed_assignment`; `best` picks the number that separates the documents best, else the largest that does
+    about as well), and each document's cosine similarity to the centres [n_documents, n_clusters]. doc_vectors
+    in memory are clustered whole, stored ones on a seeded sample (see `_sampled_assignment`)."""
+    if isinstance(doc_vectors, StoredVectors):
+        return _sampled_assignment(doc_vectors, counts, progress, best)
+    points = _document_points(doc_vectors)
+    model = _seed_assignment(points, counts, progress, best)
+    return model.labels_, points @ unit_rows(model.cluster_centers_).T
 
 
 def feature_evidence(codes: sp.csr_matrix, assignment: np.ndarray, n_themes: int) -> np.ndarray:
@@ -202,7 +227,7 @@ def _document_points(vectors: np.ndarray) -> np.ndarray:
 
 
 def _sampled_assignment(
-    source: StoredVectors, config: ThemeConfig, progress: ProgressCallback
+    source: StoredVectors, counts: list[int], progress: ProgressCallback, best: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """k-means labels [n_documents] for a corpus read a slice at a time, and each document's cosine similarity to the
     centres [n_documents, n_themes]: the principal components and k-means are fitted on a seeded sample of
@@ -212,7 +237,7 @@ def _sampled_assignment(
     sample = np.sort(np.random.default_rng(_SEED).choice(n_documents, min(KMEANS_SAMPLE, n_documents), replace=False))
     unit = unit_rows(source.rows(sample))
     pca = PCA(n_components=min(_COMPONENTS, *unit.shape), random_state=_SEED).fit(unit)
-    model = _seed_assignment(_projected(pca, unit), n_documents, config, progress)
+    model = _seed_assignment(_projected(pca, unit), counts, progress, best)
     centres = unit_rows(model.cluster_centers_)
     labels, closeness = [], []
     for _, rows in source.slices():
@@ -226,15 +251,16 @@ def _projected(pca: PCA, unit: np.ndarray) -> np.ndarray:
     return unit_rows(pca.transform(unit)).astype(np.float32)
 
 
-def _seed_assignment(points: np.ndarray, n_documents: int, config: ThemeConfig, progress: ProgressCallback) -> KMeans:
-    """The fitted k-means for the given number of themes, or for the number chosen from the data: the largest whose
-    separation is within SEPARATION_TOLERANCE of the best one. Separations that close are within the noise of a
+def _seed_assignment(points: np.ndarray, counts: list[int], progress: ProgressCallback, best: bool) -> KMeans:
+    """The fitted k-means for the one number in `counts`, or for the number chosen among them from the data: the one
+    that separates the documents best (cosine silhouette on a seeded sample) when `best`, else the largest whose
+    separation is within SEPARATION_TOLERANCE of the best one: separations that close are within the noise of a
     sampled silhouette, and merging two real subjects costs an analyst more than splitting one. points: the
-    documents', or a sample's of a corpus of n_documents (which sets the range of numbers tried). There are never
+    documents', or a sample's. There are never
     more themes than distinct points (59 copies of one text and one other text make two themes, not three; copies
     embedded in different batches differ by float rounding, about 1e-5 here, so points are compared to 3 decimals)."""
     n_distinct = len(np.unique(points.round(_SAME_POINT_DECIMALS), axis=0))
-    candidates = sorted({min(count, n_distinct) for count in _candidate_counts(config, n_documents)})
+    candidates = sorted({min(count, n_distinct) for count in counts})
     rng = np.random.default_rng(_SEED)
     sample = rng.choice(len(points), size=min(_SILHOUETTE_SAMPLE, len(points)), replace=False)
     found = []
@@ -242,9 +268,11 @@ def _seed_assignment(points: np.ndarray, n_documents: int, config: ThemeConfig, 
         model = KMeans(n_themes, n_init=4, random_state=_SEED).fit(points)
         score = _silhouette(points[sample], model.labels_[sample]) if len(candidates) > 1 else 0.0
         found.append((score, model))
-        progress(Progress(STAGE, done, len(candidates), f"Trying {n_themes} themes", {"separation": score}))
-    best = max(score for score, _ in found)
-    return [model for score, model in found if score >= best - SEPARATION_TOLERANCE * abs(best)][-1]
+        progress(Progress(STAGE, done, len(candidates), f"Trying {n_themes} groups", {"separation": score}))
+    top = max(score for score, _ in found)
+    if best:
+        return next(model for score, model in found if score == top)
+    return [model for score, model in found if score >= top - SEPARATION_TOLERANCE * abs(top)][-1]
 
 
 def _candidate_counts(config: ThemeConfig, n_documents: int) -> list[int]:

@@ -15,15 +15,16 @@ from prisma_core.pipeline import LoadedRun
 from ui.state import loaded_run, revision, workspace
 from ui.text import md
 
-LEVEL_NAMES = {"theme": "Themes", "family": "Families", "feature": "Features"}
+LEVEL_NAMES = {"theme": "Themes", "subtheme": "Sub-themes", "family": "Families", "feature": "Features"}
 LEVEL_HELP = (
-    "Themes are broad subjects, families groups of related concepts, features single concepts. A document counts "
-    "for a theme when it belongs to it, for a family when any of the family's features is active on it."
+    "Themes are broad subjects, sub-themes the narrower subjects inside them, families groups of related concepts, "
+    "features single concepts. A document counts for a theme when it belongs to it, for its own sub-theme, for a "
+    "family when any of the family's features is active on it."
 )
 
 
 def level_picker(key: str, default: str = "feature") -> str:
-    """Which level of the hierarchy to work at (theme, family or feature)."""
+    """Which level of the hierarchy to work at (theme, sub-theme, family or feature)."""
     return st.radio(
         "Work with",
         LEVELS,

@@ -4,6 +4,7 @@ hover a dot to read the start of the document."""
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -18,7 +19,8 @@ NO_THEME_NAME = "(no theme)"
 HOVER_CHARS = 200
 MAP_CAPTION = (
     "Each dot is a document; documents about similar things sit close together. The colour is the document's "
-    "main theme. Hover a dot to read the start of the document."
+    "main theme. Hover a dot to read its sub-theme (the narrower subject inside the theme) and the start of the "
+    "document."
 )
 
 
@@ -84,10 +86,20 @@ def _map_points(workspace_uri: str, run_id: str, revision: int) -> pd.DataFrame:
     chosen = dataset_documents(record.dataset_id).at(points["position"])
     return points.assign(
         theme=[names[t] for t in strongest[points["position"]]],
+        subtheme=_subtheme_names(run)[points["position"]],
         doc_id=chosen["doc_id"].astype(str).to_numpy(),
         title=chosen["title"].fillna("").astype(str).to_numpy(),
         text=[snippet(t, HOVER_CHARS) for t in chosen["text"]],
     )
+
+
+def _subtheme_names(run: LoadedRun) -> np.ndarray:
+    """[n_documents] each document's sub-theme as "Sub-theme 4: knee · arthroscopy", "none" without one."""
+    if run.subthemes is None:
+        return np.full(run.codes.shape[0], "none", dtype=object)
+    labels = run.subtheme_info.set_index("subtheme_id")["label"]
+    names = np.asarray(["none", *[f"Sub-theme {s}: {labels.get(s)}" for s in range(run.subthemes.n_subthemes)]], object)
+    return names[run.subthemes.assignment + 1]
 
 
 def map_chart(points: pd.DataFrame) -> alt.Chart:
@@ -107,6 +119,7 @@ def map_chart(points: pd.DataFrame) -> alt.Chart:
             ),
             tooltip=[
                 alt.Tooltip("theme:N", title="theme"),
+                alt.Tooltip("subtheme:N", title="sub-theme"),
                 alt.Tooltip("doc_id:N", title="document"),
                 alt.Tooltip("title:N", title="title"),
                 alt.Tooltip("text:N", title="text"),

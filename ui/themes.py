@@ -1,7 +1,8 @@
-"""The concept hierarchy as the analyst reads it, top-down: themes -> families -> features.
+"""The concept hierarchy as the analyst reads it, top-down: themes -> sub-themes -> families -> features.
 
-Home and Features open on the themes table; choosing a theme shows its top documents, its families and its
-features. The number of themes can be changed here (a background job; no retraining).
+Home and Features open on the themes table and how many documents fit no theme well; choosing a theme shows its
+sub-themes, top documents, families and features. The number of themes and of sub-themes can be changed here (a
+background job; no retraining).
 """
 
 from __future__ import annotations
@@ -11,11 +12,19 @@ import streamlit as st
 
 from prisma_core import pipeline
 from prisma_core.errors import PrismaError
-from prisma_core.overview import families_of_themes, theme_documents, theme_families, themes_table
+from prisma_core.overview import (
+    coverage_sentence,
+    families_of_themes,
+    subthemes_table,
+    theme_documents,
+    theme_families,
+    themes_table,
+    unfit_documents,
+)
 from prisma_core.pipeline import LoadedRun
 from prisma_core.progress import ProgressCallback
 from prisma_core.store import NamedFamily
-from prisma_core.themes import MAX_THEMES, NO_THEME, ThemeConfig
+from prisma_core.themes import MAX_SUBTHEMES, MAX_THEMES, NO_THEME, ThemeConfig
 from ui.jobs import Job
 from ui.map import NO_THEME_NAME, document_map_view
 from ui.progress import job_panel, start_job
@@ -33,10 +42,13 @@ from ui.tables import clickable_table
 from ui.text import feature_name, md, snippet
 
 HIERARCHY_CAPTION = (
-    "How to read it: a **theme** is a broad subject of the collection (like a section of a newspaper). A theme "
-    "holds **families**: a general concept with the more specific concepts that appear with it. The smallest "
-    "unit is a **feature**: one concept the model learned, named by a few keywords."
+    "How to read it: a **theme** is a broad subject of the collection (like a section of a newspaper). Each theme "
+    "splits into **sub-themes**, narrower subjects inside it (like the pages of that section). A theme also holds "
+    "**families**: a general concept with the more specific concepts that appear with it. The smallest unit is a "
+    "**feature**: one concept the model learned, named by a few keywords."
 )
+UNFIT_SHOWN = 200
+"""Documents listed under "fit no theme well" (least clear first)."""
 THEME_KEY = "theme_id"
 """The theme whose details are open; survives page switches (it is not a widget key)."""
 TOP_TITLES = 3
@@ -45,6 +57,7 @@ ALL_THEMES = -2
 N_THEMES_KEY = "n_themes"
 N_THEMES_FROM_KEY = "n_themes_from"
 """(run id, number of themes) the number box was last filled from: the run's own number until the analyst types one."""
+N_SUBTHEMES_KEY = "n_subthemes"
 
 
 def regroup_job_key(run_id: str) -> str:
@@ -67,6 +80,12 @@ def theme_name(run: LoadedRun, theme_id: int) -> str:
     if theme_id == NO_THEME:
         return NO_THEME_NAME
     return f"Theme {int(theme_id)}: {run.theme_info.set_index('theme_id').at[int(theme_id), 'label']}"
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _subthemes_table(workspace_path: str, run_id: str, revision: int, theme_id: int) -> pd.DataFrame:
+    run = loaded_run(run_id)
+    return subthemes_table(run, dataset_documents(run.record.dataset_id), TOP_TITLES, theme_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -112,10 +131,50 @@ def themes_overview(run: LoadedRun, key: str) -> int | None:
         f"{key}_themes_table_pick",
         open_theme,
     )
+    n_subthemes = len(run.subtheme_info)
+    inside = f", split into {n_subthemes} sub-themes" if n_subthemes else ""
     st.caption(
-        f"{len(table)} themes; a document can belong to more than one, so the shares may add up to more than 100%."
+        f"{len(table)} themes{inside}; a document can belong to more than one theme, so the shares may add up to "
+        "more than 100%."
     )
+    unfit_documents_view(run, key)
     return picked
+
+
+def unfit_documents_view(run: LoadedRun, key: str) -> None:
+    """How many documents fit no theme well, and (in an expander) which, least clear first."""
+    st.markdown(md(coverage_sentence(run)))
+    positions = unfit_documents(run)
+    if len(positions) == 0:
+        return
+    with st.expander(f"Documents that fit no theme well ({len(positions):,})"):
+        st.caption(
+            "Prisma does not force these into a theme: no theme clearly wins over the others (or none of the "
+            "model's concepts is active in them). They may mix subjects, be very short, or be about something rare."
+        )
+        shown = positions[:UNFIT_SHOWN]
+        top = dataset_documents(run.record.dataset_id).at(shown)
+        best = run.themes.probabilities[shown].max(axis=1)
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "document": top["doc_id"],
+                    "document title": top["title"],
+                    "start of the text": top["text"].map(snippet),
+                    "closest theme": [theme_name(run, t) for t in run.themes.strongest()[shown]],
+                    "closest theme's share": best,
+                }
+            ),
+            hide_index=True,
+            key=f"{key}_unfit_documents",
+            column_config={
+                "closest theme's share": st.column_config.NumberColumn(
+                    format="percent", help="How much of the document the closest theme explains."
+                )
+            },
+        )
+        if len(positions) > UNFIT_SHOWN:
+            st.caption(f"The {UNFIT_SHOWN} least clear of {len(positions):,} shown.")
 
 
 def home_themes() -> None:
@@ -171,12 +230,35 @@ def theme_detail(run: LoadedRun, key: str) -> None:
     st.subheader(md(theme_name(run, theme_id)))
     if isinstance(info["description"], str) and info["description"]:
         st.caption(md(info["description"]))
+    subthemes_view(run, theme_id, key)
     theme_documents_table(run, theme_id, int(info["n_documents"]), key)
     left, right = st.columns(2)
     with left:
         theme_families_table(run, theme_id, key)
     with right:
         theme_features_table(run, list(info["features"]), key)
+
+
+def subthemes_view(run: LoadedRun, theme_id: int, key: str) -> None:
+    """The theme's sub-themes: name, size, strongest features and typical documents."""
+    if run.subthemes is None:
+        st.info("This run was grouped before Prisma found sub-themes: regroup the themes below to find them.")
+        return
+    table = _subthemes_table(workspace().uri, run.record.run_id, revision(run.record.run_id), theme_id)
+    st.markdown(f"**Sub-themes of this theme** ({len(table)}): the narrower subjects inside it")
+    st.dataframe(
+        table.drop(columns=["theme"]),
+        hide_index=True,
+        key=f"{key}_subthemes",
+        column_config={
+            "subtheme": st.column_config.NumberColumn("sub-theme", format="%d"),
+            "label": st.column_config.TextColumn("sub-theme (keywords)", width="medium"),
+            "documents": st.column_config.NumberColumn("documents", help="Documents in the sub-theme."),
+            "share": st.column_config.NumberColumn("share", format="percent", help="Share of all documents."),
+            "features": st.column_config.TextColumn("strongest features", width="medium"),
+            "examples": st.column_config.TextColumn("example documents", width="large"),
+        },
+    )
 
 
 def theme_documents_table(run: LoadedRun, theme_id: int, n_documents: int, key: str) -> None:
@@ -233,10 +315,11 @@ def regroup_form(run: LoadedRun) -> None:
     """Change the number of themes: regroups the run's features in the background (no retraining)."""
     run_id = run.record.run_id
     job_key = regroup_job_key(run_id)
-    with st.expander("Change the number of themes", expanded=job_key in _active_jobs()):
+    with st.expander("Change the number of themes or sub-themes", expanded=job_key in _active_jobs()):
         st.caption(
-            "Fewer themes give broader subjects, more themes finer ones. Regrouping keeps every feature and family; "
-            "it takes a little while (the themes are named again)."
+            "Fewer themes give broader subjects, more themes finer ones; the same for sub-themes inside them (leave "
+            "sub-themes at 0 to let Prisma choose). Regrouping keeps every feature and family; it takes a little "
+            "while (the themes are named again)."
         )
         job = job_panel(job_key, on_success=_regrouped)
         running = job is not None and job.running
@@ -245,13 +328,27 @@ def regroup_form(run: LoadedRun) -> None:
         if st.session_state.get(N_THEMES_FROM_KEY) != (run_id, current):  # regrouped here or by another process
             st.session_state.pop(N_THEMES_KEY, None)
             st.session_state[N_THEMES_FROM_KEY] = (run_id, current)
-        left, right = st.columns([1, 3], vertical_alignment="bottom")
+        left, middle, right = st.columns([1, 1, 2], vertical_alignment="bottom")
         n_themes = left.number_input(
             "Number of themes", 2, max(2, min(MAX_THEMES, n_docs)), current, key=N_THEMES_KEY, disabled=running
         )
+        n_subthemes = middle.number_input(
+            "Number of sub-themes",
+            0,
+            max(2, min(MAX_SUBTHEMES, n_docs)),
+            0,
+            key=N_SUBTHEMES_KEY,
+            disabled=running,
+            help="0: chosen from the data. Every theme keeps at least one sub-theme.",
+        )
         if right.button("Regroup", key="regroup", icon=":material/workspaces:", disabled=running):
             stored = run.record.config.get("themes", {})
-            config = ThemeConfig(n_themes=int(n_themes), member_share=stored.get("member_share", 0.3))
+            config = ThemeConfig(
+                n_themes=int(n_themes),
+                member_share=stored.get("member_share", 0.3),
+                n_subthemes=int(n_subthemes) if n_subthemes >= 2 else None,
+                fit_share=stored.get("fit_share", ThemeConfig().fit_share),
+            )
             ws, bump = workspace(), revision_bumper(run_id)
             _active_jobs().add(job_key)
 

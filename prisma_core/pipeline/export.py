@@ -105,6 +105,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "family_id",
         "parent",
         "theme_id",
+        "subtheme_id",
     ]
     features[feature_columns].to_parquet(out / "features.parquet", index=False)
     _write_activations(run, docs["doc_id"].to_numpy(), shown["feature_id"].to_numpy(), out / "activations.parquet")
@@ -112,7 +113,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     documents = pd.concat([docs[["doc_id", "title"]], document_themes(run), metadata_frame], axis=1)
     documents.to_parquet(out / "documents.parquet", index=False)
     (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
-    (out / "themes.json").write_text(run.theme_info.to_json(orient="records", indent=2))
+    (out / "themes.json").write_text(json.dumps(_themes_for_export(run), indent=2))
     (out / "sae.safetensors").write_bytes((run.weights / "sae.safetensors").read_bytes())
     run_config = {
         "run_id": run.record.run_id,
@@ -142,6 +143,15 @@ def _write_activations(run: LoadedRun, doc_ids: np.ndarray, shown: np.ndarray, p
             coo = sp.coo_matrix((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=coo.shape)
             columns = [doc_ids[start + coo.row].astype(str), coo.col.astype(np.int32), coo.data.astype(np.float32)]
             writer.write_table(pa.table(columns, schema=schema))
+
+
+def _themes_for_export(run: LoadedRun) -> list[dict[str, Any]]:
+    """The themes, each with its sub-themes (none for runs made before sub-themes existed)."""
+    themes = json.loads(run.theme_info.to_json(orient="records"))
+    subthemes = json.loads(run.subtheme_info.to_json(orient="records"))
+    return [
+        theme | {"subthemes": [sub for sub in subthemes if sub["theme_id"] == theme["theme_id"]]} for theme in themes
+    ]
 
 
 def _families_for_export(families: Sequence[NamedFamily]) -> list[dict[str, Any]]:

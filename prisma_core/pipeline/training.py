@@ -38,6 +38,7 @@ from prisma_core.runs import LoadedRun, family_matrix, load_run
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
 from prisma_core.store.vectors import DocumentVectors, StoredVectors
+from prisma_core.subthemes import SubThemes, build_subthemes
 from prisma_core.themes import ThemeConfig, Themes, build_themes
 
 CODES_ROWS = 65_536
@@ -98,7 +99,7 @@ def train_run(
                 workspace, run_id, dataset_id, codes, vectors, embed_config, keyword_config, progress
             )
         with _timed(seconds, "themes"):
-            themes = _store_themes(workspace, run_id, codes, vectors, labeller, theme_config, progress)
+            themes, subthemes = _store_themes(workspace, run_id, codes, vectors, labeller, theme_config, progress)
         with _timed(seconds, "families"):
             n_families = len(_store_families(workspace, run_id, codes, labeller, family_config, progress))
         record = RunRecord(
@@ -107,7 +108,8 @@ def train_run(
             created_at=now_iso(),
             embedding_key=key,
             config={stage: asdict(config) for stage, config in ({"sae": result.config} | configs).items()},
-            metrics=result.metrics | {"n_families": n_families, "n_themes": themes.n_themes},
+            metrics=result.metrics
+            | {"n_families": n_families, "n_themes": themes.n_themes, "n_subthemes": subthemes.n_subthemes},
             history=result.history,
             weights_dir=str(run_dir),
             versions=versions(),
@@ -264,8 +266,11 @@ def _store_themes(
     labeller: _KeywordLabeller,
     config: ThemeConfig,
     progress: ProgressCallback,
-) -> Themes:
+) -> tuple[Themes, SubThemes]:
+    """Build, name and store the run's themes and their sub-themes."""
     themes = build_themes(codes, vectors, config, progress)
+    subthemes = build_subthemes(codes, vectors, themes, config.n_subthemes, progress)
+    _store_subthemes(workspace, run_id, subthemes, themes, labeller)
     members = themes.members()
     labels = labeller(members.T.tocsr())
     feature_theme = themes.feature_theme()
@@ -283,7 +288,36 @@ def _store_themes(
         for theme in range(themes.n_themes)
     ]
     workspace.save_themes(run_id, rows)
-    return themes
+    return themes, subthemes
+
+
+def _store_subthemes(
+    workspace: Workspace, run_id: str, subthemes: SubThemes, themes: Themes, labeller: _KeywordLabeller
+) -> None:
+    """Store the sub-themes (before the themes, so a reader that finds the new themes finds their sub-themes)."""
+    n_documents = len(subthemes.assignment)
+    placed = np.flatnonzero(subthemes.assignment >= 0)
+    members = sp.csr_matrix(
+        (np.ones(len(placed), np.float32), (subthemes.assignment[placed], placed)),
+        shape=(subthemes.n_subthemes, n_documents),
+    )
+    labels = labeller(members)
+    feature_subtheme = subthemes.feature_subtheme(themes.feature_theme())
+    rows = [
+        {
+            "subtheme_id": sub,
+            "theme_id": int(subthemes.theme[sub]),
+            "label": labels.loc[sub, "label"],
+            "description": labels.loc[sub, "description"],
+            "label_source": KEYWORD_SOURCE,
+            "n_documents": int(members[sub].sum()),
+            "features": _strongest_first(np.flatnonzero(feature_subtheme == sub), subthemes.evidence[:, sub]),
+            "evidence": subthemes.evidence[:, sub],
+            "documents": members[sub].indices,
+        }
+        for sub in range(subthemes.n_subthemes)
+    ]
+    workspace.save_subthemes(run_id, rows)
 
 
 def _strongest_first(features: np.ndarray, evidence: np.ndarray) -> list[int]:
@@ -336,8 +370,8 @@ def rebuild_themes(
     record makes `config` the run's theme settings from now on."""
     run = load_run(workspace, run_id)
     labeller = _run_labeller(workspace, run)
-    themes = _store_themes(workspace, run_id, run.codes, labeller.vectors, labeller, config, progress)
-    summary = {"n_themes": themes.n_themes}
+    themes, subthemes = _store_themes(workspace, run_id, run.codes, labeller.vectors, labeller, config, progress)
+    summary = {"n_themes": themes.n_themes, "n_subthemes": subthemes.n_subthemes}
     record_stage(workspace, "themes", run_id, run.record.dataset_id, asdict(config), summary, run_id)
     return themes
 

@@ -16,8 +16,8 @@ class ReportConfig(CheckedConfig):
     column: str | None = None
     """Metadata column whose groups the report compares (default: the first column that makes useful groups, as
     Explore's Compare groups offers it first; the comparison is left out of a dataset without metadata)."""
-    level: Literal["theme", "family", "feature"] = "theme"
-    """Concepts the groups are compared on: themes, families or features."""
+    level: Literal["theme", "subtheme", "family", "feature"] = "theme"
+    """Concepts the groups are compared on: themes, sub-themes, families or features."""
     max_q: float = setting(MAX_Q, above=0, maximum=1)
     """A difference holds when its Benjamini-Hochberg q (over every group and concept compared) is below this."""
     date_bucket: Literal["year", "quarter", "month"] = "year"

@@ -21,7 +21,13 @@ from prisma_core.compare.prediction import Predictors, group_predictors
 from prisma_core.compare.prevalence import group_comparison, percent, q_text, range_text, ranked, summarise
 from prisma_core.explore import level_units
 from prisma_core.names import LEVEL_PLURALS, snippet, unit_names
-from prisma_core.overview import families_of_themes, theme_documents, themes_table
+from prisma_core.overview import (
+    coverage_sentence,
+    families_of_themes,
+    subtheme_documents,
+    theme_documents,
+    themes_table,
+)
 from prisma_core.report.contents import ReportContents
 from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
 from prisma_core.run_quality import comes_back, detail_captured, overfitting, quality_words, run_name
@@ -31,6 +37,8 @@ TEXT_CHARS = 400
 HOVER_CHARS = 160
 THEME_FEATURES = 8
 THEME_FAMILIES = 5
+SUBTHEME_FEATURES = 4
+SUBTHEME_DOCUMENTS = 2
 WORDS_SAMPLE = 2_000
 
 
@@ -110,11 +118,39 @@ def themes(contents: ReportContents) -> Section | None:
             n_families=int(row.families),
             n_features=int(row.features),
             documents=[_document(read.loc[p]) for p in tops[int(info.theme_id)]],
+            children=_subtheme_entries(contents, int(info.theme_id), names),
         )
         for info, row in zip(run.theme_info.itertuples(), table.itertuples(), strict=True)
     ]
-    context = {"themes": entries, "n_documents": contents.dataset.n_documents}
+    context = {"themes": entries, "n_documents": contents.dataset.n_documents, "coverage": coverage_sentence(run)}
     return Section("themes", "Themes: what the collection is about", "themes.html.j2", context)
+
+
+def _subtheme_entries(contents: ReportContents, theme_id: int, names: dict[int, str]) -> list[ThemeEntry]:
+    """The theme's sub-themes as cards inside its own: name, size, main features, most typical documents."""
+    run = contents.run
+    if run.subthemes is None:
+        return []
+    n = min(contents.config.typical_documents, SUBTHEME_DOCUMENTS)
+    info = run.subtheme_info[run.subtheme_info["theme_id"] == theme_id]
+    tops = [subtheme_documents(run, int(s), n)["position"] for s in info["subtheme_id"]]
+    read = contents.documents.at(np.unique(np.concatenate([np.empty(0, np.int64), *tops]))).set_index("position")
+    n_docs = max(run.codes.shape[0], 1)
+    return [
+        ThemeEntry(
+            name=f"Sub-theme {int(sub.subtheme_id)}: {sub.label}",
+            description="",
+            n_documents=int(sub.n_documents),
+            share=sub.n_documents / n_docs,
+            colour=theme_colour(theme_id),
+            features=[names[int(f)] for f in list(sub.features)[:SUBTHEME_FEATURES]],
+            families=[],
+            n_families=0,
+            n_features=len(sub.features),
+            documents=[_document(read.loc[p]) for p in top],
+        )
+        for sub, top in zip(info.itertuples(), tops, strict=True)
+    ]
 
 
 def _document(row: pd.Series) -> dict[str, str]:

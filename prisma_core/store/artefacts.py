@@ -179,6 +179,36 @@ class Artefacts(Tables):
             for row in self._latest_generation("themes", run_id, "theme_id")
         ]
 
+    def save_subthemes(self, run_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace a run's sub-themes: subtheme_id, theme_id (the theme it belongs to), label, description,
+        label_source, n_documents, features (ids), evidence (one weight per feature), documents (positions)."""
+        self._replace_generation(
+            "subthemes",
+            run_id,
+            "subtheme_id",
+            [
+                row
+                | {
+                    "features": json.dumps([int(f) for f in row["features"]]),
+                    "evidence": [float(e) for e in row["evidence"]],
+                    "documents": np.asarray(row["documents"], np.int32),
+                }
+                for row in rows
+            ],
+        )
+
+    def subthemes(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's sub-themes, sub-theme 0 first; empty for runs made before sub-themes existed."""
+        return [
+            {
+                **row,
+                "features": json.loads(row["features"]),
+                "evidence": np.asarray(row["evidence"], np.float32),
+                "documents": np.asarray(row["documents"], np.int32),
+            }
+            for row in self._latest_generation("subthemes", run_id, "subtheme_id")
+        ]
+
     def label_groups(self, name: str, run_id: str, key: str, members_key: str, labels: Sequence[GroupLabel]) -> None:
         """Name groups (rows of "families" or "themes", `key` their id column, `members_key` their members column)
         that still hold the members they were named from, in one commit that changes their label and label_source

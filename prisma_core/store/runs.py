@@ -15,7 +15,7 @@ from prisma_core.store.maintenance import Maintenance
 from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.schemas import RunRecord
 
-_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes", "stages", "edits")
+_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes", "subthemes", "stages", "edits")
 
 
 class Runs(Maintenance):

@@ -20,6 +20,7 @@ _TYPES = {
     "float32": pa.float32(),
     "bool": pa.bool_(),
     "float32s": pa.list_(pa.float32()),
+    "int32s": pa.list_(pa.int32()),
 }
 """The column types a declaration names; a record's JSON fields (dicts, lists) are stored as strings."""
 
@@ -153,6 +154,10 @@ SCHEMAS: dict[str, pa.Schema] = {
     "themes": _schema(
         "run_id generation:int32 theme_id:int32 label description label_source n_documents:int64 features "
         "evidence:float32s probabilities:float32s"
+    ),
+    "subthemes": _schema(
+        "run_id generation:int32 subtheme_id:int32 theme_id:int32 label description label_source n_documents:int64 "
+        "features evidence:float32s documents:int32s"
     ),
     "stages": _record_schema(StageRecord),
     "edits": _record_schema(EditRecord),

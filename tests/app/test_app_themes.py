@@ -73,6 +73,39 @@ def test_drill_down_shows_the_themes_families_and_features(trained_app, run):
     assert (run.features.set_index("feature_id").loc[features["feature_id"], "theme_id"] == theme).all()
 
 
+def test_a_theme_opens_its_sub_themes(trained_app, run):
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "features")
+    theme = int(run.theme_info["theme_id"].iloc[-1])
+    at.selectbox(key="features_theme_pick").select(theme).run()
+    assert not at.exception
+    shown = table(at, "subtheme", "examples")
+    inside = run.subtheme_info[run.subtheme_info["theme_id"] == theme]
+    assert shown["subtheme"].tolist() == inside["subtheme_id"].tolist() and len(shown) >= 1
+    assert shown["label"].tolist() == inside["label"].tolist()
+    assert shown["documents"].tolist() == inside["n_documents"].tolist()
+    assert shown["documents"].sum() == (run.themes.strongest() == theme).sum()
+    label_of = run.features.set_index("feature_id")["label"]
+    first = [" · ".join(label_of[f] for f in features[:3]) for features in inside["features"]]
+    assert shown["features"].tolist() == first
+    assert all(examples for examples in shown["examples"])
+    assert any(f"Sub-themes of this theme** ({len(inside)})" in m for m in texts(at.markdown))
+
+
+def test_the_documents_that_fit_no_theme_well_are_counted(trained_app, run):
+    at = new_app(trained_app.dataset_id, trained_app.run_id)
+    assert not at.exception
+    unfit = int((~run.themes.fits()).sum())
+    sentence = next(m for m in texts(at.markdown) if "theme well" in m)
+    if unfit:
+        assert sentence.startswith(f"{unfit:,} document") and "fit no theme well" in sentence
+        listed = table(at, "document", "closest theme")
+        assert len(listed) == min(unfit, 200)
+        assert (listed["closest theme's share"] < run.themes.fit_share).all()
+    else:
+        assert sentence == "Every document fits a theme well."
+    assert any(f"split into {len(run.subtheme_info)} sub-themes" in c.value for c in at.caption)
+
+
 def test_home_shows_the_themes_and_the_map(trained_app, run):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     assert not at.exception
@@ -83,7 +116,7 @@ def test_home_shows_the_themes_and_the_map(trained_app, run):
     spec = json.loads(chart.proto.spec)
     assert spec["mark"]["type"] == "circle"
     assert spec["encoding"]["color"]["field"] == "theme"
-    assert [t["field"] for t in spec["encoding"]["tooltip"]] == ["theme", "doc_id", "title", "text"]
+    assert [t["field"] for t in spec["encoding"]["tooltip"]] == ["theme", "subtheme", "doc_id", "title", "text"]
 
 
 def test_families_draws_one_theme_at_a_time(trained_app, run):
@@ -103,7 +136,7 @@ def explore(trained_app, tab):
     return open_page(at, "explore")
 
 
-@pytest.mark.parametrize("level", ["theme", "family"])
+@pytest.mark.parametrize("level", ["theme", "subtheme", "family"])
 def test_concept_query_at_a_level_returns_the_core_documents(trained_app, run, level):
     codes, _ = level_units(run, level)
     at = explore(trained_app, "Concept query")
@@ -160,11 +193,13 @@ def test_regroup_into_three_themes(trained_app, run):
     at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "features")
     n_themes = 3 if len(run.theme_info) != 3 else 4
     at.number_input(key="n_themes").set_value(n_themes)
+    at.number_input(key="n_subthemes").set_value(n_themes + 2)
     at.button(key="regroup").click().run()
     wait_for_job(regroup_job_key(trained_app.run_id))
     at.run()
     assert not at.exception
     regrouped = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     assert len(regrouped.theme_info) == regrouped.themes.n_themes == n_themes
+    assert len(regrouped.subtheme_info) == regrouped.subthemes.n_subthemes == n_themes + 2
     assert_themes_table(at.dataframe(key="features_themes_table").value, regrouped, len(trained_app.frame))
     assert THEME_KEY not in at.session_state or at.session_state[THEME_KEY] < n_themes

@@ -84,8 +84,9 @@ def test_above_the_bound_texts_are_read_in_batches_and_the_vectors_never_whole(b
     _, texts, reads = bounded_run
     assert reads["whole texts"] == 0 and reads["all vectors"] == 0
     assert max(reads["text batches"]) <= TEXT_BATCH
-    # the vocabulary sample, the corpus counts, then the top documents of features, themes and families: one scan each
-    assert sum(reads["text batches"]) == 5 * len(texts)
+    # the vocabulary sample, the corpus counts, then the top documents of features, sub-themes, themes and families:
+    # one scan each
+    assert sum(reads["text batches"]) == 6 * len(texts)
 
 
 def test_bounded_feature_labels_name_words_of_their_own_documents_and_are_unique(bounded_run):

@@ -89,7 +89,11 @@ def test_the_report_shows_the_collection_its_themes_as_named_and_the_map(written
     assert f"Theme 1: {RENAMED}" in text  # the name the analyst left, escaped in the file
     assert "Theme 1: Sport &amp; athletics &lt;desk&gt; &#34;quoted&#34;" in page
     typical = [a for a in parsed.named("div") if a.get("class") == "doc"]
-    assert len(typical) == 5 * 3  # three typical documents a theme
+    in_subthemes = sum(min(2, int(n)) for n in run.subthemes.sizes())  # two a sub-theme, inside its theme's card
+    assert len(typical) == 5 * 3 + in_subthemes  # three typical documents a theme
+    for sub in run.subtheme_info.itertuples():
+        assert f"Sub-theme {sub.subtheme_id}: {sub.label}" in text
+    assert "fit no theme well" in text or "Every document fits a theme well." in text
     (map_svg,) = [a for a in parsed.named("svg") if a.get("aria-label", "").startswith("Map of the documents")]
     assert map_svg["viewbox"] == f"0 0 {MAP_WIDTH} {MAP_HEIGHT}"
     circles = len(parsed.named("circle"))
@@ -158,4 +162,5 @@ def test_a_document_typical_of_two_themes_is_shown_in_both(workspace):
     points = pd.DataFrame({"position": [0], "x": [0.0], "y": [0.0]})
     parsed = Page(report_html(workspace, run, ReportConfig(typical_documents=20, predict=False), points))
     typical = [a for a in parsed.named("div") if a.get("class") == "doc"]
-    assert len(typical) == sum(min(20, int(n)) for n in np.asarray(members.sum(axis=0)).ravel())
+    in_subthemes = sum(min(2, int(n)) for n in run.subthemes.sizes())
+    assert len(typical) == sum(min(20, int(n)) for n in np.asarray(members.sum(axis=0)).ravel()) + in_subthemes
