@@ -328,20 +328,25 @@ def initial_model(
     return model
 
 
+_SAME_POINT_DECIMALS = 4
+
+
 def data_directions(centred: np.ndarray, prefixes: tuple[int, ...], seed: int) -> np.ndarray:
     """Unit directions [n, d] from documents centred on b_pre [m, d]: each nested feature group (`prefixes`, the
     group sizes, smallest first) gets the mean directions of as many k-means groups of documents as it adds
     features, so the first features start at the broadest directions and later ones at finer ones. Fewer than n
-    when a group asks for more centres than there are documents (the rest keep their random start).
+    when a group asks for more centres than there are distinct documents (the rest keep their random start; copies
+    of one text embedded in different batches differ by float rounding, so points are compared to 4 decimals).
 
     k-means runs on the documents' first principal components (the grouping is the same, several times faster), and
     the broad groups' k-means keeps the best of BROAD_RESTARTS starts: the broadest directions of a corpus are then
     found alike from any seed."""
     unit = unit_rows(centred)
     points = PCA(min(KMEANS_COMPONENTS, *unit.shape), random_state=seed).fit_transform(unit)
+    n_distinct = len(np.unique(points.round(_SAME_POINT_DECIMALS), axis=0))
     found, start = [], 0
     for size in prefixes:
-        wanted = min(size - start, len(unit))
+        wanted = min(size - start, n_distinct)
         restarts = BROAD_RESTARTS if wanted < BROAD_GROUP else 1
         kmeans = KMeans(wanted, n_init=restarts, max_iter=KMEANS_ITERATIONS, random_state=seed).fit(points)
         members = sp.csr_matrix((np.ones(len(unit)), (kmeans.labels_, np.arange(len(unit)))), (wanted, len(unit)))
