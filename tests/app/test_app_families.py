@@ -46,9 +46,12 @@ def test_graph_draws_readable_trees_of_the_most_frequent_members(trained_app):
     edges = {(int(e["from"]), int(e["to"])) for e in data["edges"]}
     views = [family_view(family, density, levels=2, max_members=8) for family in largest]
     assert set(drawn) == {member for view in views for member in view.depth}
+    for member, node in drawn.items():  # a feature is drawn once, at a level it has in one of its families
+        assert node["level"] in {view.depth[member] for view in views if member in view.depth}
+    assert drawn[largest[0].parent]["level"] == 0
     for family, view in zip(largest, views, strict=True):
         assert len(view.depth) <= 8 and view.hidden == len(family.members) - len(view.depth)
-        assert view.depth[family.parent] == 0 and drawn[family.parent]["level"] == 0
+        assert view.depth[family.parent] == 0
         for member, level in view.depth.items():
             if member != family.parent:  # every drawn member hangs from a drawn parent, at most 2 levels down
                 (parent,) = [p for p, c, _ in family.edges if c == member]
