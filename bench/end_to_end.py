@@ -101,15 +101,18 @@ def run(quick: bool = False, baseline: str | None = None, rounds: int = 1, berto
         repos = {"current": common.REPO}
         if baseline:
             repos["baseline"] = _checkout(baseline, Path(folder) / "baseline_code")
+        versus = _versus_bertopic(source, Path(folder) / "versus", flags, rounds) if bertopic else None
         runs: dict[str, dict[str, Any]] = {}
+        if versus and not baseline:  # its first cold run and warm runs are this bench's own
+            runs["current"] = {"cold": versus["cold"][0], "warm": versus["warm"]}
         for side, repo in repos.items():
-            runs[side] = {"cold": _cli_run(source, Path(folder) / side, flags, repo, env), "warm": []}
-        for round_ in range(rounds):
+            if side not in runs:
+                runs[side] = {"cold": _cli_run(source, Path(folder) / side, flags, repo, env), "warm": []}
+        for round_ in range(rounds if baseline or not versus else 0):
             for side in list(repos)[:: 1 if round_ % 2 == 0 else -1]:
                 runs[side]["warm"].append(_cli_run(source, Path(folder) / side, flags, repos[side], env))
         filled = Path(env["PRISMA_CACHE_DIR"])  # holds the model the cold run converted
         conversion = _conversion_saved(Path(folder) / "conversion", filled, rounds) if baseline else None
-        versus = _versus_bertopic(source, Path(folder) / "versus", flags, rounds) if bertopic else None
     cold, warm = runs["current"]["cold"], _median_run(runs["current"]["warm"])
     result = {
         "device": common.device_report(),
@@ -154,8 +157,6 @@ def _versus_bertopic(source: Path, folder: Path, flags: list[str], rounds: int) 
                 runs["bertopic"].append(_process([sys.executable, "-c", BERTOPIC, str(source)], common.REPO))
         runs["warm"].append(_cli_run(source, workspace, flags, extra_env=env))
         runs["first_batch"].append(_first_batch(folder / f"first_batch{round_}"))
-    for run_ in (*runs["cold"], *runs["warm"]):
-        run_.pop("stdout")
     ratios = [p["cpu_seconds"] / b["cpu_seconds"] for p, b in zip(runs["cold"], runs["bertopic"], strict=True)]
     return runs | {"cold_cpu_ratios": ratios, "load_average": os.getloadavg()}
 
