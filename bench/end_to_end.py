@@ -90,12 +90,15 @@ _EMBED_SECONDS = re.compile(r"^embedded .*?([\d.]+) s(?:,|$)", re.MULTILINE)
 _STAGE_SECONDS = re.compile(r"^\s*seconds: (.+)$", re.MULTILINE)
 
 
-def run(quick: bool = False, baseline: str | None = None, rounds: int = 1, bertopic: bool = False) -> dict[str, Any]:
+def run(
+    quick: bool = False, baseline: str | None = None, rounds: int = 1, bertopic: bool = False, docs: int | None = None
+) -> dict[str, Any]:
+    docs = QUICK_DOCS if quick else docs
     with tempfile.TemporaryDirectory(prefix="prisma-bench-e2e-") as folder:
         source = common.bbc_path()
-        if quick:
+        if docs:
             source = Path(folder) / "bbc_subset.parquet"
-            pd.read_parquet(common.bbc_path()).head(QUICK_DOCS).to_parquet(source)
+            pd.read_parquet(common.bbc_path()).head(docs).to_parquet(source)
         flags = QUICK_FLAGS if quick else []
         env = {"PRISMA_CACHE_DIR": str(Path(folder) / "model_cache")}  # an empty model cache: the cold run converts
         repos = {"current": common.REPO}
@@ -117,7 +120,7 @@ def run(quick: bool = False, baseline: str | None = None, rounds: int = 1, berto
     result = {
         "device": common.device_report(),
         "quick": quick,
-        "documents": len(pd.read_parquet(common.bbc_path(), columns=["id"])) if not quick else QUICK_DOCS,
+        "documents": docs or len(pd.read_parquet(common.bbc_path(), columns=["id"])),
         "command": " ".join(
             ["python -m prisma_core run bbc_news.parquet --text-column text --id-column id --workspace DIR", *flags]
         ),
@@ -343,8 +346,9 @@ def main() -> None:
     parser.add_argument("--baseline", help="also run this commit (e.g. af2538e), alternating with the current code")
     parser.add_argument("--rounds", type=int, default=1, help="warm runs per side (and model loads), alternating")
     parser.add_argument("--bertopic", action="store_true", help="also BERTopic end to end, alternating (CPU time)")
+    parser.add_argument("--docs", type=int, help="the first DOCS articles of BBC only (default: all 2,225)")
     args = parser.parse_args()
-    result = run(args.quick, args.baseline, args.rounds, args.bertopic)
+    result = run(args.quick, args.baseline, args.rounds, args.bertopic, args.docs)
     common.publish(NAME, result, args, markdown)
 
 
