@@ -1,12 +1,16 @@
-"""Benchmark 2: the fast CPU paths (bf16 on CPUs with AMX / AVX-512 BF16) vs the torch fp32 default.
+"""Benchmark 2: the fast CPU paths (bf16 on CPUs with AMX / AVX-512 BF16, OpenVINO fp32 and int8 elsewhere) vs torch
+fp32 and plain sentence-transformers.
 
-    .venv/bin/python -m bench.fast_cpu [--quick]
+    .venv/bin/python -m bench.fast_cpu [--quick] [--docs 300]
 
-The same BBC articles are embedded with `embed_documents` on three paths, alternating, three times each: torch
-fp32 (the reference), torch with bf16 weights, and the OpenVINO backend at bf16 (what `backend="auto"` picks on
-such CPUs): content tokens/s, cosine of each path's document vectors to the fp32 ones, and the held-out FVU of an
-SAE trained (same settings and seed) on each set of vectors. Each path is warmed up first (model conversion and
-kernel selection are paid once per process, not per run).
+The same BBC articles are embedded on several paths, alternating, three times each: torch fp32 through
+`embed_documents` (the reference), plain sentence-transformers `encode` of the same windows (the chunk vectors then
+averaged per document: the same chunk-and-average work), and, on CPUs with native bf16, torch with bf16 weights and
+the OpenVINO backend at bf16 (what `backend="auto"` picks there); on CPUs without it (AVX2), the OpenVINO backend at
+fp32 (what `auto` picks there for the bundled model) and at int8 (what `auto` picks only where int8 measured faster
+than fp32, embed/quantize.py): content tokens/s, cosine of each path's document vectors to the fp32 ones, and the
+held-out FVU of an SAE trained (same settings and seed) on each set of vectors. Each path is warmed up first (model
+conversion and kernel selection are paid once per process, not per run).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import numpy as np
 from bench import common
 from prisma_core.embed import (
     DEFAULT_MODEL,
+    Chunking,
     EmbedConfig,
+    average_by_document,
     cpu_has_native_bf16,
     embed_documents,
     load_model,
@@ -38,17 +44,21 @@ TARGET_MIN_COSINE = 0.99
 """... with every document vector at least this close (cosine) to its fp32 vector."""
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    texts = common.speed_texts(quick)
-    configs = {
-        "fp32": EmbedConfig(precision="fp32", batch_size=common.EMBED_BATCH_SIZE),
-        "bf16": EmbedConfig(precision="bf16", backend="torch", batch_size=common.EMBED_BATCH_SIZE),
-    }
-    if openvino_installed():
-        configs["openvino_bf16"] = EmbedConfig(precision="bf16", backend="openvino", batch_size=common.EMBED_BATCH_SIZE)
+def run(quick: bool = False, n_docs: int | None = None) -> dict[str, Any]:
+    texts = common.speed_texts(quick) if n_docs is None else common.bbc_texts(n_docs)
+    batch = common.EMBED_BATCH_SIZE
+    configs = {"fp32": EmbedConfig(precision="fp32", backend="torch", batch_size=batch)}
+    native = cpu_has_native_bf16()
+    if native:
+        configs["bf16"] = EmbedConfig(precision="bf16", backend="torch", batch_size=batch)
+    for precision in ("bf16",) if native else ("fp32", "int8"):
+        if openvino_installed():
+            configs[f"openvino_{precision}"] = EmbedConfig(precision=precision, backend="openvino", batch_size=batch)
     encoder = load_model(DEFAULT_MODEL, "auto", "fp32")
-    tokens = int(plan_chunks(encoder, texts).tokens_per_doc.sum())
+    chunking = plan_chunks(encoder, texts)
+    tokens = int(chunking.tokens_per_doc.sum())
     paths = {name: functools.partial(_vectors, texts, config) for name, config in configs.items()}
+    paths["plain"] = functools.partial(_plain, encoder, chunking, len(texts), batch)
     seconds, vectors = common.interleaved(paths, common.timed_rounds(quick))
     return {
         "device": common.device_report(),
@@ -87,13 +97,24 @@ def _vectors(texts: list[str], config: EmbedConfig) -> np.ndarray:
     return embed_documents(texts, config).vectors
 
 
+def _plain(encoder: Any, chunking: Chunking, n_docs: int, batch_size: int) -> np.ndarray:
+    """Plain sentence-transformers `encode` of the windows as text (special tokens removed), averaged per document:
+    what a user of sentence-transformers writes for the same chunk-and-average work, timed from the window texts."""
+    windows = encoder.tokenizer.batch_decode(chunking.chunk_ids, skip_special_tokens=True)
+    chunk_vectors = encoder.encode(windows, batch_size=batch_size)
+    return average_by_document(np.asarray(chunk_vectors, dtype=np.float32), chunking.chunk_owner, n_docs)
+
+
 def markdown(result: dict[str, Any]) -> str:
     paths = result["paths"]
     fp32 = paths["fp32"]["tokens_per_s"]
     labels = {
-        "fp32": "torch fp32 (the reference; the default on CPUs without native bf16)",
+        "fp32": "torch fp32, Prisma's chunk-and-average (the reference)",
+        "plain": "plain sentence-transformers `encode` of the same windows, averaged",
         "bf16": "torch, bf16 weights",
         "openvino_bf16": "OpenVINO backend, bf16",
+        "openvino_fp32": "OpenVINO backend, fp32",
+        "openvino_int8": "OpenVINO backend, int8 (NNCF)",
     }
     rows = [
         [
@@ -109,7 +130,11 @@ def markdown(result: dict[str, Any]) -> str:
     table = common.markdown_table(
         ["path", "content tokens/s (median)", "x fp32", "cosine to fp32, mean", "min", "SAE held-out FVU"], rows
     )
-    fastest = max((name for name in paths if name != "fp32"), key=lambda name: paths[name]["tokens_per_s"])
+    fastest = max(
+        (name for name in paths if name not in ("fp32", "plain")), key=lambda name: paths[name]["tokens_per_s"]
+    )
+    auto = result["auto_space"].split("|")[1].replace("-", "_")
+    auto = auto if auto in paths else "fp32"
     best = paths[fastest]
     speedup = best["tokens_per_s"] / fp32
     met = speedup >= TARGET_SPEEDUP and best["cosine_to_fp32_min"] >= TARGET_MIN_COSINE
@@ -117,16 +142,22 @@ def markdown(result: dict[str, Any]) -> str:
     return f"""{size}, batch {result["batch_size"]},
 median of {len(best["seconds"])} interleaved runs per path after a warm-up. Native bf16 on this CPU:
 {result["native_bf16"]}; the default settings embed into the vector space **{result["auto_space"]}** here
-(OpenVINO at bf16 where the CPU has native bf16 and openvino is installed, else torch fp32: never slower than fp32).
+(OpenVINO at bf16 where the CPU has native bf16 and openvino is installed; else OpenVINO fp32 for the bundled model,
+int8 where it measured faster than fp32). Load average {result["device"]["load_average_1m"]:.1f} at the start.
 
 {table}
 
+- **`auto` ({labels[auto]}): {paths[auto]["tokens_per_s"] / paths["plain"]["tokens_per_s"]:.2f}x plain
+  sentence-transformers** and {paths[auto]["tokens_per_s"] / fp32:.2f}x torch fp32 (medians, same run).
 - **Fastest path, {labels[fastest]}: {speedup:.2f}x torch fp32 at minimum cosine {best["cosine_to_fp32_min"]:.5f}**;
   target >= {TARGET_SPEEDUP}x at >= {TARGET_MIN_COSINE}: **{"met" if met else "missed"}**."""
 
 
 def main() -> None:
-    common.main(__doc__, NAME, run, markdown)
+    parser = common.parser(__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, help=f"BBC articles to embed (default {common.SPEED_DOCS})")
+    args = parser.parse_args()
+    common.publish(NAME, run(args.quick, args.docs), args, markdown)
 
 
 if __name__ == "__main__":

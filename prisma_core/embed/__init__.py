@@ -75,8 +75,9 @@ def nncf_installed() -> bool:
 
 def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "int8"]:
     """The precision `config` embeds at. auto: int8 on a CPU with int8 dot products when OpenVINO and NNCF are
-    installed, the backend is not torch and the int8 model passed its accuracy check (measured once per machine,
-    embed/quantize.py); else what `resolve_precision` says (bf16 where it is native, else fp32)."""
+    installed, the backend is not torch and the int8 model passed its accuracy check and was faster than fp32
+    (both measured once per machine, embed/quantize.py); else what `resolve_precision` says (bf16 where it is
+    native, else fp32)."""
     device = resolve_device(config.device)
     precision = resolve_precision(config.precision, device)
     int8_possible = device == "cpu" and config.backend != "torch" and cpu_has_int8_dot_product()

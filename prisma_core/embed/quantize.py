@@ -7,6 +7,11 @@ chunk-and-average document vectors, computed through the same chunking and avera
 cosine to the fp32 vectors of at least MIN_MEAN_COSINE on average and MIN_COSINE for every document. The measured
 cosines are stored in the model's cache folder with the model (openvino_backend), so each machine quantizes and
 checks once; `auto` reads them and uses int8 only when they pass, else says why and keeps bf16 (or fp32).
+
+The check also times both models on the check documents on this CPU (TIMED_PASSES each, alternating, the quickest
+pass counting): `auto` uses int8 only where it measured faster than fp32, so the choice follows this CPU's speed as
+well as its instruction set (on an AVX2 CPU without int8 dot products int8 measured 0.7x OpenVINO fp32,
+BENCHMARKS.md section 16).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import io
 import json
 import logging
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +45,8 @@ MIN_COSINE = 0.97
 """... and at least this cosine for every checked document."""
 CHECK_FILE = "int8_check.json"
 """The check's measurements, kept in the int8 model's cache folder."""
+TIMED_PASSES = 2
+"""Timed passes of each model over the check documents: the quickest counts (a busy machine slows some passes)."""
 PARAGRAPH_SIZES = (4, 24)
 """Sentences per paragraph: besides each sentence alone, paragraphs of a few sentences and of two windows or more."""
 
@@ -52,13 +60,20 @@ class Int8Check:
     mean_cosine: float
     min_cosine: float
     documents: int
+    int8_seconds: float | None = None
+    """The quickest pass of the int8 model over the check documents on this machine (None: checked before passes
+    were timed) ..."""
+    fp32_seconds: float | None = None
+    """... and of the fp32 model, in the same process, alternating with it."""
 
     def failure(self, min_mean_cosine: float, min_cosine: float) -> str | None:
-        """Why int8 is not accurate enough under these thresholds, or None when it is."""
+        """Why int8 is not accurate enough under these thresholds, or not faster than fp32, or None when it is both."""
         if self.mean_cosine < min_mean_cosine:
             return f"mean cosine to fp32 {self.mean_cosine:.4f} < {min_mean_cosine}"
         if self.min_cosine < min_cosine:
             return f"lowest cosine to fp32 {self.min_cosine:.4f} < {min_cosine}"
+        if self.int8_seconds is not None and self.fp32_seconds is not None and self.int8_seconds >= self.fp32_seconds:
+            return f"int8 took {self.int8_seconds:.2f} s on this CPU, fp32 {self.fp32_seconds:.2f} s: not faster"
         return None
 
 
@@ -107,22 +122,28 @@ def _quantize(converted: openvino.Model, encoder: Any) -> openvino.Model:
 
 
 def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any) -> Int8Check:
-    """Cosine of int8 to fp32 chunk-and-average document vectors of the check documents."""
+    """Cosine of int8 to fp32 chunk-and-average document vectors of the check documents, and the quickest of
+    TIMED_PASSES passes of each model over them (after a first, untimed pass that also warms it up)."""
     from prisma_core.embed import openvino_backend
 
     texts = check_documents()
-    reference, measured = (
-        document_vectors(
-            encoder,
-            openvino_backend.openvino_pooler(openvino_backend.compile_for(model, precision), encoder.tokenizer),
-            texts,
-        )
+    pools = {
+        precision: openvino_backend.openvino_pooler(openvino_backend.compile_for(model, precision), encoder.tokenizer)
         for model, precision in ((converted, "fp32"), (quantized, "int8"))
-    )
+    }
+    reference, measured = (document_vectors(encoder, pools[precision], texts) for precision in ("fp32", "int8"))
+    seconds: dict[str, list[float]] = {precision: [] for precision in pools}
+    for _ in range(TIMED_PASSES):
+        for precision, pool in pools.items():
+            started = time.perf_counter()
+            document_vectors(encoder, pool, texts)
+            seconds[precision].append(time.perf_counter() - started)
     cosines = np.einsum("ij,ij->i", reference, measured) / (
         np.linalg.norm(reference, axis=1) * np.linalg.norm(measured, axis=1)
     ).clip(min=1e-12)
-    return Int8Check(float(cosines.mean()), float(cosines.min()), len(cosines))
+    return Int8Check(
+        float(cosines.mean()), float(cosines.min()), len(cosines), min(seconds["int8"]), min(seconds["fp32"])
+    )
 
 
 def document_vectors(encoder: Encoder, pool: Pooler, texts: list[str]) -> np.ndarray:

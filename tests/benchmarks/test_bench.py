@@ -30,7 +30,7 @@ from bench import (
     search,
 )
 from bench.app_memory import TreeSampler, process_tree, status_mb, tree_rss_mb
-from prisma_core.embed import EmbedConfig, model_key, openvino_installed
+from prisma_core.embed import EmbedConfig, cpu_has_native_bf16, model_key, openvino_installed
 
 
 def positive(value: float) -> bool:
@@ -67,13 +67,18 @@ def test_embedding_quick_reports_ratios_truncation_and_cache_speedup() -> None:
 def test_fast_cpu_quick_compares_the_fast_paths_with_fp32() -> None:
     result = fast_cpu.run(quick=True)
     paths = result["paths"]
-    assert set(paths) == {"fp32", "bf16"} | ({"openvino_bf16"} if openvino_installed() else set())
+    fast = ("bf16",) if cpu_has_native_bf16() else ("fp32", "int8")
+    expected = {"fp32", "plain"} | ({"bf16"} if cpu_has_native_bf16() else set())
+    assert set(paths) == expected | ({f"openvino_{p}" for p in fast} if openvino_installed() else set())
     assert paths["fp32"]["cosine_to_fp32_min"] == pytest.approx(1.0, abs=1e-6)
-    assert all(0.99 <= path["cosine_to_fp32_min"] <= 1.0 + 1e-6 for path in paths.values())
+    prisma = [path for name, path in paths.items() if name != "plain"]
+    assert all(0.99 <= path["cosine_to_fp32_min"] <= 1.0 + 1e-6 for path in prisma)
+    assert paths["plain"]["cosine_to_fp32_mean"] > 0.99  # its windows are decoded to text and tokenised again
     assert all(positive(path["tokens_per_s"]) for path in paths.values())
     assert all(math.isfinite(value) and value >= 0 for value in result["sae"].values())  # 2 held-out documents
     assert result["auto_space"] == model_key(EmbedConfig())
     assert "Fastest path" in fast_cpu.markdown(result)
+    assert "sentence-transformers**" in fast_cpu.markdown(result)
 
 
 def test_sae_training_quick_scores_both_trainers_alike(cache_dir: Path) -> None:

@@ -2,6 +2,7 @@
 int8 only when its accuracy check passes, and separate keys per precision. The real model is quantized once, into a
 cache folder of this module's own."""
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -87,16 +88,23 @@ def test_the_stored_check_measured_the_bundled_documents(int8_cache):
     assert check.documents == len(quantize.check_documents())
     assert quantize.MIN_MEAN_COSINE <= check.mean_cosine < 1
     assert quantize.MIN_COSINE <= check.min_cosine <= check.mean_cosine
+    assert check.int8_seconds > 0 and check.fp32_seconds > 0  # both timed on this machine
 
 
 def test_auto_uses_int8_only_when_the_check_passes(int8_cache, monkeypatch, caplog):
     float_space = f"{DEFAULT_MODEL}|openvino-{'bf16' if cpu_has_native_bf16() else 'fp32'}"
-    if cpu_has_int8_dot_product():
-        assert model_key(EmbedConfig()) == f"{DEFAULT_MODEL}|openvino-int8"
     check = quantize.int8_check(DEFAULT_MODEL)
+    if cpu_has_int8_dot_product():  # int8 where it is accurate and measured faster than fp32 on this CPU
+        faster = check.int8_seconds < check.fp32_seconds
+        assert model_key(EmbedConfig()) == (f"{DEFAULT_MODEL}|openvino-int8" if faster else float_space)
+    slower = dataclasses.replace(check, int8_seconds=check.fp32_seconds)
+    assert "not faster" in slower.failure(quantize.MIN_MEAN_COSINE, quantize.MIN_COSINE)
+    faster = dataclasses.replace(check, int8_seconds=check.fp32_seconds / 2)
+    assert faster.failure(check.mean_cosine, check.min_cosine) is None
     assert not quantize.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine + 1e-4)
     assert not quantize.auto_int8(DEFAULT_MODEL, min_cosine=check.min_cosine + 1e-4)
-    assert quantize.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine, min_cosine=check.min_cosine)
+    if check.int8_seconds < check.fp32_seconds:
+        assert quantize.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine, min_cosine=check.min_cosine)
     monkeypatch.setattr(quantize, "MIN_MEAN_COSINE", check.mean_cosine + 1e-4)
     with caplog.at_level(logging.WARNING, logger=quantize.__name__):
         assert model_key(EmbedConfig()) == float_space
