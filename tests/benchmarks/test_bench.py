@@ -145,7 +145,8 @@ def test_quality_quick_scores_every_level_against_the_baselines(cache_dir: Path)
     corpus = result["corpora"]["bbc_news"]
     assert corpus["n_documents"] == quality.QUICK_DOCS and corpus["n_categories"] == 5
     levels = corpus["levels"]
-    assert set(levels) == {"theme", "family", "feature", "k-means K", "probe (ceiling)"}
+    assert set(levels) == {"theme", "subtheme", "family", "feature", "k-means K", "probe (ceiling)"}
+    assert levels["subtheme"]["shown"] >= levels["theme"]["shown"]  # sub-themes nest in the themes
     for values in levels.values():
         assert fraction(values["best_f1"]) and fraction(values["purity"]) and fraction(values["coverage"])
     assert 3 <= levels["theme"]["shown"] <= quality.MAX_THEMES
