@@ -167,8 +167,8 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     shoot(page, "3_embeddings")
 
     go(page, "Train SAE")
-    set_number(page, "Expansion factor", 2)
-    set_number(page, "k (active features per document)", 8)
+    set_number(page, "Features", 32)
+    set_number(page, "k (active features per document)", 4)
     set_number(page, "Epochs", 20)
     set_number(page, "Batch size", 32)
     page.get_by_role("button", name="Train", exact=True).click()

@@ -99,8 +99,8 @@ def upload_and_check_the_text_column(page: Page, csv: Path) -> None:
 def train_while_watching_features(page: Page) -> None:
     """A long training: Features says it runs, its status turns; cancelled; then a short one that finishes."""
     go(page, "Train SAE")
-    set_number(page, "Expansion factor", 2)
-    set_number(page, "k (active features per document)", 8)
+    set_number(page, "Features", 32)
+    set_number(page, "k (active features per document)", 4)
     set_number(page, "Epochs", 5000)
     page.get_by_role("button", name="Train", exact=True).click()
     expect(page.get_by_text("Training on “bbc_walk”: running")).to_be_visible(timeout=PAGE_MS)
