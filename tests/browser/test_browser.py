@@ -230,7 +230,7 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     page.get_by_role("tab", name="Downloads").click()
     settle(page)
     labels = pd.read_csv(download(page, "Labels (CSV)"))
-    assert len(labels) == 2 * 384
+    assert 4 <= len(labels) <= 32 and labels["feature_id"].is_unique  # one row a feature kept of the 32 trained
     assert {"feature_id", "label", "density", "family_id", "theme_id"} <= set(labels.columns)
     themes = json.loads(download(page, "Themes (JSON)").read_text())
     assert themes and {"theme_id", "label", "n_documents", "features"} <= set(themes[0])
