@@ -8,6 +8,7 @@ from reliability_helpers import run_cli
 
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig
+from prisma_core.themes import ThemeConfig
 from ui.state import bump_revision
 from ui.themes import ALL_THEMES
 
@@ -71,6 +72,7 @@ def test_pages_show_themes_labels_and_families_the_command_line_changed(trained_
                 f.family_id: len(f.members) for f in after.families
             }
             assert (at.slider(key="tau").value, at.number_input(key="iterations").value) == (tau, 2)
-    finally:  # the other tests expect the run's default families
+    finally:  # the other tests expect the run's default families and themes, named by keywords
         pipeline.rebuild_families(workspace, run_id, FamilyConfig())
+        pipeline.rebuild_themes(workspace, run_id, ThemeConfig())
         bump_revision(run_id)

@@ -150,7 +150,9 @@ def test_a_theme_is_named_from_its_features_labels_and_shown_on_home(trained_app
     at = labels_page(trained_app, fake.url)
     at.radio(key="label_scope").set_value("A theme").run()
     at.selectbox(key="label_theme").set_value(int(theme["theme_id"])).run()
-    assert any(text.startswith("**1 request** (0 features, 0 families, 1 theme)") for text in texts(at.markdown))
+    assert any(text.startswith("**1 request** (0 features, 0 families, 1 theme)") for text in texts(at.markdown)), (
+        texts(at.markdown)
+    )
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
     assert job.error is None and job.result.themes.n_labelled == 1 and job.result.features.n_labelled == 0
