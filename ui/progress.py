@@ -15,12 +15,16 @@ from ui.text import md
 POLL_SECONDS = 1.0
 STAGE_NAMES = {
     "demo": "Preparing the demo corpus",
+    "check": "Checking the files",
+    "ingest": "Storing the documents",
     "embed": "Embedding documents",
     "train_sae": "Training the sparse autoencoder",
     "label": "Naming features",
     "families": "Finding feature families",
     "themes": "Grouping features into themes",
     "family labels": "Naming families",
+    "theme labels": "Naming themes",
+    "map": "Drawing the map of documents",
     "embedding scores": "Scoring labels",
     "detection": "Checking labels with the model",
 }

@@ -15,6 +15,7 @@ import streamlit as st
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import DamagedTableError, PrismaError
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
+from prisma_core.store.runs import CHANGING_RUN_TABLES
 from ui.jobs import Job, JobRegistry
 from ui.runs import run_name
 from ui.text import md
@@ -95,11 +96,6 @@ def _revisions() -> dict[str, int]:
     return {}
 
 
-RUN_TABLES = ("sae_runs", "features", "interpretations", "families", "themes", "edits")
-"""Every table a page shows a run from: any change to one, by any process, reloads the run's cached views
-(activations and weights never change once written)."""
-
-
 def revision(run_id: str) -> int:
     """Changes whenever a run's labels, families or themes change, so cached views of the run are reloaded.
 
@@ -107,7 +103,7 @@ def revision(run_id: str) -> int:
     app server), plus this process's own bumps. The versions are read once per script run (four tables opened each
     time, asked for by several views of a page).
     """
-    versions = once_per_run("table_versions", lambda: workspace().table_versions(RUN_TABLES))
+    versions = once_per_run("table_versions", lambda: workspace().table_versions(CHANGING_RUN_TABLES))
     return _revisions().get(run_id, 0) + versions
 
 

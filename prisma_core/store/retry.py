@@ -9,7 +9,9 @@ from typing import TypeVar
 from prisma_core.errors import StoreError
 from prisma_core.store.location import is_object_store
 
-_LANCE_NOISE = re.compile(r"^lance error: (?:LanceError\(\w+\): )?|, /\S+\.rs:\d+:\d+$")
+_LANCE_NOISE = re.compile(r"^lance error: (?:LanceError\(\w+\): )?(?:Generic \S+ error: )?|(?:, /\S+\.rs:\d+:\d+)+$")
+_WRAPPED = re.compile(r"Wrapped error: ")
+_REPEATED = re.compile(r"^(.+?): \1: ")
 
 T = TypeVar("T")
 
@@ -51,7 +53,8 @@ def retry(write: Callable[[], T], where: str, patience_s: float = CONFLICT_PATIE
 def plain_reason(error: BaseException) -> str:
     """An error's first line without LanceDB's prefix and the Rust source location it appends."""
     first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return _LANCE_NOISE.sub("", first_line)
+    reason = _WRAPPED.sub("", _LANCE_NOISE.sub("", first_line))
+    return _REPEATED.sub(r"\1: ", reason)
 
 
 def _write_failed(reason: str, where: str) -> str:

@@ -85,7 +85,8 @@ def test_label_cancel_resume_with_a_hosted_key_in_chromium(labels_server, browse
     settle(page)
     expect(page.get_by_text("An API key is used (typed for this session)")).to_be_visible(timeout=PAGE_MS)
     expect(page.get_by_label("API key for this session", exact=True)).to_have_value("")
-    page.get_by_role("radio", name="All features").click()  # the default is a first batch of the most common ones
+    what_to_label = page.get_by_role("radiogroup", name="What to label")  # default: a first batch, the most common
+    what_to_label.get_by_text("All features", exact=True).click()
     settle(page)
     page.get_by_text("Then name every family", exact=True).click()
     settle(page)

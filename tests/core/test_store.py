@@ -1,5 +1,7 @@
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from small_run import SMALL_SAE, SmallRun
 from prisma_core import pipeline
 from prisma_core.cli import main as cli_main
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.errors import NotFoundError, StoreError
+from prisma_core.errors import DamagedTableError, NotFoundError, StoreError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig, read_sources
 from prisma_core.interpret.keywords import corpus_terms
@@ -405,3 +407,16 @@ def test_tables_made_before_a_column_existed_gain_it_empty_and_keep_their_rows(t
 
 def _without(schema: pa.Schema, column: str) -> pa.Schema:
     return pa.schema([field for field in schema if field.name != column])
+
+
+def test_a_table_whose_files_were_removed_is_named_with_lancedbs_reason_in_plain_words(trained, tmp_path):
+    workspace, _, _, run = trained
+    copy = shutil.copytree(workspace.path, tmp_path / "copy")
+    for data_file in (copy / "lancedb" / "features.lance" / "data").iterdir():
+        data_file.unlink()
+    with pytest.raises(DamagedTableError) as raised:
+        Workspace(copy).features(run.run_id)
+    message = str(raised.value)
+    assert raised.value.table == "features"
+    assert re.match(r"The workspace's features table cannot be read \(Not found: /\S+\.lance\): ", message), message
+    assert "Wrapped error" not in message and "lance error" not in message and ".rs:" not in message

@@ -63,7 +63,7 @@ def test_the_number_of_themes_changes_without_retraining_and_is_reproducible(bbc
     np.testing.assert_array_equal(eight.evidence, again.evidence)
     np.testing.assert_array_equal(eight.probabilities, again.probabilities)
     # Themes stored before the documents' probabilities were are read from the features' vote alone: nearly the same.
-    restored = themes_from_evidence(bbc_codes, eight.evidence, eight.member_share)
+    restored = themes_from_evidence(bbc_codes, eight.evidence, eight.member_share, eight.fit_share)
     assert (restored.strongest() == eight.strongest()).mean() >= 0.85
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import EmbedSummary, RunSummary
+from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 
@@ -27,6 +28,7 @@ class SmallRun:
     dataset_id: str
     embedded: EmbedSummary  # the first embedding of the dataset: every vector computed
     run: RunSummary
+    stages: frozenset[str]  # every stage name the pipeline reported progress under while building the run
 
     def copy(self, to: Path) -> Workspace:
         """A private copy of the workspace at `to`, to change without touching other tests' run."""
@@ -38,7 +40,12 @@ def build_small_run(folder: Path, bbc: pd.DataFrame) -> SmallRun:
     corpus = folder / "bbc60.parquet"
     bbc.groupby("label").head(PER_CATEGORY).to_parquet(corpus)
     workspace = Workspace(folder / "workspace")
-    dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc small", IngestConfig(id_column="id"))
-    embedded = pipeline.embed_dataset(workspace, dataset_id)
-    run = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
-    return SmallRun(workspace.path, corpus, dataset_id, embedded, run)
+    stages: set[str] = set()
+
+    def record(event: Progress) -> None:
+        stages.add(event.stage)
+
+    dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc small", IngestConfig(id_column="id"), progress=record)
+    embedded = pipeline.embed_dataset(workspace, dataset_id, progress=record)
+    run = pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=record)
+    return SmallRun(workspace.path, corpus, dataset_id, embedded, run, frozenset(stages))

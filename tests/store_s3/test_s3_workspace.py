@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.fs as pafs
 import pytest
-from reliability_helpers import REPO, bbc_subset, sae_flags, write_parquet
+from reliability_helpers import REPO, SMALL_SAE, bbc_subset, sae_flags, write_parquet
 from s3_server import S3Server, seaweed_s3
 
 from prisma_core import cli, pipeline
@@ -91,7 +91,9 @@ def test_the_pipeline_stores_tables_and_weights_in_the_bucket_and_nothing_locall
     assert workspace.vectors(built.dataset_id, model_key(EmbedConfig())).shape == (40, 384)
     run = workspace.run(built.run_id)
     assert run.weights_dir == f"{built.uri}/runs/{built.run_id}"
-    assert built.codes.shape == (40, 384) and ((built.codes > 0).sum(axis=1) == 8).all()
+    n_kept = len(workspace.features(built.run_id))
+    assert 0 < n_kept <= SMALL_SAE.n_features and built.codes.shape == (40, n_kept)
+    assert ((built.codes > 0).sum(axis=1) <= SMALL_SAE.k).all() and (built.codes > 0).any(axis=1).all()
     stored = objects(s3, "pipeline")
     run_files = {f"runs/{built.run_id}/{name}" for name in ("sae.safetensors", "config.json", "owner.json")}
     assert run_files <= stored
@@ -106,13 +108,15 @@ def test_list_and_export_read_the_workspace_from_the_environment(
     monkeypatch.setenv(WORKSPACE_ENV, built.uri)
     assert cli.main(["list"]) == 0
     listed = capsys.readouterr().out
-    assert built.dataset_id in listed and built.run_id in listed and "n=384 k=8" in listed
+    assert built.dataset_id in listed and built.run_id in listed
+    n_kept = len(Workspace(built.uri).features(built.run_id))
+    assert f"n={n_kept} k={SMALL_SAE.k}" in listed
     assert cli.main(["export", "--out", str(tmp_path / "export")]) == 0
     exported = tmp_path / "export"
     assert all((exported / name).is_file() for name in EXPORT_FILES)
     weights = s3.filesystem().open_input_stream(f"{s3.bucket}/pipeline/runs/{built.run_id}/sae.safetensors").read()
     assert (exported / "sae.safetensors").read_bytes() == weights
-    assert len(pd.read_parquet(exported / "features.parquet")) == 384
+    assert len(pd.read_parquet(exported / "features.parquet")) == n_kept
     assert pd.read_parquet(exported / "documents.parquet")["doc_id"].tolist() == built.documents["doc_id"].tolist()
     assert json.loads((exported / "config.json").read_text())["run_id"] == built.run_id
 
@@ -257,7 +261,8 @@ def test_two_writers_at_once_lose_nothing(s3_env: S3Server, tmp_path: Path, bbc:
         assert len(workspace.documents(datasets[f"{name} extra"].dataset_id)) == 10
         (run,) = workspace.runs(dataset.dataset_id)
         loaded = pipeline.load_run(workspace, run.run_id)
-        assert loaded.codes.shape == (25, 384) and (loaded.codes.getnnz(axis=1) == 8).all()
+        assert loaded.codes.shape == (25, len(loaded.features)) and len(loaded.features) <= SMALL_SAE.n_features
+        assert (loaded.codes.getnnz(axis=1) <= SMALL_SAE.k).all() and loaded.codes.nnz > 0
         assert loaded.features["label"].notna().all()
     assert run_folders(s3_env, "two-writers") == {run.run_id for run in workspace.runs()}
 

@@ -5,8 +5,10 @@ from dataclasses import replace
 
 from prisma_core.errors import TrainingError
 from prisma_core.interpret.keywords import UNNAMED_LABEL
+from prisma_core.interpret.labelling.storing import FAMILIES, THEMES
 from prisma_core.progress import Progress
 from ui.jobs import JobRegistry
+from ui.progress import STAGE_NAMES
 from ui.text import feature_name, html_text, md, snippet
 
 
@@ -168,3 +170,9 @@ def test_glossary_entries_are_headed_as_written_with_words_capitalised():
     headings = [term_title(term) for term in TERMS]
     assert {"Theme", "Never-firing features", "τ (tau)", "k (features per document)", "Label score"} <= set(headings)
     assert not [heading for heading in headings if heading[0] in ("\u03a4", "K")]  # a capital tau, a capital k
+
+
+def test_every_stage_the_pipeline_reports_has_a_plain_name(small_run):
+    """A job's panel shows STAGE_NAMES[stage]; a stage without one showed its internal name ("ingest", "check")."""
+    assert {"check", "ingest", "embed", "train_sae", "label", "themes", "families"} <= small_run.stages
+    assert small_run.stages | {FAMILIES.stage, THEMES.stage} <= STAGE_NAMES.keys()

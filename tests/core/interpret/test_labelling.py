@@ -698,7 +698,7 @@ def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys)
     assert "error: Ollama is not reachable at http://127.0.0.1:" in capsys.readouterr().err
     assert scored.returncode == 0, scored.stderr
     assert "detection by llama3.2: 3 labels scored, 0 failed" in scored.stdout
-    assert re.search(r"keywords: 384 labels, mean embedding score 0\.\d+", scored.stdout)
+    assert re.search(rf"keywords: {len(density)} labels, mean embedding score 0\.\d+", scored.stdout)
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = pd.read_parquet(tmp_path / "export" / "features.parquet").set_index("feature_id")
     assert (exported.loc[chosen, "label_source"] == "llama3.2").all()
