@@ -21,7 +21,13 @@ from ui.text import md
 
 COMMON_FEATURES = 20
 """Features the default batch names: the most common ones, a batch that takes minutes, not hours."""
-SCOPES = [f"The {COMMON_FEATURES} most common features", "All features", "A theme", "A family", "Chosen features"]
+SCOPES = {
+    "common": "The {n_common} most common features",
+    "all": "All features",
+    "theme": "A theme",
+    "family": "A family",
+    "chosen": "Chosen features",
+}
 SCOPE_KEY = "label_scope"
 SEEN_KEY = "label_jobs_seen"
 CPU_TOKENS_PER_S = 150
@@ -107,8 +113,16 @@ def refresh_once(job: Job | None) -> None:
 
 
 def scope_picker() -> Scope:
-    scope = st.radio("What to label", SCOPES, horizontal=True, key=SCOPE_KEY)
-    if scope == "A theme":
+    active = run.features[run.features["density"] > 0]
+    n_common = min(COMMON_FEATURES, len(active))
+    scope = st.radio(
+        "What to label",
+        list(SCOPES),
+        format_func=lambda key: SCOPES[key].format(n_common=n_common),
+        horizontal=True,
+        key=SCOPE_KEY,
+    )
+    if scope == "theme":
         if run.theme_info.empty:
             st.info("This run has no themes: train it again to group its features into themes.")
             st.stop()
@@ -116,7 +130,7 @@ def scope_picker() -> Scope:
         theme_id = st.selectbox("Theme", list(names), format_func=names.__getitem__, key="label_theme")
         st.caption("The theme is named from the labels its features show now and the documents most about it.")
         return Scope([], [], [theme_id], f"theme {theme_id}")
-    if scope == "A family":
+    if scope == "family":
         if not run.families:
             st.info("This run has no families: rebuild them on the Families page with a lower τ.")
             st.stop()
@@ -125,16 +139,15 @@ def scope_picker() -> Scope:
         family = next(f for f in run.families if f.family_id == family_id)
         st.caption(f"Its {len(family.members)} features are named first, then the family from their labels.")
         return Scope([int(m) for m in family.members], [family_id], [], f"family {family_id}")
-    if scope == "Chosen features":
+    if scope == "chosen":
         options = feature_options(run)
         chosen = st.multiselect("Features", list(options), format_func=options.__getitem__, key="label_features")
         if not chosen:
             st.info("Choose one or more features.")
             st.stop()
         return Scope([int(f) for f in chosen], [], [], f"{len(chosen)} features")
-    if scope == SCOPES[0]:
-        active = run.features[run.features["density"] > 0]
-        common = active.sort_values(["density", "feature_id"], ascending=[False, True]).head(COMMON_FEATURES)
+    if scope == "common":
+        common = active.sort_values(["density", "feature_id"], ascending=[False, True]).head(n_common)
         st.caption(
             f"A first batch: the {len(common)} features active on the most documents. Choose *All features* to name "
             "every one of them (then every family and theme)."

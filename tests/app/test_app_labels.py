@@ -66,7 +66,7 @@ def llm_labels(trained_app, model: str = "llama3.2") -> dict[int, str]:
 
 
 def choose(at: AppTest, features: list[int]) -> AppTest:
-    at.radio(key="label_scope").set_value("Chosen features").run()
+    at.radio(key="label_scope").set_value("chosen").run()
     at.multiselect(key="label_features").set_value(features).run()
     assert not at.exception, at.exception
     return at
@@ -118,21 +118,22 @@ def test_the_server_models_are_listed_and_chosen_features_are_labelled(trained_a
 def test_the_first_batch_offered_is_the_most_common_features_not_every_one(trained_app, fake):
     """Issue 26: the page opened on its largest scope ("1,897 requests... 849 min")."""
     at = labels_page(trained_app, fake.url)
-    assert at.radio(key="label_scope").value == "The 20 most common features"
     features = trained_app.workspace.features(trained_app.run_id)
     active = features[features["density"] > 0].sort_values(["density", "feature_id"], ascending=[False, True])
     common = active["feature_id"].head(20).astype(int).tolist()
+    scope = at.radio(key="label_scope")
+    assert scope.value == "common" and scope.options[0] == f"The {len(common)} most common features"
     todo = [f for f in common if f not in llm_labels(trained_app, "llama3.2:latest")]  # the tests share the run
     expected = f"**{len(todo)} request" if todo else "Nothing to do"
     assert any(text.startswith(expected) for text in texts(at.markdown))
-    assert any("the 20 features active on the most documents" in text for text in texts(at.caption))
+    assert any(f"the {len(common)} features active on the most documents" in text for text in texts(at.caption))
 
 
 def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fake):
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     family = max(run.families, key=lambda f: len(f.members))
     at = labels_page(trained_app, fake.url)
-    at.radio(key="label_scope").set_value("A family").run()
+    at.radio(key="label_scope").set_value("family").run()
     at.selectbox(key="label_family").set_value(int(family.family_id)).run()
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
@@ -148,7 +149,7 @@ def test_a_theme_is_named_from_its_features_labels_and_shown_on_home(trained_app
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     theme = run.theme_info.iloc[-1]
     at = labels_page(trained_app, fake.url)
-    at.radio(key="label_scope").set_value("A theme").run()
+    at.radio(key="label_scope").set_value("theme").run()
     at.selectbox(key="label_theme").set_value(int(theme["theme_id"])).run()
     assert any(text.startswith("**1 request** (0 features, 0 families, 1 theme)") for text in texts(at.markdown)), (
         texts(at.markdown)
