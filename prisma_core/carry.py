@@ -47,6 +47,7 @@ class Matching:
     themes: dict[int, tuple[int, float]]
     families: dict[int, tuple[int, float]]
     same_root: frozenset[int] = frozenset()  # the earlier run's families paired by their parent feature
+    subthemes: dict[int, tuple[int, float]] = field(default_factory=dict)
 
     def clear(self, level: str) -> dict[int, int]:
         """Old id -> new id of the pairs that are clearly the same concept."""
@@ -54,7 +55,7 @@ class Matching:
         return {old: new for old, (new, similarity) in pairs.items() if similarity >= at or old in self.same_root}
 
     def _groups(self, level: str) -> dict[int, tuple[int, float]]:
-        return self.themes if level == "theme" else self.families
+        return {"theme": self.themes, "subtheme": self.subthemes}.get(level, self.families)
 
 
 @dataclass(frozen=True)
@@ -77,15 +78,16 @@ class CarryReport:
             else:
                 lines.append(f"{edits.describe(edit)} was not carried: {why}")
         for (action, level), names in kinds.items():
+            words = LEVEL_WORDS[level] if len(names) > 1 else edits.LEVEL_WORDS[level]
             lines.append(
-                f"{len(names)} {ACTION_WORDS[action]} {LEVEL_WORDS[level] if len(names) > 1 else level} "
+                f"{len(names)} {ACTION_WORDS[action]} {words} "
                 f"{'have' if len(names) > 1 else 'has'} {NO_MATCH}: {', '.join(names)}"
             )
         return lines
 
 
 def _what(edit: EditRecord) -> str:
-    return f"“{edit.value['name']}”" if edit.action == "rename" else f"{edit.level} {edit.target}"
+    return f"“{edit.value['name']}”" if edit.action == "rename" else f"{edits.LEVEL_WORDS[edit.level]} {edit.target}"
 
 
 def match_runs(old: LoadedRun, new: LoadedRun) -> Matching:
@@ -94,7 +96,7 @@ def match_runs(old: LoadedRun, new: LoadedRun) -> Matching:
         raise SettingsError("Runs are matched over the same documents: pick two runs of the same dataset.")
     features = _feature_pairs(old.codes, new.codes)
     families, same_root = _family_pairs(old, new, features)
-    return Matching(features, _theme_pairs(old, new), families, same_root)
+    return Matching(features, _theme_pairs(old, new), families, same_root, _subtheme_pairs(old, new))
 
 
 def _feature_pairs(old: sp.spmatrix, new: sp.spmatrix) -> dict[int, tuple[int, float]]:
@@ -113,9 +115,19 @@ def _feature_pairs(old: sp.spmatrix, new: sp.spmatrix) -> dict[int, tuple[int, f
 def _theme_pairs(old: LoadedRun, new: LoadedRun) -> dict[int, tuple[int, float]]:
     if old.themes is None or new.themes is None:
         return {}
-    a = _one_hot(old.themes.strongest(), old.themes.n_themes)
-    b = _one_hot(new.themes.strongest(), new.themes.n_themes)
-    return _assigned(_jaccard_matrix(a, b))
+    return _document_pairs(old.themes.strongest(), old.themes.n_themes, new.themes.strongest(), new.themes.n_themes)
+
+
+def _subtheme_pairs(old: LoadedRun, new: LoadedRun) -> dict[int, tuple[int, float]]:
+    if old.subthemes is None or new.subthemes is None:
+        return {}
+    a, b = old.subthemes, new.subthemes
+    return _document_pairs(a.assignment, a.n_subthemes, b.assignment, b.n_subthemes)
+
+
+def _document_pairs(old: np.ndarray, n_old: int, new: np.ndarray, n_new: int) -> dict[int, tuple[int, float]]:
+    """Groups of two runs (each document's group, -1 for none) paired by their documents (Jaccard, one to one)."""
+    return _assigned(_jaccard_matrix(_one_hot(old, n_old), _one_hot(new, n_new)))
 
 
 def _family_pairs(

@@ -17,10 +17,10 @@ class EditConfig(CheckedConfig):
     from every view, the export and the report; pin it to the top; undo an edit (--edit-id: shows a hidden concept
     again, lifts a pin, gives the old name back)."""
     level: Literal["theme", "subtheme", "family", "feature"] = "theme"
-    """The level of the concept edited (sub-themes take edits once runs have them)."""
+    """The level of the concept edited. A sub-theme is renamed or pinned (it is hidden with its theme)."""
     id: int | None = None
-    """The id of the concept edited (a theme, family or feature number, as `list` and the app show it); for a merge,
-    the theme the others join."""
+    """The id of the concept edited (a theme, sub-theme, family or feature number, as `list` and the app show it);
+    for a merge, the theme the others join."""
     name: str = ""
     """The new name, for a rename."""
     description: str = ""

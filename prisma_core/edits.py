@@ -7,9 +7,12 @@ the analyst shaped it, in the read model (`runs.load_run`), so every page, the e
 A feature's new name is also stored as the analyst's label of the feature (`interpret.manual_labels`), the one the
 label editor lists and the label scores score; its edit record says who renamed it and lets the rename be undone.
 
-Each edit keeps the members of the concept it was made on (a theme's or a family's features). A theme or family
+Each edit keeps the members of the concept it was made on (a theme's, sub-theme's or family's features). A concept
 regrouped since (other themes, families rebuilt) keeps an edit only while it still holds at least half of those
 members (Jaccard >= SAME_CONCEPT); other edits stay stored and are listed as not applied.
+
+Sub-themes follow their themes: those of a merged theme join the theme it was merged into, those of a hidden theme
+are hidden with it (their documents, now in another theme, have no sub-theme there).
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from prisma_core.errors import SettingsError
 from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.store import EditRecord, NamedFamily, Workspace, new_id
 from prisma_core.store.schemas import MANUAL_SOURCE
-from prisma_core.themes import Themes
+from prisma_core.subthemes import SubThemes
+from prisma_core.themes import NO_THEME, Themes
 
 if TYPE_CHECKING:
     from prisma_core.runs import LoadedRun
 
 LEVELS = ("theme", "subtheme", "family", "feature")
-"""The levels an edit names a concept at; sub-themes take edits once runs have them."""
+"""The levels an edit names a concept at. A sub-theme is renamed or pinned; it is hidden with its theme."""
+LEVEL_WORDS = {"theme": "theme", "subtheme": "sub-theme", "family": "family", "feature": "feature"}
 ACTIONS = ("rename", "merge", "hide", "pin")
 """What an edit does (an undo is one more record, `UNDO`)."""
 UNDO = "undo"
@@ -73,6 +78,13 @@ def members_of(run: LoadedRun, level: str, target: int) -> list[int]:
         if rows.empty:
             raise SettingsError(f"This run shows no theme {target}: pick one of {_ids(run.theme_info['theme_id'])}.")
         return [int(f) for f in rows.iloc[0]]
+    if level == "subtheme":
+        if run.subtheme_info.empty:
+            raise SettingsError("This run has no sub-themes: regroup its themes to make them, or edit its themes.")
+        rows = run.subtheme_info.loc[run.subtheme_info["subtheme_id"] == target, "features"]
+        if rows.empty:
+            raise SettingsError(f"This run shows no sub-theme {target}.")
+        return [int(f) for f in rows.iloc[0]]
     if level == "family":
         family = next((family for family in run.families if family.family_id == target), None)
         if family is None:
@@ -85,8 +97,6 @@ def members_of(run: LoadedRun, level: str, target: int) -> list[int]:
 
 
 def _check_level(level: str) -> None:
-    if level == "subtheme":
-        raise SettingsError("This run has no sub-themes yet: edit its themes, families or features.")
     if level not in LEVELS:
         raise SettingsError(f"level must be one of {', '.join(LEVELS)}; got {level!r}.")
 
@@ -153,6 +163,10 @@ def merge_themes(
 def hide(workspace: Workspace, run: LoadedRun, level: str, target: int, carried_from: str = "") -> EditRecord:
     """Hides a concept from every view, the export and the report; it stays stored and can be shown again
     (`undo`). A hidden theme's documents and features go to their next strongest theme."""
+    if level == "subtheme":
+        raise SettingsError(
+            "A sub-theme cannot be hidden on its own (its documents stay in its theme): hide its theme or its features."
+        )
     value = {"members": members_of(run, level, target)}
     record = _record(run.record.run_id, "hide", level, target, value, carried_from)
     workspace.add_edits([record])
@@ -191,7 +205,7 @@ def _give_back_label(workspace: Workspace, run_id: str, edit: EditRecord) -> Non
 
 def describe(edit: EditRecord) -> str:
     """An edit in words: "theme 2 renamed “Politics”", "themes 3, 4 merged into theme 1"."""
-    what = f"{edit.level} {edit.target}"
+    what = f"{LEVEL_WORDS.get(edit.level, edit.level)} {edit.target}"
     if edit.action == "rename":
         return f"{what} renamed “{edit.value['name']}”"
     if edit.action == "merge":
@@ -208,22 +222,27 @@ def apply_edits(run: LoadedRun, records: Sequence[EditRecord]) -> tuple[LoadedRu
     features = run.features.assign(hidden=False, pinned=False)
     themes = run.themes
     theme_info = run.theme_info.assign(pinned=False)
+    subtheme_info = run.subtheme_info.assign(pinned=False)
     families = list(run.families)
     applied, not_applied = [], []
     for edit in active_edits(records):
-        state = _Shown(features, themes, theme_info, families)
+        state = _Shown(features, themes, theme_info, subtheme_info, families)
         if not state.holds(edit):
             not_applied.append(edit)
             continue
-        features, themes, theme_info, families = state.apply(edit)
+        features, themes, theme_info, subtheme_info, families = state.apply(edit)
         applied.append(edit)
     features, themes, theme_info = _hidden_features_out_of_themes(features, themes, theme_info)
     hidden = set(features.loc[features["hidden"], "feature_id"].tolist())
     families = [kept for family in families if (kept := _without_features(family, hidden)) is not None]
     theme_info = theme_info.sort_values(["pinned", "theme_id"], ascending=[False, True], kind="stable")
+    subtheme_info = subtheme_info.sort_values(["pinned", "subtheme_id"], ascending=[False, True], kind="stable")
     pinned = {e.target for e in applied if e.action == "pin" and e.level == "family"}
     families.sort(key=lambda family: family.family_id not in pinned)
     edited = replace(run, features=features, themes=themes, theme_info=theme_info.reset_index(drop=True))
+    edited = replace(
+        edited, subtheme_info=subtheme_info.reset_index(drop=True), subthemes=_shown_subthemes(run, subtheme_info)
+    )
     return replace(edited, families=families), Edited(tuple(applied), tuple(not_applied))
 
 
@@ -234,11 +253,13 @@ class _Shown:
     features: pd.DataFrame
     themes: Themes | None
     theme_info: pd.DataFrame
+    subtheme_info: pd.DataFrame
     families: list[NamedFamily]
 
     def current_members(self, level: str, target: int) -> list[int] | None:
-        if level == "theme":
-            rows = self.theme_info.loc[self.theme_info["theme_id"] == target, "features"]
+        if level in ("theme", "subtheme"):
+            info = self.theme_info if level == "theme" else self.subtheme_info
+            rows = info.loc[info[f"{level}_id"] == target, "features"]
             return None if rows.empty else [int(f) for f in rows.iloc[0]]
         if level == "family":
             family = next((f for f in self.families if f.family_id == target), None)
@@ -258,28 +279,29 @@ class _Shown:
         current = self.current_members(level, target)
         return current is not None and jaccard(current, members) >= SAME_CONCEPT
 
-    def apply(self, edit: EditRecord) -> tuple[pd.DataFrame, Themes | None, pd.DataFrame, list[NamedFamily]]:
+    def apply(
+        self, edit: EditRecord
+    ) -> tuple[pd.DataFrame, Themes | None, pd.DataFrame, pd.DataFrame, list[NamedFamily]]:
         action, level, target = edit.action, edit.level, edit.target
         if level == "theme":
             self._edit_theme(edit)
+        elif level == "subtheme":
+            self.subtheme_info = _named_or_pinned(self.subtheme_info, self.subtheme_info["subtheme_id"] == target, edit)
         elif level == "family":
             self._edit_family(edit)
         elif action in ("hide", "pin"):
             column = "hidden" if action == "hide" else "pinned"
             self.features.loc[self.features["feature_id"] == target, column] = True
-        return self.features, self.themes, self.theme_info, self.families
+        return self.features, self.themes, self.theme_info, self.subtheme_info, self.families
 
     def _edit_theme(self, edit: EditRecord) -> None:
         info, row = self.theme_info.copy(), self.theme_info["theme_id"] == edit.target
-        if edit.action == "rename":
-            info.loc[row, ["label", "label_source"]] = [edit.value["name"], MANUAL_SOURCE]
-            if edit.value.get("description"):
-                info.loc[row, "description"] = edit.value["description"]
-        elif edit.action == "pin":
-            info.loc[row, "pinned"] = True
+        if edit.action in ("rename", "pin"):
+            info = _named_or_pinned(info, row, edit)
         elif edit.action == "hide":
             info = info[~row]
             self.themes = _without_theme(self.themes, edit.target)
+            self.subtheme_info = self.subtheme_info[self.subtheme_info["theme_id"] != edit.target]  # hidden with it
         else:
             absorbed = [int(t) for t in edit.value["themes"]]
             merged = sorted({int(f) for t in [edit.target, *absorbed] for f in self.current_members("theme", t) or []})
@@ -287,6 +309,10 @@ class _Shown:
             info["features"] = [merged if t == edit.target else fs for t, fs in pairs]
             info = info[~info["theme_id"].isin(absorbed)]
             self.themes = _merged_themes(self.themes, edit.target, absorbed)
+            joined = self.subtheme_info["theme_id"].isin(absorbed)  # the merged themes' sub-themes join the theme
+            self.subtheme_info = self.subtheme_info.assign(
+                theme_id=self.subtheme_info["theme_id"].where(~joined, edit.target)
+            )
         self.theme_info = _recount(info, self.themes)
 
     def _edit_family(self, edit: EditRecord) -> None:
@@ -297,6 +323,30 @@ class _Shown:
                 replace(f, label=edit.value["name"], label_source=MANUAL_SOURCE) if f.family_id == edit.target else f
                 for f in self.families
             ]
+
+
+def _shown_subthemes(run: LoadedRun, info: pd.DataFrame) -> SubThemes | None:
+    """The run's sub-themes as `info` shows them: each in its theme as edited (a merged theme's sub-themes in the
+    theme it joined); the documents of a sub-theme hidden with its theme have no sub-theme."""
+    if run.subthemes is None:
+        return None
+    shown = info["subtheme_id"].to_numpy()
+    theme = run.subthemes.theme.copy()
+    theme[shown] = info["theme_id"].to_numpy()
+    assignment = run.subthemes.assignment
+    return replace(run.subthemes, theme=theme, assignment=np.where(np.isin(assignment, shown), assignment, NO_THEME))
+
+
+def _named_or_pinned(info: pd.DataFrame, row: pd.Series, edit: EditRecord) -> pd.DataFrame:
+    """A theme's or sub-theme's row with the analyst's name (and description), or pinned."""
+    info = info.copy()
+    if edit.action == "pin":
+        info.loc[row, "pinned"] = True
+        return info
+    info.loc[row, ["label", "label_source"]] = [edit.value["name"], MANUAL_SOURCE]
+    if edit.value.get("description"):
+        info.loc[row, "description"] = edit.value["description"]
+    return info
 
 
 def jaccard(a: Iterable[int], b: Iterable[int]) -> float:
@@ -312,7 +362,7 @@ def _without_theme(themes: Themes | None, theme: int) -> Themes | None:
     evidence, probabilities = themes.evidence.copy(), themes.probabilities.copy()
     evidence[:, theme] = 0.0
     probabilities[:, theme] = 0.0
-    return Themes(evidence, probabilities, themes.member_share)
+    return replace(themes, evidence=evidence, probabilities=probabilities)
 
 
 def _merged_themes(themes: Themes | None, into: int, absorbed: Sequence[int]) -> Themes | None:
@@ -326,7 +376,7 @@ def _merged_themes(themes: Themes | None, into: int, absorbed: Sequence[int]) ->
     probabilities[:, into] = probabilities[:, columns].sum(axis=1)
     evidence[:, absorbed] = 0.0
     probabilities[:, absorbed] = 0.0
-    return Themes(evidence, probabilities, themes.member_share)
+    return replace(themes, evidence=evidence, probabilities=probabilities)
 
 
 def _recount(info: pd.DataFrame, themes: Themes | None) -> pd.DataFrame:
@@ -347,7 +397,7 @@ def _hidden_features_out_of_themes(
     if len(hidden):
         evidence = themes.evidence.copy()
         evidence[hidden] = 0.0
-        themes = Themes(evidence, themes.probabilities, themes.member_share)
+        themes = replace(themes, evidence=evidence)
         gone = set(hidden.tolist())
         info = info.assign(features=[[f for f in fs if int(f) not in gone] for fs in info["features"]])
     features = features.assign(theme_id=themes.feature_theme()[features["feature_id"].to_numpy()])

@@ -185,7 +185,8 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
             (np.ones(len(placed), np.float32), (placed, run.subthemes.assignment[placed])),
             shape=(run.codes.shape[0], run.subthemes.n_subthemes),
         )
-        return members, run.subtheme_info[["subtheme_id", "label"]].set_axis(["unit", "label"], axis=1)
+        shown = run.subtheme_info["subtheme_id"].to_numpy()  # pinned ones first, those of hidden themes left out
+        return members[:, shown], run.subtheme_info[["subtheme_id", "label"]].set_axis(["unit", "label"], axis=1)
     if level == "family":
         membership = family_matrix([f.members for f in run.families], run.codes.shape[1])
         codes = _max_over_members(run.codes, membership)

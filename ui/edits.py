@@ -14,7 +14,7 @@ from ui.state import bump_revision, workspace
 from ui.text import md
 
 ACTIONS = {"rename": "Rename", "hide": "Hide", "pin": "Pin to the top", "merge": "Merge other themes into it"}
-LEVEL_NAMES = {"theme": "Theme", "family": "Family", "feature": "Feature"}
+LEVEL_NAMES = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
 CARRIED_KEY = "carry_report"
 
 
@@ -22,6 +22,8 @@ def concept_options(run: LoadedRun, level: str) -> dict[int, str]:
     """The concepts of a level the run shows now: id -> "Theme 2: name"."""
     if level == "theme":
         pairs = zip(run.theme_info["theme_id"], run.theme_info["label"], strict=True)
+    elif level == "subtheme":
+        pairs = zip(run.subtheme_info["subtheme_id"], run.subtheme_info["label"], strict=True)
     elif level == "family":
         pairs = ((family.family_id, family.label) for family in run.families)
     else:
@@ -50,10 +52,10 @@ def _edit_form(run: LoadedRun) -> None:
     level = columns[0].radio("Level", list(LEVEL_NAMES), format_func=LEVEL_NAMES.get, key="edit_level")
     options = concept_options(run, level)
     if not options:
-        st.info(f"This run shows no {level} to edit.")
+        st.info(f"This run shows no {LEVEL_NAMES[level].lower()} to edit.")
         return
     target = columns[1].selectbox("Concept", list(options), format_func=lambda i: md(options[i]), key="edit_target")
-    actions = [a for a in ACTIONS if a != "merge" or level == "theme"]
+    actions = [a for a in ACTIONS if (a != "merge" or level == "theme") and (a != "hide" or level != "subtheme")]
     action = columns[2].radio("Change", actions, format_func=ACTIONS.get, key="edit_action")
     with st.form("edit_form", clear_on_submit=True):
         name = st.text_input("New name", key="edit_name") if action == "rename" else ""

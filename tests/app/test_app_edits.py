@@ -3,6 +3,7 @@
 from app_helpers import features_table, new_app, open_page, texts
 
 from prisma_core import edits, pipeline
+from ui.text import md
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
@@ -39,3 +40,24 @@ def test_a_renamed_theme_and_a_hidden_feature_show_on_the_page_until_undone(trai
         "My <i>theme</i>"
         not in pipeline.load_run(trained_app.workspace, trained_app.run_id).theme_info["label"].tolist()
     )
+
+
+def test_a_sub_theme_can_be_renamed_or_pinned_on_the_page_but_not_hidden_alone(trained_app):
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "features")
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    subtheme = int(run.subtheme_info["subtheme_id"].iloc[0])
+    at.radio(key="edit_level").set_value("subtheme").run()
+    first = f"Sub-theme {subtheme}: {run.subtheme_info['label'].iloc[0]}"
+    assert at.selectbox(key="edit_target").options[0] == md(first)  # shown as markdown, escaped
+    assert at.radio(key="edit_action").options == ["Rename", "Pin to the top"]
+    at.selectbox(key="edit_target").select(subtheme).run()
+    at.radio(key="edit_action").set_value("rename").run()
+    at.text_input(key="edit_name").input("My desk")
+    at.button(key="FormSubmitter:edit_form-Save the change").click().run()
+    assert not at.exception
+    shown = pipeline.load_run(trained_app.workspace, trained_app.run_id).subtheme_info.set_index("subtheme_id")
+    assert shown.at[subtheme, "label"] == "My desk"
+    assert any(f"sub-theme {subtheme} renamed “My desk”" in text for text in texts(at.markdown))
+    (record,) = edits.active_edits(trained_app.workspace.edits(trained_app.run_id))
+    at.button(key=f"undo_{record.edit_id}").click().run()
+    assert pipeline.load_run(trained_app.workspace, trained_app.run_id).subtheme_info["label"].iloc[0] != "My desk"

@@ -29,6 +29,7 @@ def edited(small_run: SmallRun, tmp_path_factory: pytest.TempPathFactory) -> tup
     feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[0])
     hidden_feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[1])
     sizes = run.theme_info.set_index("theme_id")["n_documents"]
+    subtheme = int(run.subtheme_info.loc[run.subtheme_info["theme_id"] == 0, "subtheme_id"].iloc[0])
     made = {
         "rename_theme": edits.rename(workspace, run, "theme", 0, "My <b>politics</b>", "what I call it"),
         "merge": edits.merge_themes(workspace, run, 1, [2]),
@@ -37,8 +38,15 @@ def edited(small_run: SmallRun, tmp_path_factory: pytest.TempPathFactory) -> tup
         "rename_family": edits.rename(workspace, run, "family", family.family_id, "My family"),
         "rename_feature": edits.rename(workspace, run, "feature", feature, "My feature"),
         "hide_feature": edits.hide(workspace, run, "feature", hidden_feature),
+        "rename_subtheme": edits.rename(workspace, run, "subtheme", subtheme, "My sub-theme"),
     }
-    facts = {"family": family.family_id, "feature": feature, "hidden_feature": hidden_feature, "sizes": sizes}
+    facts = {
+        "family": family.family_id,
+        "feature": feature,
+        "hidden_feature": hidden_feature,
+        "sizes": sizes,
+        "subtheme": subtheme,
+    }
     return workspace, run.record.run_id, made | facts
 
 
@@ -67,7 +75,24 @@ def _check_edits_shown(workspace: Workspace, run_id: str, facts: dict) -> None:
     assert codes.shape[1] == len(units) == len(run.features) - 1
     theme_codes, theme_units = level_units(run, "theme")
     assert theme_codes.shape[1] == len(theme_units) == 3
-    assert len(run.edited.applied) == 7 and run.edited.not_applied == ()
+    assert len(run.edited.applied) == 8 and run.edited.not_applied == ()
+    assert run.subtheme_info.set_index("subtheme_id").at[facts["subtheme"], "label"] == "My sub-theme"
+    _check_subthemes_follow_their_themes(run, load_run(workspace, run_id, with_edits=False))
+
+
+def _check_subthemes_follow_their_themes(run, trained) -> None:
+    """Theme 2 merged into theme 1, theme 3 hidden: the sub-themes of 2 are in 1, those of 3 are hidden with it."""
+    before = trained.subtheme_info.set_index("subtheme_id")["theme_id"]
+    after = run.subtheme_info.set_index("subtheme_id")["theme_id"]
+    assert set(after.index) == set(before.index[before != 3])
+    assert set(after.index[after == 1]) == set(before.index[before.isin([1, 2])])
+    assert not after.isin([2, 3]).any()
+    of_hidden = np.isin(trained.subthemes.assignment, before.index[before == 3])
+    assert of_hidden.any() and (run.subthemes.assignment[of_hidden] == -1).all()
+    np.testing.assert_array_equal(run.subthemes.assignment[~of_hidden], trained.subthemes.assignment[~of_hidden])
+    members, units = level_units(run, "subtheme")
+    assert members.shape[1] == len(units) == len(run.subtheme_info)
+    assert (np.asarray(members.sum(axis=0)).ravel() == run.subtheme_info["n_documents"].to_numpy()).all()
 
 
 def test_every_kind_of_edit_is_shown_after_a_reload_and_in_another_session(edited):
@@ -75,7 +100,7 @@ def test_every_kind_of_edit_is_shown_after_a_reload_and_in_another_session(edite
     _check_edits_shown(workspace, run_id, facts)
     _check_edits_shown(Workspace(workspace.uri), run_id, facts)  # another session: a new connection
     records = Workspace(workspace.uri).edits(run_id)
-    assert [r.action for r in records] == ["rename", "merge", "hide", "pin", "rename", "rename", "hide"]
+    assert [r.action for r in records] == ["rename", "merge", "hide", "pin", "rename", "rename", "hide", "rename"]
     assert all(r.author and r.created_at for r in records)
 
 
@@ -110,12 +135,46 @@ def test_undo_shows_a_hidden_concept_again_and_gives_a_name_back(small_run: Smal
     assert len(workspace.edits(run_id)) == 4  # every edit and undo stays recorded
 
 
-def test_edits_of_a_missing_concept_or_of_sub_themes_are_refused(small_run: SmallRun):
+def test_edits_of_a_missing_concept_are_refused(small_run: SmallRun):
     run = load_run(Workspace(small_run.path))
-    with pytest.raises(SettingsError, match="no sub-themes"):
-        edits.members_of(run, "subtheme", 0)
     with pytest.raises(SettingsError, match="no theme 99"):
         edits.members_of(run, "theme", 99)
+    with pytest.raises(SettingsError, match="no sub-theme 999"):
+        edits.members_of(run, "subtheme", 999)
+    without_subthemes = dataclasses.replace(run, subtheme_info=run.subtheme_info.iloc[:0])  # a run made before them
+    with pytest.raises(SettingsError, match="This run has no sub-themes"):
+        edits.members_of(without_subthemes, "subtheme", 0)
+
+
+def test_a_sub_theme_is_renamed_and_pinned_everywhere_but_only_hidden_with_its_theme(
+    small_run: SmallRun, tmp_path, capsys
+):
+    workspace = small_run.copy(tmp_path / "ws")
+    run = load_run(workspace)
+    assert len(run.subtheme_info) >= 2
+    first, last = (int(s) for s in run.subtheme_info["subtheme_id"].iloc[[0, -1]])
+    where = ["--workspace", str(workspace.path), "--level", "subtheme"]
+    renamed = ["--action", "rename", "--id", str(first), "--name", "My <i>desk</i>", "--description", "mine"]
+    assert main(["edit", *where, *renamed]) == 0
+    assert f"sub-theme {first} renamed “My <i>desk</i>”" in capsys.readouterr().out
+    edits.pin(workspace, load_run(workspace), "subtheme", last)
+    with pytest.raises(SettingsError, match="cannot be hidden on its own"):
+        edits.hide(workspace, run, "subtheme", first)
+
+    shown = load_run(workspace)
+    info = shown.subtheme_info.set_index("subtheme_id")
+    assert (info.at[first, "label"], info.at[first, "label_source"]) == ("My <i>desk</i>", MANUAL_SOURCE)
+    assert info.at[first, "description"] == "mine" and info.at[last, "pinned"]
+    assert shown.subtheme_info["subtheme_id"].iloc[0] == last  # pinned first
+    members, units = level_units(shown, "subtheme")  # queries and comparisons read the pinned one first too
+    assert units["unit"].iloc[0] == last
+    np.testing.assert_array_equal(members[:, 0].toarray().ravel() > 0, shown.subthemes.assignment == last)
+    assert len(shown.edited.applied) == 2
+    pipeline.export_run(workspace, None, tmp_path / "out")
+    exported = [sub for theme in pd.read_json(tmp_path / "out" / "themes.json")["subthemes"] for sub in theme]
+    assert {sub["subtheme_id"]: sub["label"] for sub in exported}[first] == "My <i>desk</i>"
+    trained = load_run(workspace, with_edits=False).subtheme_info.set_index("subtheme_id")
+    assert trained.at[first, "label"] != "My <i>desk</i>"  # the run as trained is untouched
 
 
 def test_a_run_matched_with_itself_keeps_every_concept(small_run: SmallRun):
@@ -125,6 +184,7 @@ def test_a_run_matched_with_itself_keeps_every_concept(small_run: SmallRun):
     assert matching.clear("feature") == {f: f for f in firing}
     assert matching.clear("theme") == {t: t for t in run.theme_info["theme_id"]}
     assert matching.clear("family") == {f.family_id: f.family_id for f in run.families}
+    assert matching.clear("subtheme") == {s: s for s in run.subtheme_info["subtheme_id"]}
     table = carry.compare_runs(run, run, matching)
     assert set(table["status"]) == {"kept"}
 
@@ -137,7 +197,7 @@ def test_edits_are_carried_to_a_run_trained_again_with_another_seed(edited, tmp_
     summary = pipeline.train_run(workspace, dataset_id, dataclasses.replace(SMALL_SAE, seed=1))
     report = summary.carried
     assert report is not None and report.from_run == run_id and report.to_run == summary.run_id
-    assert len(report.carried) + len(report.not_carried) == 7
+    assert len(report.carried) + len(report.not_carried) == 8
     old = load_run(workspace, run_id, with_edits=False)
     new = load_run(workspace, summary.run_id, with_edits=False)
     matching = carry.match_runs(old, new)
@@ -147,10 +207,11 @@ def test_edits_are_carried_to_a_run_trained_again_with_another_seed(edited, tmp_
         assert after.target == matching.clear(before.level)[before.target]
     renamed = {e.value["name"] for e, _ in report.carried if e.action == "rename"}
     names = set(shown.theme_info["label"]) | {f.label for f in shown.families} | set(shown.features["label"])
+    names |= set(shown.subtheme_info["label"])
     assert renamed <= names
     theme_edits = [e for e, _ in report.carried if e.level == "theme"]
     assert theme_edits, "the themes of the small run come back with another seed"
-    assert report.summary()[0] == f"{len(report.carried)} of 7 edits carried over"
+    assert report.summary()[0] == f"{len(report.carried)} of 8 edits carried over"
     assert all("no clear match" in line or "was not carried" in line for line in report.summary()[1:])
     again = carry.carry_edits(workspace, run_id, summary.run_id)
     assert again.carried == [] and len(again.not_carried) == len(report.not_carried)  # never carried twice
@@ -200,12 +261,14 @@ def test_what_was_not_carried_is_said_in_words():
             (edit("rename", "theme", 3, "Politics"), carry.NO_MATCH),
             (edit("rename", "theme", 4, "Sport"), carry.NO_MATCH),
             (edit("hide", "family", 5), carry.NO_MATCH),
+            (edit("pin", "subtheme", 7), carry.NO_MATCH),
             (edit("rename", "feature", 6, "Tax"), "This run shows no feature 9."),
         ],
     )
     assert report.summary() == [
-        "1 of 5 edits carried over",
+        "1 of 6 edits carried over",
         "feature 6 renamed “Tax” was not carried: This run shows no feature 9.",
         "2 renamed themes have no clear match: “Politics”, “Sport”",
         "1 hidden family has no clear match: family 5",
+        "1 pinned sub-theme has no clear match: sub-theme 7",
     ]
