@@ -36,7 +36,7 @@ CHANGED_FEATURE = 0.4
 """Activation correlation from which a feature's mutual best match counts as the same feature changed."""
 LEVEL_WORDS = {"theme": "themes", "family": "families", "feature": "features", "subtheme": "sub-themes"}
 NO_MATCH = "no clear match"
-ACTION_WORDS = {"rename": "renamed", "merge": "merged", "hide": "hidden", "pin": "pinned"}
+ACTION_WORDS = {"rename": "renamed", "merge": "merged", "split": "split", "hide": "hidden", "pin": "pinned"}
 
 
 @dataclass(frozen=True)
@@ -284,12 +284,14 @@ def _redo(workspace: Workspace, run: LoadedRun, edit: EditRecord, targets: list[
         return edits.rename(workspace, run, edit.level, target, value["name"], value.get("description", ""), origin)
     if edit.action == "merge":
         return edits.merge_themes(workspace, run, target, targets[1:], origin)
+    if edit.action == "split":
+        return edits.split_theme(workspace, run, target, origin)
     make = edits.hide if edit.action == "hide" else edits.pin
     return make(workspace, run, edit.level, target, origin)
 
 
 def apply_by_hand(workspace: Workspace, run: LoadedRun, edit: EditRecord, target: int) -> EditRecord:
-    """Makes an earlier run's edit on the concept the analyst picked in `run` (a rename, hide or pin)."""
+    """Makes an earlier run's edit on the concept the analyst picked in `run` (a rename, split, hide or pin)."""
     if edit.action == "merge":
         raise SettingsError("Merge the themes again on this run: pick the themes to merge.")
     return _redo(workspace, run, edit, [int(target)], f"{edit.run_id}/{edit.edit_id}")

@@ -340,6 +340,10 @@ def _make_edit(workspace: Workspace, run: Any, config: EditConfig) -> Any:
         if config.level != "theme":
             raise SettingsError("Only themes are merged: use --level theme.")
         return edits.merge_themes(workspace, run, config.id, _feature_ids(config.themes))
+    if config.action == "split":
+        if config.level != "theme":
+            raise SettingsError("Only themes are split (into their sub-themes): use --level theme.")
+        return edits.split_theme(workspace, run, config.id)
     make = edits.hide if config.action == "hide" else edits.pin
     return make(workspace, run, config.level, config.id)
 

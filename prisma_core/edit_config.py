@@ -12,10 +12,10 @@ from prisma_core.config_docs import CheckedConfig
 class EditConfig(CheckedConfig):
     settings_name = "edit"
 
-    action: Literal["list", "rename", "merge", "hide", "pin", "undo"] = "list"
-    """What to do: list the run's edits; rename a concept (--name); merge themes (--into, --themes); hide a concept
-    from every view, the export and the report; pin it to the top; undo an edit (--edit-id: shows a hidden concept
-    again, lifts a pin, gives the old name back)."""
+    action: Literal["list", "rename", "merge", "split", "hide", "pin", "undo"] = "list"
+    """What to do: list the run's edits; rename a concept (--name); merge themes (--id, --themes); split a theme into
+    its sub-themes (each becomes a theme); hide a concept from every view, the export and the report; pin it to the
+    top; undo an edit (--edit-id: shows a hidden concept again, lifts a pin, gives the old name back)."""
     level: Literal["theme", "subtheme", "family", "feature"] = "theme"
     """The level of the concept edited. A sub-theme is renamed or pinned (it is hidden with its theme)."""
     id: int | None = None

@@ -1,4 +1,4 @@
-"""The analyst's own words: renames, merged themes, hidden and pinned concepts, stored as edits of a run.
+"""The analyst's own words: renames, merged and split themes, hidden and pinned concepts, stored as edits of a run.
 
 Every edit is a record of the workspace's `edits` table (who, when, what), keyed by (level, id); an undo is one more
 record naming the edit it cancels, so nothing is ever deleted. `apply_edits` turns a run as trained into the run as
@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from prisma_core.errors import SettingsError
 from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.store import EditRecord, NamedFamily, Workspace, new_id
 from prisma_core.store.schemas import MANUAL_SOURCE
 from prisma_core.subthemes import SubThemes
+from prisma_core.theme_split import split_into_subthemes
 from prisma_core.themes import NO_THEME, Themes
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 LEVELS = ("theme", "subtheme", "family", "feature")
 """The levels an edit names a concept at. A sub-theme is renamed or pinned; it is hidden with its theme."""
 LEVEL_WORDS = {"theme": "theme", "subtheme": "sub-theme", "family": "family", "feature": "feature"}
-ACTIONS = ("rename", "merge", "hide", "pin")
+ACTIONS = ("rename", "merge", "split", "hide", "pin")
 """What an edit does (an undo is one more record, `UNDO`)."""
 UNDO = "undo"
 SAME_CONCEPT = 0.5
@@ -160,6 +162,22 @@ def merge_themes(
     return record
 
 
+def split_theme(workspace: Workspace, run: LoadedRun, target: int, carried_from: str = "") -> EditRecord:
+    """Splits a theme into its sub-themes: each becomes a theme of its own, named as the sub-theme was."""
+    members = members_of(run, "theme", target)
+    subthemes = run.subtheme_info.loc[run.subtheme_info["theme_id"] == target, "subtheme_id"].astype(int).tolist()
+    if len(subthemes) < 2:
+        raise SettingsError(
+            f"Theme {target} has {'one sub-theme' if subthemes else 'no sub-themes'}: there is nothing to split it "
+            "into. Regroup the run with more sub-themes first."
+        )
+    record = _record(
+        run.record.run_id, "split", "theme", target, {"members": members, "subthemes": subthemes}, carried_from
+    )
+    workspace.add_edits([record])
+    return record
+
+
 def hide(workspace: Workspace, run: LoadedRun, level: str, target: int, carried_from: str = "") -> EditRecord:
     """Hides a concept from every view, the export and the report; it stays stored and can be shown again
     (`undo`). A hidden theme's documents and features go to their next strongest theme."""
@@ -210,6 +228,8 @@ def describe(edit: EditRecord) -> str:
         return f"{what} renamed “{edit.value['name']}”"
     if edit.action == "merge":
         return f"themes {_ids(edit.value['themes'])} merged into theme {edit.target}"
+    if edit.action == "split":
+        return f"{what} split into its {len(edit.value['subthemes'])} sub-themes"
     return f"{what} {'hidden' if edit.action == 'hide' else 'pinned to the top'}"
 
 
@@ -224,9 +244,10 @@ def apply_edits(run: LoadedRun, records: Sequence[EditRecord]) -> tuple[LoadedRu
     theme_info = run.theme_info.assign(pinned=False)
     subtheme_info = run.subtheme_info.assign(pinned=False)
     families = list(run.families)
+    assignment = run.subthemes.assignment if run.subthemes is not None else None
     applied, not_applied = [], []
     for edit in active_edits(records):
-        state = _Shown(features, themes, theme_info, subtheme_info, families)
+        state = _Shown(features, themes, theme_info, subtheme_info, families, run.codes, assignment)
         if not state.holds(edit):
             not_applied.append(edit)
             continue
@@ -255,6 +276,8 @@ class _Shown:
     theme_info: pd.DataFrame
     subtheme_info: pd.DataFrame
     families: list[NamedFamily]
+    codes: sp.csr_matrix
+    assignment: np.ndarray | None  # each document's sub-theme (None: the run has no sub-themes)
 
     def current_members(self, level: str, target: int) -> list[int] | None:
         if level in ("theme", "subtheme"):
@@ -273,7 +296,12 @@ class _Shown:
         """Whether the edit's concepts are shown and still hold enough of the members it was made on."""
         if edit.action == "merge":
             return all(self._holds("theme", int(t), m) for t, m in edit.value["members"].items())
+        if edit.action == "split" and (self.themes is None or len(self._subthemes_of(edit.target)) < 2):
+            return False
         return self._holds(edit.level, edit.target, edit.value.get("members", []))
+
+    def _subthemes_of(self, theme: int) -> pd.DataFrame:
+        return self.subtheme_info[self.subtheme_info["theme_id"] == theme]
 
     def _holds(self, level: str, target: int, members: Sequence[int]) -> bool:
         current = self.current_members(level, target)
@@ -298,6 +326,8 @@ class _Shown:
         info, row = self.theme_info.copy(), self.theme_info["theme_id"] == edit.target
         if edit.action in ("rename", "pin"):
             info = _named_or_pinned(info, row, edit)
+        elif edit.action == "split":
+            info = self._split(info, edit.target)
         elif edit.action == "hide":
             info = info[~row]
             self.themes = _without_theme(self.themes, edit.target)
@@ -314,6 +344,22 @@ class _Shown:
                 theme_id=self.subtheme_info["theme_id"].where(~joined, edit.target)
             )
         self.theme_info = _recount(info, self.themes)
+
+    def _split(self, info: pd.DataFrame, theme: int) -> pd.DataFrame:
+        """The theme info with `theme` replaced by one theme per sub-theme (named, described and sized as it)."""
+        subthemes = self._subthemes_of(theme)
+        members = self.current_members("theme", theme) or []
+        split = split_into_subthemes(self.themes, self.codes, theme, members, subthemes, self.assignment)
+        self.themes = split.themes
+        new_rows = subthemes.assign(
+            theme_id=subthemes["subtheme_id"].map(split.new_theme),
+            features=[split.features[split.new_theme[int(s)]] for s in subthemes["subtheme_id"]],
+            pinned=False,
+        )[info.columns].sort_values("theme_id")
+        sub = self.subtheme_info
+        moved = sub["subtheme_id"].map(lambda subtheme: split.new_theme.get(int(subtheme), -1))
+        self.subtheme_info = sub.assign(theme_id=sub["theme_id"].where(sub["theme_id"] != theme, moved))
+        return pd.concat([info[info["theme_id"] != theme], new_rows], ignore_index=True)
 
     def _edit_family(self, edit: EditRecord) -> None:
         if edit.action == "hide":

@@ -1,4 +1,4 @@
-"""*Your edits* on the Features page: rename, merge, hide and pin concepts, undo, and carry edits from an earlier
+"""*Your edits* on the Features page: rename, merge, split, hide and pin concepts, undo, and carry edits from an earlier
 run of the dataset (see `prisma_core.edits` and `prisma_core.carry`)."""
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from prisma_core.store import EditRecord
 from ui.state import bump_revision, workspace
 from ui.text import md
 
-ACTIONS = {"rename": "Rename", "hide": "Hide", "pin": "Pin to the top", "merge": "Merge other themes into it"}
+ACTIONS = {
+    "rename": "Rename",
+    "hide": "Hide",
+    "pin": "Pin to the top",
+    "merge": "Merge other themes into it",
+    "split": "Split it into its sub-themes",
+}
+THEME_ONLY = ("merge", "split")
 LEVEL_NAMES = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
 CARRIED_KEY = "carry_report"
 
@@ -36,7 +43,7 @@ def edits_panel(run: LoadedRun) -> None:
     """The whole panel, folded away under *Your edits*."""
     records = workspace().edits(run.record.run_id)
     active = edits.active_edits(records)
-    with st.expander(f"Your edits ({len(active)}): rename, merge, hide or pin concepts", expanded=False):
+    with st.expander(f"Your edits ({len(active)}): rename, merge, split, hide or pin concepts", expanded=False):
         st.caption(
             "Your names and changes are kept with this run, shown on every page, in the downloads and the report, "
             "and carried to the next training of this dataset where its concepts clearly match. Hidden concepts stay "
@@ -55,7 +62,7 @@ def _edit_form(run: LoadedRun) -> None:
         st.info(f"This run shows no {LEVEL_NAMES[level].lower()} to edit.")
         return
     target = columns[1].selectbox("Concept", list(options), format_func=lambda i: md(options[i]), key="edit_target")
-    actions = [a for a in ACTIONS if (a != "merge" or level == "theme") and (a != "hide" or level != "subtheme")]
+    actions = [a for a in ACTIONS if (a not in THEME_ONLY or level == "theme") and (a != "hide" or level != "subtheme")]
     action = columns[2].radio("Change", actions, format_func=ACTIONS.get, key="edit_action")
     with st.form("edit_form", clear_on_submit=True):
         name = st.text_input("New name", key="edit_name") if action == "rename" else ""
@@ -74,6 +81,8 @@ def _save(run: LoadedRun, action: str, level: str, target: int, name: str, other
             edits.rename(ws, run, level, target, name)
         elif action == "merge":
             edits.merge_themes(ws, run, target, others)
+        elif action == "split":
+            edits.split_theme(ws, run, target)
         else:
             (edits.hide if action == "hide" else edits.pin)(ws, run, level, target)
     except PrismaError as error:

@@ -61,3 +61,22 @@ def test_a_sub_theme_can_be_renamed_or_pinned_on_the_page_but_not_hidden_alone(t
     (record,) = edits.active_edits(trained_app.workspace.edits(trained_app.run_id))
     at.button(key=f"undo_{record.edit_id}").click().run()
     assert pipeline.load_run(trained_app.workspace, trained_app.run_id).subtheme_info["label"].iloc[0] != "My desk"
+
+
+def test_a_theme_is_split_into_its_sub_themes_on_the_page(trained_app):
+    at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "features")
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    sizes = run.subtheme_info["theme_id"].value_counts()
+    theme = int(sizes[sizes >= 2].index[0])
+    at.radio(key="edit_level").set_value("theme").run()
+    at.selectbox(key="edit_target").select(theme).run()
+    at.radio(key="edit_action").set_value("split").run()
+    at.button(key="FormSubmitter:edit_form-Save the change").click().run()
+    assert not at.exception
+    split = pipeline.load_run(trained_app.workspace, trained_app.run_id)
+    assert theme not in split.theme_info["theme_id"].tolist()
+    assert len(split.theme_info) == len(run.theme_info) - 1 + sizes[theme]
+    assert any(f"theme {theme} split into its {sizes[theme]} sub-themes" in text for text in texts(at.markdown))
+    (record,) = edits.active_edits(trained_app.workspace.edits(trained_app.run_id))
+    at.button(key=f"undo_{record.edit_id}").click().run()
+    assert theme in pipeline.load_run(trained_app.workspace, trained_app.run_id).theme_info["theme_id"].tolist()

@@ -272,3 +272,63 @@ def test_what_was_not_carried_is_said_in_words():
         "1 hidden family has no clear match: family 5",
         "1 pinned sub-theme has no clear match: sub-theme 7",
     ]
+
+
+def test_a_theme_split_into_its_sub_themes_moves_only_its_own_documents_until_undone(
+    small_run: SmallRun, tmp_path, capsys
+):
+    workspace = small_run.copy(tmp_path / "ws")
+    trained = load_run(workspace)
+    per_theme = trained.subtheme_info.groupby("theme_id")["subtheme_id"].apply(list)
+    theme = int(next(t for t, subs in per_theme.items() if len(subs) >= 2))
+    subs = trained.subtheme_info[trained.subtheme_info["theme_id"] == theme]
+    where = ["--workspace", str(workspace.path)]
+    assert main(["edit", *where, "--action", "split", "--id", str(theme)]) == 0
+    assert f"theme {theme} split into its {len(subs)} sub-themes" in capsys.readouterr().out
+    assert main(["edit", *where, "--action", "split", "--level", "family", "--id", "0"]) == 2
+    assert "Only themes are split" in capsys.readouterr().err
+
+    run = load_run(workspace)
+    new_theme = run.subtheme_info.set_index("subtheme_id")["theme_id"]
+    info = run.theme_info.set_index("theme_id")
+    assert theme not in info.index and len(info) == len(trained.theme_info) - 1 + len(subs)
+    for sub in subs.itertuples():  # each sub-theme is a theme now, named as it, with its documents
+        became = int(new_theme[sub.subtheme_id])
+        assert became >= trained.themes.n_themes and info.at[became, "label"] == sub.label
+    before, after = trained.themes.strongest(), run.themes.strongest()
+    in_theme = before == theme
+    np.testing.assert_array_equal(after[~in_theme], before[~in_theme])  # no other document moves
+    own = trained.subthemes.assignment[in_theme]
+    np.testing.assert_array_equal(after[in_theme], new_theme.reindex(own).to_numpy())
+    totals = run.themes.probabilities.sum(axis=1), trained.themes.probabilities.sum(axis=1)
+    np.testing.assert_allclose(*totals, rtol=1e-6)
+    np.testing.assert_array_equal(run.themes.fits(), trained.themes.fits())
+    was_in_theme = trained.features["theme_id"].to_numpy() == theme
+    assert set(run.features["theme_id"].to_numpy()[was_in_theme]) <= set(new_theme[subs["subtheme_id"]])
+    members, units = level_units(run, "theme")
+    assert members.shape[1] == len(units) == len(info)
+    assert (np.asarray(members.sum(axis=0)).ravel() == run.theme_info["n_documents"].to_numpy()).all()
+    pipeline.export_run(workspace, None, tmp_path / "out")
+    exported = pd.read_json(tmp_path / "out" / "themes.json").set_index("theme_id")
+    assert all(exported.at[int(new_theme[s]), "subthemes"][0]["subtheme_id"] == s for s in subs["subtheme_id"])
+
+    (split,) = edits.active_edits(workspace.edits(trained.record.run_id))
+    again = pipeline.train_run(workspace, trained.record.dataset_id, dataclasses.replace(SMALL_SAE, seed=1))
+    carried = {before.edit_id: after for before, after in again.carried.carried}
+    assert split.edit_id in carried or [e.edit_id for e, _ in again.carried.not_carried] == [split.edit_id]
+    if split.edit_id in carried:  # the matching theme of the new run is split into its own sub-themes
+        target = carried[split.edit_id].target
+        shown = load_run(workspace, again.run_id)
+        assert target not in shown.theme_info["theme_id"].tolist() and shown.edited.not_applied == ()
+        assert set(shown.subtheme_info["theme_id"]) <= set(shown.theme_info["theme_id"])
+    edits.undo(workspace, trained.record.run_id, split.edit_id)
+    restored = load_run(workspace, trained.record.run_id)
+    assert restored.theme_info["theme_id"].tolist() == trained.theme_info["theme_id"].tolist()
+    np.testing.assert_array_equal(restored.themes.probabilities, trained.themes.probabilities)
+
+
+def test_a_theme_without_sub_themes_to_split_into_is_refused(small_run: SmallRun):
+    run = load_run(Workspace(small_run.path))
+    without_subthemes = dataclasses.replace(run, subtheme_info=run.subtheme_info.iloc[:0])
+    with pytest.raises(SettingsError, match="no sub-themes: there is nothing to split it into"):
+        edits.split_theme(Workspace(small_run.path), without_subthemes, int(run.theme_info["theme_id"].iloc[0]))
