@@ -24,6 +24,7 @@ from scipy.optimize import linear_sum_assignment
 
 from prisma_core import edits
 from prisma_core.errors import SettingsError
+from prisma_core.names import LEVEL_PLURALS, level_word
 from prisma_core.recurrence import RECURS_AT, activation_correlation
 from prisma_core.runs import LoadedRun, load_run
 from prisma_core.store import EditRecord, Workspace
@@ -34,7 +35,6 @@ CHANGED_MATCH = 0.2
 """Jaccard from which a paired theme or family counts as the same concept changed, not a new one."""
 CHANGED_FEATURE = 0.4
 """Activation correlation from which a feature's mutual best match counts as the same feature changed."""
-LEVEL_WORDS = {"theme": "themes", "family": "families", "feature": "features", "subtheme": "sub-themes"}
 NO_MATCH = "no clear match"
 ACTION_WORDS = {"rename": "renamed", "merge": "merged", "split": "split", "hide": "hidden", "pin": "pinned"}
 
@@ -78,7 +78,7 @@ class CarryReport:
             else:
                 lines.append(f"{edits.describe(edit)} was not carried: {why}")
         for (action, level), names in kinds.items():
-            words = LEVEL_WORDS[level] if len(names) > 1 else edits.LEVEL_WORDS[level]
+            words = LEVEL_PLURALS[level] if len(names) > 1 else level_word(level)
             lines.append(
                 f"{len(names)} {ACTION_WORDS[action]} {words} "
                 f"{'have' if len(names) > 1 else 'has'} {NO_MATCH}: {', '.join(names)}"
@@ -87,7 +87,7 @@ class CarryReport:
 
 
 def _what(edit: EditRecord) -> str:
-    return f"“{edit.value['name']}”" if edit.action == "rename" else f"{edits.LEVEL_WORDS[edit.level]} {edit.target}"
+    return f"“{edit.value['name']}”" if edit.action == "rename" else f"{level_word(edit.level)} {edit.target}"
 
 
 def match_runs(old: LoadedRun, new: LoadedRun) -> Matching:

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from prisma_core.errors import SettingsError
 from prisma_core.interpret.manual_labels import save_manual_label
+from prisma_core.names import level_word
 from prisma_core.store import EditRecord, NamedFamily, Workspace, new_id
 from prisma_core.store.schemas import MANUAL_SOURCE
 from prisma_core.subthemes import SubThemes
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 LEVELS = ("theme", "subtheme", "family", "feature")
 """The levels an edit names a concept at. A sub-theme is renamed or pinned; it is hidden with its theme."""
-LEVEL_WORDS = {"theme": "theme", "subtheme": "sub-theme", "family": "family", "feature": "feature"}
 ACTIONS = ("rename", "merge", "split", "hide", "pin")
 """What an edit does (an undo is one more record, `UNDO`)."""
 UNDO = "undo"
@@ -76,17 +76,17 @@ def members_of(run: LoadedRun, level: str, target: int) -> list[int]:
     run does not show (unknown, merged away or hidden) raises SettingsError."""
     _check_level(level)
     if level == "theme":
-        rows = run.theme_info.loc[run.theme_info["theme_id"] == target, "features"]
-        if rows.empty:
+        members = _listed_features(run.theme_info, level, target)
+        if members is None:
             raise SettingsError(f"This run shows no theme {target}: pick one of {_ids(run.theme_info['theme_id'])}.")
-        return [int(f) for f in rows.iloc[0]]
+        return members
     if level == "subtheme":
         if run.subtheme_info.empty:
             raise SettingsError("This run has no sub-themes: regroup its themes to make them, or edit its themes.")
-        rows = run.subtheme_info.loc[run.subtheme_info["subtheme_id"] == target, "features"]
-        if rows.empty:
+        members = _listed_features(run.subtheme_info, level, target)
+        if members is None:
             raise SettingsError(f"This run shows no sub-theme {target}.")
-        return [int(f) for f in rows.iloc[0]]
+        return members
     if level == "family":
         family = next((family for family in run.families if family.family_id == target), None)
         if family is None:
@@ -96,6 +96,12 @@ def members_of(run: LoadedRun, level: str, target: int) -> list[int]:
     if target not in set(shown.tolist()):
         raise SettingsError(f"This run shows no feature {target}.")
     return [int(target)]
+
+
+def _listed_features(info: pd.DataFrame, level: str, target: int) -> list[int] | None:
+    """The features of theme or sub-theme `target` in its level's info table, None when it is not listed."""
+    rows = info.loc[info[f"{level}_id"] == target, "features"]
+    return None if rows.empty else [int(f) for f in rows.iloc[0]]
 
 
 def _check_level(level: str) -> None:
@@ -223,7 +229,7 @@ def _give_back_label(workspace: Workspace, run_id: str, edit: EditRecord) -> Non
 
 def describe(edit: EditRecord) -> str:
     """An edit in words: "theme 2 renamed “Politics”", "themes 3, 4 merged into theme 1"."""
-    what = f"{LEVEL_WORDS.get(edit.level, edit.level)} {edit.target}"
+    what = f"{level_word(edit.level)} {edit.target}"
     if edit.action == "rename":
         return f"{what} renamed “{edit.value['name']}”"
     if edit.action == "merge":
@@ -281,9 +287,7 @@ class _Shown:
 
     def current_members(self, level: str, target: int) -> list[int] | None:
         if level in ("theme", "subtheme"):
-            info = self.theme_info if level == "theme" else self.subtheme_info
-            rows = info.loc[info[f"{level}_id"] == target, "features"]
-            return None if rows.empty else [int(f) for f in rows.iloc[0]]
+            return _listed_features(self.theme_info if level == "theme" else self.subtheme_info, level, target)
         if level == "family":
             family = next((f for f in self.families if f.family_id == target), None)
             return None if family is None else list(family.members)

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-LEVEL_WORDS = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family"}
+LEVEL_WORDS = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
 LEVEL_PLURALS = {"theme": "themes", "subtheme": "sub-themes", "family": "families", "feature": "features"}
 SNIPPET_CHARS = 220
+
+
+def level_word(level: str) -> str:
+    """A level inside a sentence: "sub-theme"."""
+    return LEVEL_WORDS[level].lower()
 
 
 def unit_names(level: str, units: pd.DataFrame) -> dict[int, str]:

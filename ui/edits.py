@@ -8,6 +8,7 @@ import streamlit as st
 
 from prisma_core import carry, edits
 from prisma_core.errors import PrismaError
+from prisma_core.names import LEVEL_WORDS, level_word
 from prisma_core.runs import LoadedRun, load_run
 from prisma_core.store import EditRecord
 from ui.state import bump_revision, workspace
@@ -21,7 +22,6 @@ ACTIONS = {
     "split": "Split it into its sub-themes",
 }
 THEME_ONLY = ("merge", "split")
-LEVEL_NAMES = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
 CARRIED_KEY = "carry_report"
 
 
@@ -36,7 +36,7 @@ def concept_options(run: LoadedRun, level: str) -> dict[int, str]:
     else:
         shown = run.features[~run.features["hidden"]]
         pairs = zip(shown["feature_id"], shown["label"], strict=True)
-    return {int(i): f"{LEVEL_NAMES[level]} {int(i)}: {label}" for i, label in pairs}
+    return {int(i): f"{LEVEL_WORDS[level]} {int(i)}: {label}" for i, label in pairs}
 
 
 def edits_panel(run: LoadedRun) -> None:
@@ -56,10 +56,10 @@ def edits_panel(run: LoadedRun) -> None:
 
 def _edit_form(run: LoadedRun) -> None:
     columns = st.columns(3)
-    level = columns[0].radio("Level", list(LEVEL_NAMES), format_func=LEVEL_NAMES.get, key="edit_level")
+    level = columns[0].radio("Level", list(LEVEL_WORDS), format_func=LEVEL_WORDS.get, key="edit_level")
     options = concept_options(run, level)
     if not options:
-        st.info(f"This run shows no {LEVEL_NAMES[level].lower()} to edit.")
+        st.info(f"This run shows no {level_word(level)} to edit.")
         return
     target = columns[1].selectbox("Concept", list(options), format_func=lambda i: md(options[i]), key="edit_target")
     actions = [a for a in ACTIONS if (a not in THEME_ONLY or level == "theme") and (a != "hide" or level != "subtheme")]
