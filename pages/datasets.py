@@ -1,4 +1,5 @@
-"""Datasets: upload files, pick the text/title/id columns, see what was read; rename and delete datasets."""
+"""Datasets: upload files, pick the text/title/id columns, see what was read; rename and delete datasets; add
+documents to one."""
 
 from dataclasses import asdict
 from pathlib import PurePosixPath
@@ -18,6 +19,7 @@ from prisma_core.ingest import (
     text_column_problem,
 )
 from prisma_core.ingest.columns import CHECKED_ROWS
+from ui.growth import add_documents_section
 from ui.loaders import upload_preview
 from ui.navigation import route_here
 from ui.state import PAGES, current_dataset, select, workspace
@@ -198,3 +200,6 @@ if REPORT_KEY in st.session_state:
 st.subheader("Datasets in this workspace")
 datasets_table()
 manage_section()
+if (selected := current_dataset()) is not None:
+    st.subheader("Add documents to the selected dataset")
+    add_documents_section(selected)

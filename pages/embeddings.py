@@ -52,7 +52,7 @@ def settings_form(current: EmbedConfig) -> EmbedConfig | None:
 
 def show_token_statistics(config: EmbedConfig) -> None:
     try:
-        stats = token_statistics(workspace().uri, dataset.dataset_id, config)
+        stats = token_statistics(workspace().uri, dataset.dataset_id, dataset.n_documents, config)
     except PrismaError as error:
         st.error(md(error), icon=":material/error:")
         return

@@ -138,7 +138,7 @@ def refract_tab() -> None:
 
 def picked_document() -> pd.Series:
     """A small dataset's document, chosen in a picker of every document."""
-    choices = document_choices(ws.uri, dataset.dataset_id)
+    choices = document_choices(ws.uri, dataset.dataset_id, dataset.n_documents)
     position = st.selectbox("Document", range(docs.n_documents), format_func=choices.__getitem__, key="refract_doc")
     return docs.frame.iloc[position]
 
@@ -174,7 +174,7 @@ def search_tab() -> None:
     limit = right.number_input("Results", 1, 100, 10, key="search_limit")
     if query.strip():
         try:
-            vectors = document_vectors(ws.uri, dataset.dataset_id, run.record.embedding_key)
+            vectors = document_vectors(ws.uri, dataset.dataset_id, dataset.n_documents, run.record.embedding_key)
             hits = search_documents(run, query, docs, vectors, int(limit))
         except PrismaError as error:
             st.error(md(error))
@@ -304,7 +304,7 @@ def grouping(name: str, column: pd.Series) -> pd.Series:
 
 def compare_tab() -> None:
     st.markdown("How often each concept appears in each group, and which concepts set a group apart.")
-    frame = metadata(ws.uri, dataset.dataset_id)
+    frame = metadata(ws.uri, dataset.dataset_id, dataset.n_documents)
     if frame.empty or not len(frame.columns):
         st.info("This dataset has no metadata columns (such as a category, date or source) to compare groups by.")
         return
@@ -346,7 +346,7 @@ def report_download() -> None:
         "compared with their statistics, how reliable the concepts are and the settings that produced them. It "
         "opens in any browser, without Prisma and without a network connection."
     )
-    frame = metadata(ws.uri, dataset.dataset_id)
+    frame = metadata(ws.uri, dataset.dataset_id, dataset.n_documents)
     columns = ordered_columns(frame)
     chosen = st.session_state.get("group_column")
     left, right = st.columns(2)

@@ -10,7 +10,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tqdm import tqdm
 
@@ -28,6 +28,9 @@ from prisma_core.report.config import ReportConfig
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
+
+if TYPE_CHECKING:
+    from prisma_core.pipeline.placement import Placement
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -146,6 +149,35 @@ def cmd_ingest(workspace: Workspace, args: argparse.Namespace) -> str:
     for warning in report.warnings:
         print(f"  warning: {warning}")
     return dataset_id
+
+
+def cmd_add(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core.pipeline.placement import grow_dataset
+
+    bars = ProgressBars()
+    added, placements = grow_dataset(workspace, _dataset_id(workspace, args), args.files, progress=bars)
+    bars.close()
+    print(f"added {added.n_added} documents: the dataset has {added.n_documents}")
+    if added.already_there:
+        print(f"  {len(added.already_there)} documents skipped: the dataset holds their text already")
+    if added.renamed_ids:
+        example = next(iter(added.renamed_ids))
+        print(f"  {len(added.renamed_ids)} ids the dataset holds already got a suffix, e.g. {example}")
+    _print_placements(placements)
+
+
+def cmd_place(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core.pipeline.placement import place_in_runs
+
+    bars = ProgressBars()
+    placements = place_in_runs(workspace, _dataset_id(workspace, args), bars)
+    bars.close()
+    _print_placements(placements)
+
+
+def _print_placements(placements: Sequence[Placement]) -> None:
+    for placement in placements:
+        print(f"run {placement.run_id}: {placement.verdict()}")
 
 
 def cmd_embed(workspace: Workspace, args: argparse.Namespace, dataset_id: str | None = None, prefix: str = "") -> None:
@@ -537,6 +569,13 @@ def _add_dataset_commands(commands: Commands) -> None:
     ingest.add_argument("--name", help=NAME_HELP)
     embed = _command(commands, "embed", "embed a dataset (chunk-and-average, cached)", cmd_embed, EmbedConfig)
     embed.add_argument("--dataset", help=DATASET_HELP)
+    help_text = "add files' documents to a dataset and place them in its runs (no retraining)"
+    add = _command(commands, "add", help_text, cmd_add)
+    add.add_argument("files", nargs="+", type=Path)
+    add.add_argument("--dataset", help=DATASET_HELP)
+    help_text = "place documents added to a dataset in the runs that lack them (after an interrupted add)"
+    place = _command(commands, "place", help_text, cmd_place)
+    place.add_argument("--dataset", help=DATASET_HELP)
     configs = (IngestConfig, EmbedConfig, SAEConfig, FamilyConfig, ThemeConfig)
     run = _command(commands, "run", "ingest, embed and train with defaults", cmd_run, *configs)
     run.add_argument("files", nargs="+", type=Path)

@@ -40,6 +40,19 @@ class NotFoundError(StoreError):
     """A dataset, run or feature that was asked for does not exist."""
 
 
+class RunBehindError(StoreError):
+    """Documents were added to the run's dataset and are not placed in the run yet (`pipeline.place_new_documents`)."""
+
+    def __init__(self, n_covered: int, n_documents: int):
+        self.n_covered, self.n_documents = n_covered, n_documents
+        n_new = n_documents - n_covered
+        super().__init__(
+            f"This run knows the first {n_covered:,} of the dataset's {n_documents:,} documents: the {n_new:,} added "
+            "since are not placed in it yet. Place them (Datasets page, or `python -m prisma_core place`); it takes "
+            "seconds and needs no new training."
+        )
+
+
 class LabellingError(PrismaError):
     """An LLM labelling request failed (unreachable host, unknown model, bad answer)."""
 

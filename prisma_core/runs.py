@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.edits import Edited, apply_edits
-from prisma_core.errors import StoreError
+from prisma_core.errors import RunBehindError, StoreError
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.location import Location
@@ -104,15 +104,30 @@ REBUILT_STAGES = ("families", "themes")
 """Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows."""
 
 
+PLACED_STAGE = "documents"
+"""The stage that places documents added to a dataset in one of its runs: its newest record's summary holds how many
+of the dataset's documents the run covers (`n_documents`)."""
+
+
 def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRecord:
     """The run record with the settings and counts of what it shows now: the newest rebuild of its families or
-    themes replaces what training used. `stages`: the run's stage records, oldest first."""
-    rebuilt = [stage for stage in stages if stage.run_id == record.run_id and stage.stage in REBUILT_STAGES]
+    themes replaces what training used, and the newest placement of added documents its document count. `stages`:
+    the run's stage records, oldest first."""
+    own = [stage for stage in stages if stage.run_id == record.run_id]
+    rebuilt = [stage for stage in own if stage.stage in REBUILT_STAGES]
     config = record.config | {stage.stage: stage.config for stage in rebuilt}
     metrics = record.metrics.copy()
-    for stage in rebuilt:
-        metrics |= stage.summary
+    for stage in own:
+        if stage.stage in (*REBUILT_STAGES, PLACED_STAGE):
+            metrics |= stage.summary
     return replace(record, config=config, metrics=metrics)
+
+
+def covered_documents(record: RunRecord, n_dataset: int) -> int:
+    """How many of the dataset's documents (its first ones) the run covers: those it was trained on and those placed
+    in it since. A run trained before Prisma counted them covers the whole dataset, until documents are added (which
+    records the count first, see `pipeline.add_documents`). `record`: as `current_settings` gives it."""
+    return int(record.metrics.get("n_documents", n_dataset))
 
 
 def load_run(
@@ -128,11 +143,14 @@ def load_run(
     instead of being read again, and so are its themes when their stored evidence is the same."""
     stored = workspace.run_or_latest(run_id, dataset_id)
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
-    same = previous if previous is not None and previous.record.run_id == record.run_id else None
     weights = workspace.location(record.weights_dir)
+    n_docs = workspace.dataset(record.dataset_id).n_documents
+    if covered_documents(record, n_docs) < n_docs:
+        raise RunBehindError(covered_documents(record, n_docs), n_docs)
+    same = previous if previous is not None and previous.record.run_id == record.run_id else None
+    same = same if same is not None and same.codes.shape[0] == n_docs else None  # documents were placed since
     if same is None:
         directions = read_weights(weights).decoder_directions()  # [n_features, d]
-        n_docs = workspace.dataset(record.dataset_id).n_documents
         codes = read_codes(workspace, record.run_id, n_docs, len(directions))
     else:
         directions, codes = same.directions, same.codes

@@ -93,7 +93,7 @@ def build_subthemes(
     clusters, closeness = seed_clusters(doc_vectors, counts, progress, best=True)
     strongest = themes.strongest()
     owner = _owners(clusters, strongest, closeness.shape[1], themes.n_themes)
-    theme_of, assignment = _nest(owner, closeness, strongest, themes.n_themes)
+    theme_of, assignment = nest_documents(owner, closeness, strongest, themes.n_themes)
     theme_of, assignment = _numbered(theme_of, assignment)
     placed = assignment >= 0
     evidence = np.zeros((codes.shape[1], len(theme_of)), np.float32)
@@ -110,7 +110,7 @@ def _owners(clusters: np.ndarray, strongest: np.ndarray, n_clusters: int, n_them
     return np.where(counts.sum(axis=1) > 0, counts.argmax(axis=1), NO_THEME)
 
 
-def _nest(
+def nest_documents(
     owner: np.ndarray, closeness: np.ndarray, strongest: np.ndarray, n_themes: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(theme of each sub-theme, sub-theme of each document): a document goes to the nearest centre among its

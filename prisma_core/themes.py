@@ -148,7 +148,7 @@ def build_themes(
         assignment = refined
     order = _by_size(assignment, n_themes)
     evidence = feature_evidence(codes, assignment, n_themes)[:, order]
-    probabilities = _probabilities(codes, evidence, position[:, order])
+    probabilities = document_probabilities(codes, evidence, position[:, order])
     return Themes(evidence, probabilities, config.member_share, config.fit_share)
 
 
@@ -156,7 +156,7 @@ def themes_from_evidence(codes: sp.spmatrix, evidence: np.ndarray, member_share:
     """Themes from stored evidence [n_features, n_themes] alone, for runs stored before their documents'
     probabilities were: the probabilities are recomputed from codes (the features' vote, without the position)."""
     codes = sp.csr_matrix(codes, dtype=np.float32)
-    return Themes(np.asarray(evidence, np.float32), _probabilities(codes, evidence), member_share, fit_share)
+    return Themes(np.asarray(evidence, np.float32), document_probabilities(codes, evidence), member_share, fit_share)
 
 
 def seed_clusters(
@@ -204,7 +204,9 @@ def _row_starts(codes: sp.csr_matrix) -> range:
     return range(0, max(codes.shape[0], 1), PROBABILITY_ROWS)
 
 
-def _probabilities(codes: sp.csr_matrix, evidence: np.ndarray, position: np.ndarray | None = None) -> np.ndarray:
+def document_probabilities(
+    codes: sp.csr_matrix, evidence: np.ndarray, position: np.ndarray | None = None
+) -> np.ndarray:
     """[n_documents, n_themes] float32, PROBABILITY_ROWS documents at a time."""
     probabilities = np.zeros((codes.shape[0], evidence.shape[1]), np.float32)
     for start in _row_starts(codes):

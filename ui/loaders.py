@@ -32,11 +32,11 @@ TOKEN_SAMPLE = 5_000
 
 
 @st.cache_data(show_spinner="Counting tokens…", max_entries=8)
-def token_statistics(workspace_path: str, dataset_id: str, config: EmbedConfig) -> dict:
+def token_statistics(workspace_path: str, dataset_id: str, n_documents: int, config: EmbedConfig) -> dict:
     """Window, tokens and windows per document: of every document, or of a sample of TOKEN_SAMPLE for a large
     dataset (`counted` says how many). Counted with the tokenizer of the backend `config` embeds with (OpenVINO's
     needs no torch)."""
-    docs = documents(workspace_path, dataset_id)
+    docs = documents(workspace_path, dataset_id, n_documents)
     texts = (docs.sample(TOKEN_SAMPLE) if docs.large else docs.frame)["text"].tolist()
     encoder, _ = load_encoder(config)
     chunking = plan_chunks(encoder, texts)
@@ -55,19 +55,21 @@ def embedding_dim(workspace_path: str, dataset_id: str, vector_space: str) -> in
 
 
 @st.cache_resource(show_spinner="Loading the document vectors…", max_entries=2)
-def document_vectors(workspace_path: str, dataset_id: str, vector_space: str) -> DocumentVectors | None:
+def document_vectors(
+    workspace_path: str, dataset_id: str, n_documents: int, vector_space: str
+) -> DocumentVectors | None:
     """A small dataset's vectors in one space, held in memory for search (stored vectors never change); None for a
     large one, which is searched in the vectors table by LanceDB."""
-    if documents(workspace_path, dataset_id).large:
+    if documents(workspace_path, dataset_id, n_documents).large:
         return None
     return DocumentVectors.from_vectors(workspace_at(workspace_path).vectors(dataset_id, vector_space))
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def document_choices(workspace_path: str, dataset_id: str) -> list[str]:
+def document_choices(workspace_path: str, dataset_id: str, n_documents: int) -> list[str]:
     """How each document of a small dataset is named in a picker, in position order: "doc_id · title" (the text's
     start without a title). Built once per dataset: naming 10,000 documents on every rerun took seconds."""
-    docs = documents(workspace_path, dataset_id).frame
+    docs = documents(workspace_path, dataset_id, n_documents).frame
     return [
         f"{doc_id} · {title or snippet(text, 60)}"
         for doc_id, title, text in zip(docs["doc_id"], docs["title"], docs["text"], strict=True)
@@ -85,7 +87,8 @@ def diagnostics(workspace_path: str, run_id: str, revision: int, n: int) -> tupl
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def metadata(workspace_path: str, dataset_id: str) -> pd.DataFrame:
+def metadata(workspace_path: str, dataset_id: str, n_documents: int) -> pd.DataFrame:
+    """The dataset's metadata when it holds `n_documents` (the cache key: documents can be added)."""
     return workspace_at(workspace_path).metadata(dataset_id)
 
 

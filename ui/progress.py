@@ -18,6 +18,7 @@ STAGE_NAMES = {
     "check": "Checking the files",
     "ingest": "Storing the documents",
     "embed": "Embedding documents",
+    "place": "Placing the new documents in the model",
     "train_sae": "Training the sparse autoencoder",
     "label": "Naming features",
     "families": "Finding feature families",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.errors import DamagedTableError, PrismaError
+from prisma_core.errors import DamagedTableError, PrismaError, RunBehindError
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
 from prisma_core.store.runs import CHANGING_RUN_TABLES
 from ui.jobs import Job, JobRegistry
@@ -83,9 +83,9 @@ def job_registry() -> JobRegistry:
 
 
 @st.cache_resource(show_spinner="Loading documents…", max_entries=4)
-def documents(workspace_path: str, dataset_id: str) -> DatasetDocuments:
-    """A dataset's documents (they never change once stored): every text in memory for a small dataset, read when
-    shown for a large one (`store.datasets.is_large`)."""
+def documents(workspace_path: str, dataset_id: str, n_documents: int) -> DatasetDocuments:
+    """A dataset's documents when it holds `n_documents` (stored documents never change; documents can be added):
+    every text in memory for a small dataset, read when shown for a large one (`store.datasets.is_large`)."""
     from prisma_core.explore import DatasetDocuments  # scikit-learn, through the run's read model
 
     return DatasetDocuments.open(workspace_at(workspace_path), dataset_id)
@@ -151,7 +151,13 @@ def loaded_run(run_id: str) -> LoadedRun:
 
 
 def dataset_documents(dataset_id: str) -> DatasetDocuments:
-    return documents(workspace().uri, dataset_id)
+    return documents(workspace().uri, dataset_id, dataset_size(dataset_id))
+
+
+def dataset_size(dataset_id: str) -> int:
+    """How many documents the dataset holds now (read once per script run): the key of every cached view of its
+    documents, which documents added to it make stale."""
+    return next(d.n_documents for d in once_per_run("datasets", workspace().datasets) if d.dataset_id == dataset_id)
 
 
 def embed_config() -> EmbedConfig:
@@ -281,6 +287,11 @@ def require_run() -> LoadedRun:
         st.stop()
     try:
         return loaded_run(run_id)
+    except RunBehindError as error:  # documents were added and are not placed in the run yet
+        from ui.growth import behind_notice  # ui.growth draws job panels with this module's registry
+
+        behind_notice(dataset, error)
+        st.stop()
     except DamagedTableError as error:  # a table's files damaged: the repair, not deleting the run, is the way out
         st.error(f"This SAE run cannot be opened: {md(error)}")
         st.stop()

@@ -1,12 +1,14 @@
 """The stages chained over a workspace: dataset -> embeddings -> SAE run -> features -> labels -> families.
 
 Each function takes configs and a progress callback, writes its artefacts to the store and returns what the caller
-needs to show. The UI and the CLI call these and nothing deeper: `dataset` (ingest, embed), `training` (train,
-rebuild themes or families), `export`, and the read model of `prisma_core.runs`.
+needs to show. The UI and the CLI call these and nothing deeper: `dataset` (ingest, embed, add documents),
+`placement` (added documents placed in the runs), `training` (train, rebuild themes or families), `export`, and the
+read model of `prisma_core.runs`.
 """
 
-from prisma_core.pipeline.dataset import EmbedSummary, embed_dataset, ingest
+from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
 from prisma_core.pipeline.export import APP_EXPORTS, EXPORT_FILES, EXPORT_MARKER, export_run, export_target
+from prisma_core.pipeline.placement import Placement, grow_dataset, place_in_runs, place_new_documents
 from prisma_core.pipeline.training import (
     RunSummary,
     rebuild_families,
@@ -20,17 +22,23 @@ __all__ = [
     "APP_EXPORTS",
     "EXPORT_FILES",
     "EXPORT_MARKER",
+    "AddedDocuments",
     "EmbedSummary",
     "LoadedRun",
+    "Placement",
     "RunSummary",
+    "add_documents",
     "document_themes",
     "embed_dataset",
     "export_run",
     "export_target",
     "family_matrix",
     "family_membership",
+    "grow_dataset",
     "ingest",
     "load_run",
+    "place_in_runs",
+    "place_new_documents",
     "rebuild_families",
     "rebuild_themes",
     "resolve_labels",

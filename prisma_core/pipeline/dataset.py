@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +13,7 @@ import pandas as pd
 
 from prisma_core.embed import EmbedConfig, embed_documents, model_key
 from prisma_core.ingest import DocumentStream, IngestConfig, IngestReport, Source
+from prisma_core.ingest.documents import unique_ids
 from prisma_core.lineage import record_stage
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Workspace
@@ -40,11 +41,7 @@ def ingest(
 
     Parquet, CSV, TSV and JSON lines files on disk are read and stored `config.batch_rows` rows at a time, so memory
     does not grow with their size (see ingest/stream.py); uploads and other formats are read whole."""
-    uploads = bool(files) and isinstance(files[0], tuple)
-    if uploads:
-        stream = DocumentStream.of_sources(files, config, progress)  # type: ignore[arg-type]
-    else:
-        stream = DocumentStream.of_paths(files, config, progress)  # type: ignore[arg-type]
+    stream = _document_stream(files, config, progress)
     dataset_id = workspace.add_dataset_batches(
         name or Path(stream.names[0]).stem, stream.documents(), stream.names, lambda: asdict(stream.report)
     )
@@ -52,6 +49,76 @@ def ingest(
     summary = {"n_documents": report.n_documents, "files": report.files}
     record_stage(workspace, "ingest", "", dataset_id, asdict(config), summary, record_id=dataset_id)
     return dataset_id, report
+
+
+def _document_stream(
+    files: Sequence[str | Path] | Sequence[Source], config: IngestConfig, progress: ProgressCallback
+) -> DocumentStream:
+    if files and isinstance(files[0], tuple):
+        return DocumentStream.of_sources(files, config, progress)  # type: ignore[arg-type]
+    return DocumentStream.of_paths(files, config, progress)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class AddedDocuments:
+    n_added: int
+    n_documents: int  # the dataset's, after
+    already_there: list[str]  # ids of documents skipped: the dataset holds their text already
+    renamed_ids: dict[str, str]  # new id -> the id of the dataset's it repeated ("7#2" -> "7")
+    report: IngestReport
+
+
+def add_documents(
+    workspace: Workspace,
+    dataset_id: str,
+    files: Sequence[str | Path] | Sequence[Source],
+    config: IngestConfig | None = None,
+    progress: ProgressCallback = ignore_progress,
+) -> AddedDocuments:
+    """Read files into an existing dataset, after its documents, with the settings it was read with unless `config`
+    is given. Documents whose text the dataset holds already are skipped; an id it holds already gets a suffix
+    ("7" -> "7#2"). The dataset's runs stay as they were until `place_new_documents` encodes the new documents."""
+    config = config or _ingest_settings(workspace, dataset_id)
+    stream = _document_stream(files, config, progress)
+    known = workspace.documents(dataset_id, ["doc_id", "text_hash"])
+    new = _NewDocuments(set(known["doc_id"]), set(known["text_hash"]))
+    del known
+    n_added = workspace.append_documents(dataset_id, new.of(stream.documents()), stream.names)
+    n_documents = workspace.dataset(dataset_id).n_documents
+    summary = {"n_added": n_added, "n_documents": n_documents, "n_already_there": len(new.already_there)}
+    record_stage(workspace, "append", dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})
+    return AddedDocuments(n_added, n_documents, new.already_there, new.renamed_ids, stream.report)
+
+
+def _ingest_settings(workspace: Workspace, dataset_id: str) -> IngestConfig:
+    """The settings the dataset was read with (the defaults for a dataset made before they were recorded)."""
+    read = [stage for stage in workspace.stages(dataset_id) if stage.stage == "ingest"]
+    return IngestConfig(**read[-1].config) if read else IngestConfig()
+
+
+@dataclass
+class _NewDocuments:
+    """Filters batches of documents to those whose text a dataset lacks, giving ids it holds already a suffix."""
+
+    ids: set[str]
+    hashes: set[str]
+    already_there: list[str] = field(default_factory=list)
+    renamed_ids: dict[str, str] = field(default_factory=dict)
+
+    def of(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            known = batch["text_hash"].isin(self.hashes)
+            self.already_there += batch.loc[known, "doc_id"].tolist()
+            batch = batch.loc[~known].drop_duplicates("text_hash").reset_index(drop=True)
+            if batch.empty:
+                continue
+            given = batch["doc_id"].astype(str).tolist()
+            ids, renamed = unique_ids([*self.ids, *given])
+            fresh = ids[len(self.ids) :]
+            self.renamed_ids |= {new: renamed[new] for new in fresh if new in renamed}
+            self.ids.update(fresh)
+            self.hashes.update(batch["text_hash"])
+            yield batch.assign(doc_id=fresh)
 
 
 SLICE_DOCUMENTS = 2048

@@ -109,7 +109,8 @@ def train_run(
             embedding_key=key,
             config={stage: asdict(config) for stage, config in ({"sae": result.config} | configs).items()},
             metrics=result.metrics
-            | {"n_families": n_families, "n_themes": themes.n_themes, "n_subthemes": subthemes.n_subthemes},
+            | {"n_families": n_families, "n_themes": themes.n_themes, "n_subthemes": subthemes.n_subthemes}
+            | {"n_documents": source.shape[0]},
             history=result.history,
             weights_dir=str(run_dir),
             versions=versions(),

@@ -55,6 +55,18 @@ class Artefacts(Tables):
         frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]
         self._add("features", pa.Table.from_pandas(frame, schema=SCHEMAS["features"], preserve_index=False))
 
+    def update_features(self, run_id: str, stats: pd.DataFrame) -> None:
+        """Replace the statistics of the run's features (those in `stats`) in one commit."""
+        frame = stats.assign(run_id=run_id)[SCHEMAS["features"].names]
+        rows = pa.Table.from_pandas(frame, schema=SCHEMAS["features"], preserve_index=False)
+        merge = self._table("features").merge_insert(["run_id", "feature_id"]).when_matched_update_all()
+        retry(lambda: merge.execute(rows), self.uri)
+
+    def remove_activations_from(self, run_id: str, position: int) -> None:
+        """Delete the run's activations of the documents at `position` and after (what a killed placement of added
+        documents left)."""
+        self._delete("activations", f"run_id = '{check_id(run_id)}' AND position >= {int(position)}")
+
     def features(self, run_id: str) -> pd.DataFrame:
         """The run's feature statistics; `found_in` is empty (<NA>) for runs trained before it was recorded."""
         frame = self._read("features", f"run_id = '{check_id(run_id)}'")

@@ -126,6 +126,34 @@ class Datasets(Runs):
         self._reclaim_space_if_due()
         return dataset_id
 
+    def append_documents(self, dataset_id: str, batches: Iterable[pd.DataFrame], sources: Sequence[str]) -> int:
+        """Add documents (as `add_dataset_batches` takes them) to a dataset, at the positions after its last; returns
+        how many. The dataset's record (count, sources, metadata columns) changes last, in one commit; if anything
+        fails before, the rows written are deleted, and rows a killed append left behind are removed first."""
+        record = self.dataset(dataset_id)
+        beyond = f"dataset_id = '{check_id(dataset_id)}' AND position >= {record.n_documents}"
+        self._delete("documents", beyond)
+        n_added, metadata_columns = 0, list(record.metadata_columns)
+        try:
+            for documents in batches:
+                new_columns = [c for c in documents.columns if c not in DOCUMENT_COLUMNS]
+                metadata_columns += [c for c in new_columns if c not in metadata_columns]
+                rows = _document_rows(dataset_id, documents, record.n_documents + n_added, new_columns)
+                self._add("documents", rows)
+                n_added += len(documents)
+            values = {
+                "n_documents": record.n_documents + n_added,
+                "sources": json.dumps([*record.sources, *sources]),
+                "metadata_columns": json.dumps(metadata_columns),
+            }
+            table = self.db.open_table("datasets")
+            retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values=values), self.uri)
+        except BaseException:  # an interrupt too: the dataset stays as it was
+            with contextlib.suppress(StoreError):
+                self._delete("documents", beyond)
+            raise
+        return n_added
+
     def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
         """The daily clean-up (see `Maintenance.reclaim_space`), after removing what killed ingests left behind."""
         self._remove_abandoned_documents()

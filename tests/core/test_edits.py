@@ -220,6 +220,21 @@ def test_edits_are_carried_to_a_run_trained_again_with_another_seed(edited, tmp_
     assert counts.loc["feature"].sum() >= len(old.features[old.features["density"] > 0])
 
 
+def test_edits_survive_an_added_batch_of_documents(edited, bbc: pd.DataFrame, tmp_path):
+    source, run_id, facts = edited
+    workspace = Workspace(tmp_path / "ws")
+    shutil.copytree(source.path, workspace.path, dirs_exist_ok=True)
+    dataset_id = load_run(workspace, run_id).record.dataset_id
+    more = tmp_path / "more.parquet"
+    bbc.groupby("label").nth([20, 21, 22, 23]).to_parquet(more)
+    added, (placed,) = pipeline.grow_dataset(workspace, dataset_id, [more])
+    assert added.n_added == placed.n_added == 20
+    _check_edits_shown(workspace, run_id, facts)  # every edit still applies, to 80 documents now
+    _check_edits_shown(Workspace(workspace.uri), run_id, facts)
+    run = load_run(workspace, run_id)
+    assert run.codes.shape[0] == 80 and run.edited.not_applied == ()
+
+
 def test_the_command_line_makes_lists_and_undoes_edits(small_run: SmallRun, tmp_path, capsys):
     workspace = small_run.copy(tmp_path / "ws")
     where = ["--workspace", str(workspace.path)]

@@ -1,0 +1,311 @@
+"""Documents added to a dataset, placed in its runs without retraining.
+
+Each run encodes the new documents with its own SAE (the features stay those it learned), stores their activations,
+and gives each a theme by the same score the themes were built with: its features' vote (the stored evidence) plus
+how close it lies to each theme's centre, the centres now the mean direction of each theme's documents (a seeded
+sample of them, in the embedding space; the themes' own centres were found in a reduced space that is not kept). A
+new document's sub-theme is the nearest sub-theme centre within its theme, as for the documents the run had. Labels,
+families and the analyst's edits stay; the features' counts are taken again over every document.
+
+Whether a new training would change the picture is judged from three numbers (`Placement.reasons`): how large a share
+of the dataset the new documents are, how much of their detail the features reproduce compared with the documents
+the SAE was trained on, and how many of them fit no theme well compared with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from prisma_core import analysis
+from prisma_core.embed import EmbedConfig
+from prisma_core.ingest import IngestConfig, Source
+from prisma_core.lineage import record_stage
+from prisma_core.pipeline.dataset import AddedDocuments, add_documents, embed_dataset
+from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.runs import (
+    PLACED_STAGE,
+    covered_documents,
+    current_settings,
+    read_codes,
+    stored_subthemes,
+    stored_themes,
+)
+from prisma_core.sae.weights import SAEWeights, read_weights
+from prisma_core.store import RunRecord, Workspace
+from prisma_core.store.datasets import sample_positions
+from prisma_core.store.vectors import StoredVectors, unit_rows
+from prisma_core.subthemes import nest_documents
+from prisma_core.themes import POSITION_WEIGHT, Themes, document_probabilities
+
+PLACE_ROWS = 65_536
+"""New documents encoded and stored at a time."""
+CENTRE_SAMPLE = 20_000
+"""Documents of the run read to find the centres of its themes and sub-themes, and how much of their detail the
+features reproduce."""
+NEW_SHARE = 0.25
+"""From this share of the dataset, the new documents alone are reason to train again: the features were learned
+without a quarter of what the dataset now holds."""
+DETAIL_DROP = 0.10
+"""The features reproducing this much less of the new documents' detail than of the others' (0.10: 45% against 55%)
+means the new documents hold what the run has no feature for."""
+NO_FIT_RISE = 0.10
+"""This much larger a share of the new documents fitting no theme well than of the others means they hold subjects
+the themes do not."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    run_id: str
+    n_before: int  # documents the run covered before
+    n_added: int
+    detail_added: float  # share of the new documents' variation the features reproduce (1 - FVU)
+    detail_before: float  # the same, on the documents held out of training (else a sample of the run's)
+    no_fit_added: float  # share of the new documents that fit no theme well
+    no_fit_before: float
+    reasons: list[str] = field(default_factory=list)  # why a new training would likely change the picture
+
+    @property
+    def retrain_advised(self) -> bool:
+        return bool(self.reasons)
+
+    def verdict(self) -> str:
+        """In plain words, whether to train again."""
+        if not self.n_added:
+            return "The run already covers every document of the dataset."
+        if not self.reasons:
+            return (
+                f"The {self.n_added:,} new documents fit this run as well as the others: training again would "
+                "likely give the same picture."
+            )
+        return "Training again would likely change the picture: " + "; ".join(self.reasons) + "."
+
+
+def grow_dataset(
+    workspace: Workspace,
+    dataset_id: str,
+    files: Sequence[str | Path] | Sequence[Source],
+    config: IngestConfig | None = None,
+    progress: ProgressCallback = ignore_progress,
+) -> tuple[AddedDocuments, list[Placement]]:
+    """Add files' documents to a dataset, embed them and place them in every run of the dataset."""
+    for run in workspace.runs(dataset_id):
+        _record_coverage(workspace, run)
+    added = add_documents(workspace, dataset_id, files, config, progress)
+    return added, place_in_runs(workspace, dataset_id, progress)
+
+
+def place_in_runs(
+    workspace: Workspace, dataset_id: str, progress: ProgressCallback = ignore_progress
+) -> list[Placement]:
+    """Embed the dataset's documents not embedded yet (in each run's embedding space) and place them in every run
+    that does not cover them, oldest run first."""
+    placements = []
+    for run in sorted(workspace.runs(dataset_id), key=lambda run: run.created_at):
+        embed_dataset(workspace, dataset_id, EmbedConfig(**run.config["embed"]), progress)
+        placements.append(place_new_documents(workspace, run.run_id, progress))
+    return placements
+
+
+def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCallback = ignore_progress) -> Placement:
+    """Encode the documents added to the run's dataset since it was trained (or last placed) with its SAE and give
+    them themes and sub-themes; the stage record, written last, makes the run cover them. Their vectors must be
+    stored (`embed_dataset`)."""
+    record = _current(workspace, run_id)
+    n_total = workspace.dataset(record.dataset_id).n_documents
+    n_before = covered_documents(record, n_total)
+    if n_before >= n_total:
+        return Placement(run_id, n_before, 0, np.nan, np.nan, np.nan, np.nan)
+    source = workspace.stored_vectors(record.dataset_id, record.embedding_key)
+    weights = read_weights(workspace.location(record.weights_dir))
+    workspace.remove_activations_from(run_id, n_before)  # what a killed placement left
+    old_codes = read_codes(workspace, run_id, n_before, weights.n_latents)
+    new_codes = _encode_and_store(workspace, run_id, weights, source, n_before, n_total, progress)
+    codes = sp.vstack([old_codes, new_codes]).tocsr()
+    _update_feature_stats(workspace, run_id, codes)
+    sample = sample_positions(n_before, CENTRE_SAMPLE)
+    centres = _Centres(source.rows(sample))
+    fits = _place_in_themes(workspace, record, old_codes, new_codes, sample, centres, source)
+    detail_before = _held_out_detail(record)
+    if np.isnan(detail_before):
+        detail_before = _detail(weights, source.rows(sample), old_codes[sample], centres.mean)
+    detail_added = _detail(weights, source.rows(np.arange(n_before, n_total)), new_codes, centres.mean)
+    placement = _judged(run_id, n_before, n_total - n_before, detail_added, detail_before, fits)
+    summary = asdict(placement) | {"n_documents": n_total}
+    record_stage(workspace, PLACED_STAGE, run_id, record.dataset_id, {}, summary, run_id)
+    progress(Progress("place", n_total - n_before, n_total - n_before, "new documents placed"))
+    return placement
+
+
+def _current(workspace: Workspace, run_id: str) -> RunRecord:
+    stored = workspace.run(run_id)
+    return current_settings(stored, workspace.stages(stored.dataset_id, run_id))
+
+
+def _record_coverage(workspace: Workspace, run: RunRecord) -> None:
+    """Before documents are added: the count of documents a run covers, for runs trained before Prisma recorded it."""
+    record = current_settings(run, workspace.stages(run.dataset_id, run.run_id))
+    if "n_documents" not in record.metrics:
+        n_documents = workspace.dataset(run.dataset_id).n_documents
+        record_stage(workspace, PLACED_STAGE, run.run_id, run.dataset_id, {}, {"n_documents": n_documents}, run.run_id)
+
+
+def _encode_and_store(
+    workspace: Workspace,
+    run_id: str,
+    weights: SAEWeights,
+    source: StoredVectors,
+    start: int,
+    end: int,
+    progress: ProgressCallback,
+) -> sp.csr_matrix:
+    """Codes [end - start, n_features] of the documents at positions start..end-1, stored a slice at a time."""
+    parts = []
+    for first in range(start, end, PLACE_ROWS):
+        positions = np.arange(first, min(first + PLACE_ROWS, end))
+        codes = weights.feature_codes(source.rows(positions))
+        rows = codes.tocoo()
+        workspace.save_activations(run_id, positions[rows.row], rows.col.astype(np.int32), rows.data)
+        parts.append(codes)
+        done = positions[-1] + 1 - start
+        progress(Progress("place", done, end - start, f"{done:,} of {end - start:,} new documents encoded"))
+    return sp.vstack(parts).tocsr()
+
+
+def _update_feature_stats(workspace: Workspace, run_id: str, codes: sp.csr_matrix) -> None:
+    totals = analysis.FeatureTotals(codes.shape[1])
+    totals.add(codes.data, codes.indices, n_documents=codes.shape[0])
+    found_in = workspace.features(run_id).set_index("feature_id")["found_in"]
+    stats = totals.stats()
+    workspace.update_features(run_id, stats.assign(found_in=found_in.reindex(stats["feature_id"]).to_numpy()))
+
+
+class _Centres:
+    """Directions of groups of documents, from a sample of the run's documents: unit vectors, the sample's mean
+    removed, at unit length again (as the themes were seeded, without the reduction to principal components)."""
+
+    def __init__(self, sample_vectors: np.ndarray) -> None:
+        self.mean = sample_vectors.mean(axis=0) if len(sample_vectors) else np.zeros(sample_vectors.shape[1])
+        self._unit_mean = unit_rows(sample_vectors).mean(axis=0) if len(sample_vectors) else 0.0
+        self.sample_points = self.points(sample_vectors)
+
+    def points(self, vectors: np.ndarray) -> np.ndarray:
+        return unit_rows(unit_rows(vectors) - self._unit_mean).astype(np.float32)
+
+    def of_groups(self, groups: np.ndarray, n_groups: int) -> np.ndarray:
+        """[n_groups, d] the unit mean direction of each group's sampled documents (zero for a group with none):
+        groups [sample] is each sampled document's group, NO_THEME for none."""
+        placed = groups >= 0
+        sums = np.zeros((n_groups, self.sample_points.shape[1]), np.float64)
+        np.add.at(sums, groups[placed], self.sample_points[placed])
+        return unit_rows(sums).astype(np.float32)
+
+
+def _place_in_themes(
+    workspace: Workspace,
+    record: RunRecord,
+    old_codes: sp.csr_matrix,
+    new_codes: sp.csr_matrix,
+    sample: np.ndarray,
+    centres: _Centres,
+    source: StoredVectors,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Store the run's themes and sub-themes with the new documents in them; returns whether each old and each new
+    document fits its theme well (both empty for a run without themes)."""
+    n_before = old_codes.shape[0]
+    rows = [_of_first(row, "probabilities", n_before) for row in workspace.themes(record.run_id)]
+    if not rows:
+        return np.zeros(0, bool), np.zeros(0, bool)
+    old = stored_themes(rows, old_codes, record.config.get("themes", {}))
+    theme_centres = centres.of_groups(old.strongest()[sample], old.n_themes)
+    n_total = n_before + new_codes.shape[0]
+    new_points = centres.points(source.rows(np.arange(n_before, n_total)))
+    position = POSITION_WEIGHT * (new_points @ theme_centres.T)
+    new_probabilities = document_probabilities(new_codes, old.evidence, position)
+    themes = Themes(old.evidence, np.vstack([old.probabilities, new_probabilities]), old.member_share, old.fit_share)
+    subtheme_rows = [_of_first(row, "documents", n_before) for row in workspace.subthemes(record.run_id)]
+    subthemes = stored_subthemes(subtheme_rows, old, old_codes.shape)
+    if subthemes is not None:
+        new_strongest = themes.strongest()[n_before:]
+        sub_centres = centres.of_groups(subthemes.assignment[sample], subthemes.n_subthemes)
+        closeness = new_points @ sub_centres.T
+        _, new_assignment = nest_documents(subthemes.theme, closeness, new_strongest, themes.n_themes)
+        assignment = np.concatenate([subthemes.assignment, new_assignment])
+        workspace.save_subthemes(
+            record.run_id,
+            [_with_documents(row, np.flatnonzero(assignment == row["subtheme_id"])) for row in subtheme_rows],
+        )
+    members = themes.members()
+    workspace.save_themes(
+        record.run_id,
+        [
+            row | {"probabilities": themes.probabilities[:, i], "n_documents": int(members[:, i].sum())}
+            for i, row in enumerate(rows)
+        ],
+    )
+    fits = themes.fits()
+    return fits[:n_before], fits[n_before:]
+
+
+def _with_documents(row: dict, documents: np.ndarray) -> dict:
+    return row | {"documents": documents, "n_documents": len(documents)}
+
+
+def _of_first(row: dict, column: str, n_documents: int) -> dict:
+    """A stored theme's (probabilities) or sub-theme's (documents) row as it was for the run's first `n_documents`
+    documents: a placement stopped half-way may have stored them for the new documents too."""
+    values = row[column]
+    if values is None:
+        return row
+    kept = values[:n_documents] if column == "probabilities" else values[values < n_documents]
+    return row | {column: kept}
+
+
+def _held_out_detail(record: RunRecord) -> float:
+    """1 - FVU on the documents the SAE was not trained on (NaN when the run held none out): the new documents are
+    compared with these, not with those the features were fitted to."""
+    fvu = record.metrics.get("fvu_holdout")
+    return 1.0 - float(fvu) if fvu is not None and np.isfinite(fvu) else float("nan")
+
+
+def _detail(weights: SAEWeights, vectors: np.ndarray, codes: sp.csr_matrix, mean: np.ndarray) -> float:
+    """1 - FVU: the share of the documents' variation around `mean` (the run's documents' mean) that the features
+    reproduce; NaN without documents."""
+    if not len(vectors):
+        return float("nan")
+    reconstruction = np.asarray(codes @ weights.W_dec) + weights.b_pre
+    missed = float(((vectors - reconstruction) ** 2).sum())
+    total = float(((vectors - mean) ** 2).sum())
+    return 1.0 - missed / max(total, 1e-12)
+
+
+def _judged(
+    run_id: str,
+    n_before: int,
+    n_added: int,
+    detail_added: float,
+    detail_before: float,
+    fits: tuple[np.ndarray, np.ndarray],
+) -> Placement:
+    old_fits, new_fits = fits
+    no_fit_before = float(1 - old_fits.mean()) if len(old_fits) else float("nan")
+    no_fit_added = float(1 - new_fits.mean()) if len(new_fits) else float("nan")
+    reasons = []
+    share = n_added / (n_before + n_added)
+    if share >= NEW_SHARE:
+        reasons.append(f"the new documents are {share:.0%} of the dataset, and its features were learned without them")
+    if detail_added < detail_before - DETAIL_DROP:
+        reasons.append(
+            f"the features reproduce {detail_added:.0%} of the new documents' detail, against {detail_before:.0%} for "
+            "documents they were not trained on: the new documents hold things the run has no feature for"
+        )
+    if no_fit_added > no_fit_before + NO_FIT_RISE:
+        reasons.append(
+            f"{no_fit_added:.0%} of the new documents fit no theme well, against {no_fit_before:.0%} of the others: "
+            "they may hold subjects the themes do not"
+        )
+    return Placement(run_id, n_before, n_added, detail_added, detail_before, no_fit_added, no_fit_before, reasons)
