@@ -118,8 +118,10 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
     config = record.config | {stage.stage: stage.config for stage in rebuilt}
     metrics = record.metrics.copy()
     for stage in own:
-        if stage.stage in (*REBUILT_STAGES, PLACED_STAGE):
+        if stage.stage in REBUILT_STAGES:
             metrics |= stage.summary
+        elif stage.stage == PLACED_STAGE:
+            metrics["n_documents"] = stage.summary["n_documents"]
     return replace(record, config=config, metrics=metrics)
 
 

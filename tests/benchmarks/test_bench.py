@@ -21,6 +21,7 @@ from bench import (
     families,
     fast_cpu,
     gpu,
+    placement,
     quality,
     ray_scaling,
     report,
@@ -159,6 +160,19 @@ def test_quality_quick_scores_every_level_against_the_baselines(cache_dir: Path)
         assert levels[level]["label_score"] > levels[level]["label_score_shuffled"]
     text = quality.markdown(result)
     assert "mean best-F1" in text and "theme best-F1 >= 0.95 x k-means K" in text
+
+
+def test_placement_quick_places_added_articles_like_trained_ones_and_flags_foreign_ones(cache_dir: Path) -> None:
+    result = placement.run(cache_dir, quick=True, corpora=("bbc_news",))
+    corpus = result["corpora"]["bbc_news"]
+    assert corpus["n_documents"] == placement.QUICK_DOCS and corpus["n_added"] == placement.QUICK_DOCS // 5
+    assert corpus["accuracy_trained"] >= 0.8
+    assert corpus["accuracy_added"] >= corpus["accuracy_trained"] - 0.1  # placed about as well as trained
+    assert not corpus["similar"]["retrain_advised"], corpus["similar"]["reasons"]
+    foreign = corpus["foreign"]
+    assert foreign["retrain_advised"] and foreign["no_fit_added"] > foreign["no_fit_before"] + 0.1
+    assert corpus["place_seconds"] < corpus["train_seconds"]
+    assert placement.TITLE in placement.markdown(result)
 
 
 def test_app_latency_quick_times_both_apps_and_both_searches(cache_dir: Path) -> None:
