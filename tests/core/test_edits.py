@@ -233,6 +233,10 @@ def test_edits_survive_an_added_batch_of_documents(edited, bbc: pd.DataFrame, tm
     _check_edits_shown(Workspace(workspace.uri), run_id, facts)
     run = load_run(workspace, run_id)
     assert run.codes.shape[0] == 80 and run.edited.not_applied == ()
+    again = pipeline.train_run(workspace, dataset_id, dataclasses.replace(SMALL_SAE, seed=1))  # on the grown dataset
+    assert again.carried is not None and again.carried.from_run == run_id
+    assert any(edit.level == "theme" for edit, _ in again.carried.carried)
+    assert load_run(workspace, again.run_id).codes.shape[0] == 80
 
 
 def test_the_command_line_makes_lists_and_undoes_edits(small_run: SmallRun, tmp_path, capsys):
