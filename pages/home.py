@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core.errors import PrismaError
+from ui.growth import placement_note
 from ui.jobs import Job
 from ui.navigation import route_here
 from ui.runs import run_name, run_quality_note
@@ -147,6 +148,7 @@ else:
     run = ws.run_or_latest(st.session_state.get(RUN_KEY), dataset.dataset_id)
     st.markdown(f"“{md(dataset.name)}” has a trained model: look at its concepts. Shown: {md(run_name(run))}.")
     run_quality_note(run)
+    placement_note(run)
     st.page_link(PAGES["features"], label="Browse features", icon=":material/label:")
     st.page_link(PAGES["families"], label="See feature families", icon=":material/account_tree:")
     st.page_link(PAGES["explore"], label="Explore documents", icon=":material/travel_explore:")

@@ -14,6 +14,7 @@ from prisma_core.store import RunRecord
 from ui import charts
 from ui.config_form import config_inputs
 from ui.glossary import TERMS, explain
+from ui.growth import placement_note
 from ui.jobs import Job
 from ui.loaders import diagnostics, embedding_dim
 from ui.navigation import route_here
@@ -160,6 +161,7 @@ def selected_run_section(run_id: str) -> None:
     st.markdown(f"**{md(run_name(run))}**")
     st.caption(f"Choose another run in the sidebar. Run id: {run_id}")
     run_quality_note(run)
+    placement_note(run)
     if run.history:
         st.altair_chart(charts.training_curves(run.history), width="stretch")
     try:

@@ -30,7 +30,7 @@ from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
 
 if TYPE_CHECKING:
-    from prisma_core.pipeline.placement import Placement
+    from prisma_core.run_quality import Placement
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -1,13 +1,14 @@
 """How a trained run is named and judged for an analyst (the app and the report): a readable name, its quality in
 words, how often its features came back, and overfitting (a run that describes its training documents much better
-than documents it has not seen)."""
+than documents it has not seen), and documents added since training (`Placement`)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
-from prisma_core.store import RunRecord
+from prisma_core.store import RunRecord, Workspace
 
 GOOD, FAIR = 0.5, 0.3  # share of detail captured on documents kept aside (a few features per document keep part of it)
 MOSTLY_DEAD = 0.5  # a run with a larger share of features that never fire is called poor
@@ -94,3 +95,45 @@ def overfitting(run: RunRecord) -> str | None:
         "instead of learning general concepts (overfitting). Its features may be less reliable on new documents. "
         f"To fix it, train again with {fix}."
     )
+
+
+PLACED_STAGE = "documents"
+"""The stage that places documents added to a dataset in one of its runs (pipeline/placement.py): its newest
+record's summary holds how many of the dataset's documents the run covers (`n_documents`)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    run_id: str
+    n_before: int  # documents the run covered before
+    n_added: int
+    detail_added: float  # share of the new documents' variation the features reproduce (1 - FVU)
+    detail_before: float  # the same, on the documents held out of training (else a sample of the run's)
+    no_fit_added: float  # share of the new documents that fit no theme well
+    no_fit_before: float
+    reasons: list[str] = field(default_factory=list)  # why a new training would likely change the picture
+
+    @property
+    def retrain_advised(self) -> bool:
+        return bool(self.reasons)
+
+    def verdict(self) -> str:
+        """In plain words, whether to train again."""
+        if not self.n_added:
+            return "The run already covers every document of the dataset."
+        if not self.reasons:
+            return (
+                f"The {self.n_added:,} new documents fit this run as well as the others: training again would "
+                "likely give the same picture."
+            )
+        return "Training again would likely change the picture: " + "; ".join(self.reasons) + "."
+
+
+def placements(workspace: Workspace, run: RunRecord) -> list[Placement]:
+    """The run's placements of added documents, oldest first (only those that placed any)."""
+    names = [f.name for f in fields(Placement)]
+    return [
+        Placement(**{name: stage.summary[name] for name in names})
+        for stage in workspace.stages(run.dataset_id, run.run_id)
+        if stage.run_id == run.run_id and stage.stage == PLACED_STAGE and stage.summary.get("n_added")
+    ]

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.edits import Edited, apply_edits
 from prisma_core.errors import RunBehindError, StoreError
+from prisma_core.run_quality import PLACED_STAGE
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.location import Location
@@ -102,11 +103,6 @@ def reliability(found_in: object, n_trainings: int) -> str:
 
 REBUILT_STAGES = ("families", "themes")
 """Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows."""
-
-
-PLACED_STAGE = "documents"
-"""The stage that places documents added to a dataset in one of its runs: its newest record's summary holds how many
-of the dataset's documents the run covers (`n_documents`)."""
 
 
 def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRecord:

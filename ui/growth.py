@@ -1,5 +1,6 @@
 """Adding documents to a dataset that has runs: the upload, the job that places them in every run, and what the
-analyst is told (whether training again would change the picture); and the notice on a run that lacks them."""
+analyst is told (whether training again would change the picture); the notice on a run that lacks them, and the
+note on a run documents were placed in."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import streamlit as st
 from prisma_core.errors import RunBehindError
 from prisma_core.ingest import SUPPORTED_EXTENSIONS, Source
 from prisma_core.progress import ProgressCallback
-from prisma_core.store import DatasetRecord
+from prisma_core.run_quality import Placement, placements
+from prisma_core.store import DatasetRecord, RunRecord
 from ui.jobs import Job
 from ui.progress import job_panel, start_job
 from ui.state import workspace
 from ui.text import md
 
 if TYPE_CHECKING:
-    from prisma_core.pipeline import AddedDocuments, Placement
+    from prisma_core.pipeline import AddedDocuments
 
 RESULT_KEY = "added_documents"
 """Session state: (dataset id, the outcome of the last addition this session watched)."""
@@ -126,3 +128,18 @@ def behind_notice(dataset: DatasetRecord, error: RunBehindError) -> None:
             return None, place_in_runs(ws, dataset.dataset_id, progress)
 
         start_job(key, "Placing the new documents", work)
+
+
+def placement_note(run: RunRecord) -> None:
+    """Where a run is shown: how many documents were placed in it since training, and the newest placement's advice
+    when it was to train again."""
+    done = placements(workspace(), run)
+    if not done:
+        return
+    n_added = sum(placement.n_added for placement in done)
+    st.caption(
+        f"{n_added:,} documents were added to the dataset after this model was trained, and placed in it without a "
+        "new training."
+    )
+    if done[-1].retrain_advised:
+        st.info(f"{md(done[-1].verdict())} Train again on the Train SAE page.", icon=":material/model_training:")

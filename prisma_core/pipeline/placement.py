@@ -15,7 +15,7 @@ the SAE was trained on, and how many of them fit no theme well compared with the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +27,8 @@ from prisma_core.ingest import IngestConfig, Source
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.dataset import AddedDocuments, add_documents, embed_dataset
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
+from prisma_core.run_quality import PLACED_STAGE, Placement
 from prisma_core.runs import (
-    PLACED_STAGE,
     covered_documents,
     current_settings,
     read_codes,
@@ -36,7 +36,7 @@ from prisma_core.runs import (
     stored_themes,
 )
 from prisma_core.sae.weights import SAEWeights, read_weights
-from prisma_core.store import RunRecord, Workspace
+from prisma_core.store import RunRecord, StageRecord, Workspace
 from prisma_core.store.datasets import sample_positions
 from prisma_core.store.vectors import StoredVectors, unit_rows
 from prisma_core.subthemes import nest_documents
@@ -48,41 +48,14 @@ CENTRE_SAMPLE = 20_000
 """Documents of the run read to find the centres of its themes and sub-themes, and how much of their detail the
 features reproduce."""
 NEW_SHARE = 0.25
-"""From this share of the dataset, the new documents alone are reason to train again: the features were learned
-without a quarter of what the dataset now holds."""
+"""From this share of the dataset, the documents added since training (in one addition or several) are alone reason to
+train again: the features were learned without a quarter of what the dataset now holds."""
 DETAIL_DROP = 0.10
 """The features reproducing this much less of the new documents' detail than of the others' (0.10: 45% against 55%)
 means the new documents hold what the run has no feature for."""
 NO_FIT_RISE = 0.10
 """This much larger a share of the new documents fitting no theme well than of the others means they hold subjects
 the themes do not."""
-
-
-@dataclass(frozen=True)
-class Placement:
-    run_id: str
-    n_before: int  # documents the run covered before
-    n_added: int
-    detail_added: float  # share of the new documents' variation the features reproduce (1 - FVU)
-    detail_before: float  # the same, on the documents held out of training (else a sample of the run's)
-    no_fit_added: float  # share of the new documents that fit no theme well
-    no_fit_before: float
-    reasons: list[str] = field(default_factory=list)  # why a new training would likely change the picture
-
-    @property
-    def retrain_advised(self) -> bool:
-        return bool(self.reasons)
-
-    def verdict(self) -> str:
-        """In plain words, whether to train again."""
-        if not self.n_added:
-            return "The run already covers every document of the dataset."
-        if not self.reasons:
-            return (
-                f"The {self.n_added:,} new documents fit this run as well as the others: training again would "
-                "likely give the same picture."
-            )
-        return "Training again would likely change the picture: " + "; ".join(self.reasons) + "."
 
 
 def grow_dataset(
@@ -115,7 +88,9 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
     """Encode the documents added to the run's dataset since it was trained (or last placed) with its SAE and give
     them themes and sub-themes; the stage record, written last, makes the run cover them. Their vectors must be
     stored (`embed_dataset`)."""
-    record = _current(workspace, run_id)
+    stored = workspace.run(run_id)
+    stages = workspace.stages(stored.dataset_id, run_id)
+    record = current_settings(stored, stages)
     n_total = workspace.dataset(record.dataset_id).n_documents
     n_before = covered_documents(record, n_total)
     if n_before >= n_total:
@@ -134,16 +109,21 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
     if np.isnan(detail_before):
         detail_before = _detail(weights, source.rows(sample), old_codes[sample], centres.mean)
     detail_added = _detail(weights, source.rows(np.arange(n_before, n_total)), new_codes, centres.mean)
-    placement = _judged(run_id, n_before, n_total - n_before, detail_added, detail_before, fits)
+    new_share = 1 - _trained_on(stored, stages, n_before) / n_total
+    placement = _judged(run_id, n_before, n_total - n_before, new_share, (detail_added, detail_before), fits)
     summary = asdict(placement) | {"n_documents": n_total}
     record_stage(workspace, PLACED_STAGE, run_id, record.dataset_id, {}, summary, run_id)
     progress(Progress("place", n_total - n_before, n_total - n_before, "new documents placed"))
     return placement
 
 
-def _current(workspace: Workspace, run_id: str) -> RunRecord:
-    stored = workspace.run(run_id)
-    return current_settings(stored, workspace.stages(stored.dataset_id, run_id))
+def _trained_on(stored: RunRecord, stages: Sequence[StageRecord], n_before: int) -> int:
+    """How many documents the run was trained on: its training's count, else the count recorded before documents
+    were first added (runs trained before Prisma counted them)."""
+    if "n_documents" in stored.metrics:
+        return int(stored.metrics["n_documents"])
+    placed = [stage for stage in stages if stage.run_id == stored.run_id and stage.stage == PLACED_STAGE]
+    return int(placed[0].summary["n_documents"]) if placed else n_before
 
 
 def _record_coverage(workspace: Workspace, run: RunRecord) -> None:
@@ -287,17 +267,23 @@ def _judged(
     run_id: str,
     n_before: int,
     n_added: int,
-    detail_added: float,
-    detail_before: float,
+    new_share: float,
+    details: tuple[float, float],
     fits: tuple[np.ndarray, np.ndarray],
 ) -> Placement:
+    """The placement with its reasons to train again: `new_share`, the share of the dataset's documents added since
+    training (this time and before); `details`, how much of the new documents' detail the features reproduce and of
+    the held-out documents'; `fits`, whether each old and each new document fits its theme well."""
+    detail_added, detail_before = details
     old_fits, new_fits = fits
     no_fit_before = float(1 - old_fits.mean()) if len(old_fits) else float("nan")
     no_fit_added = float(1 - new_fits.mean()) if len(new_fits) else float("nan")
     reasons = []
-    share = n_added / (n_before + n_added)
-    if share >= NEW_SHARE:
-        reasons.append(f"the new documents are {share:.0%} of the dataset, and its features were learned without them")
+    if new_share >= NEW_SHARE:
+        reasons.append(
+            f"the documents added since training are {new_share:.0%} of the dataset, and its features were learned "
+            "without them"
+        )
     if detail_added < detail_before - DETAIL_DROP:
         reasons.append(
             f"the features reproduce {detail_added:.0%} of the new documents' detail, against {detail_before:.0%} for "

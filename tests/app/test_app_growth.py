@@ -56,6 +56,11 @@ def test_uploaded_documents_are_placed_in_the_run_with_a_verdict(small_dataset, 
     assert any(v.startswith("**Model trained") and "The 10 new documents" in v for v in verdicts), verdicts
     run = load_run(Workspace(workspace.uri), run_id)
     assert run.codes.shape[0] == 50
+    open_page(at, "home")
+    assert (
+        "10 documents were added to the dataset after this model was trained, and placed in it without a new training."
+        in texts(at.caption)
+    )
     open_page(at, "features")  # the run opens with its new documents
     assert not at.exception
     assert not [w for w in texts(at.warning) if "not placed" in w]

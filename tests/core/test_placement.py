@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from prisma_core import pipeline
 from prisma_core.cli import main
 from prisma_core.errors import RunBehindError
 from prisma_core.pipeline import AddedDocuments, EmbedSummary, Placement, placement
+from prisma_core.run_quality import placements
 from prisma_core.runs import LoadedRun, document_themes, load_run
 from prisma_core.store import Workspace
 
@@ -126,6 +128,18 @@ def test_documents_about_other_things_advise_training_again(small_run: SmallRun,
     assert any("of the dataset" in reason for reason in placed.reasons)  # 30 of 90 documents
     assert placed.verdict().startswith("Training again would likely change the picture: ")
     assert load_run(workspace).codes.shape[0] == 90
+
+
+def test_additions_that_together_reach_a_quarter_of_the_dataset_advise_training_again(
+    grown: Grown, bbc: pd.DataFrame, tmp_path
+):
+    workspace = Workspace(shutil.copytree(grown.workspace.path, tmp_path / "ws"))
+    more = bbc.groupby("label").nth([20, 21])  # 10 more articles: 25 of 85 documents added since training
+    more.to_parquet(tmp_path / "more.parquet")
+    _, (placed,) = pipeline.grow_dataset(workspace, grown.before.record.dataset_id, [tmp_path / "more.parquet"])
+    assert placed.n_before == 75 and placed.n_added == 10
+    assert "the documents added since training are 29% of the dataset" in placed.reasons[0]
+    assert [p.n_added for p in placements(workspace, workspace.run(grown.before.record.run_id))] == [15, 10]
 
 
 def test_a_placement_stopped_half_way_is_done_again_without_double_codes(
