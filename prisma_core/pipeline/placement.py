@@ -8,8 +8,8 @@ new document's sub-theme is the nearest sub-theme centre within its theme, as fo
 families and the analyst's edits stay; the features' counts are taken again over every document.
 
 Whether a new training would change the picture is judged from three numbers (`Placement.reasons`): how large a share
-of the dataset the new documents are, how much of their detail the features reproduce compared with the documents
-the SAE was trained on, and how many of them fit no theme well compared with the others.
+of the dataset the documents added since training are, how much of the new documents' detail the features reproduce
+compared with the documents held out of training, and how many of them fit no theme well compared with the others.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from prisma_core.themes import POSITION_WEIGHT, Themes, document_probabilities
 PLACE_ROWS = 65_536
 """New documents encoded and stored at a time."""
 CENTRE_SAMPLE = 20_000
-"""Documents of the run read to find the centres of its themes and sub-themes, and how much of their detail the
-features reproduce."""
+"""Documents of the run read to find the centres of its themes and sub-themes, and documents (old and new) whose
+detail the features reproduce is measured: a seeded sample of at most this many."""
 NEW_SHARE = 0.25
 """From this share of the dataset, the documents added since training (in one addition or several) are alone reason to
 train again: the features were learned without a quarter of what the dataset now holds."""
@@ -108,7 +108,8 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
     detail_before = _held_out_detail(record)
     if np.isnan(detail_before):
         detail_before = _detail(weights, source.rows(sample), old_codes[sample], centres.mean)
-    detail_added = _detail(weights, source.rows(np.arange(n_before, n_total)), new_codes, centres.mean)
+    added = sample_positions(n_total - n_before, CENTRE_SAMPLE)  # positions among the new documents
+    detail_added = _detail(weights, source.rows(n_before + added), new_codes[added], centres.mean)
     new_share = 1 - _trained_on(stored, stages, n_before) / n_total
     placement = _judged(run_id, n_before, n_total - n_before, new_share, (detail_added, detail_before), fits)
     summary = asdict(placement) | {"n_documents": n_total}
