@@ -61,9 +61,10 @@ def test_uploaded_documents_are_placed_in_the_run_with_a_verdict(small_dataset, 
         "10 documents were added to the dataset after this model was trained, and placed in it without a new training."
         in texts(at.caption)
     )
-    open_page(at, "features")  # the run opens with its new documents
-    assert not at.exception
-    assert not [w for w in texts(at.warning) if "not placed" in w]
+    for page in ("features", "families", "explore", "labels"):  # the run opens with its new documents everywhere
+        open_page(at, page)
+        assert not at.exception, (page, at.exception)
+        assert not [w for w in texts(at.warning) if "not placed" in w], page
 
 
 def test_a_run_missing_added_documents_says_so_and_places_them(small_dataset, bbc: pd.DataFrame, tmp_path):

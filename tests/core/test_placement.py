@@ -16,6 +16,7 @@ from prisma_core import pipeline
 from prisma_core.cli import main
 from prisma_core.errors import RunBehindError
 from prisma_core.pipeline import AddedDocuments, EmbedSummary, Placement, placement
+from prisma_core.report.writer import write_report
 from prisma_core.run_quality import placements
 from prisma_core.runs import LoadedRun, document_themes, load_run
 from prisma_core.store import Workspace
@@ -105,6 +106,17 @@ def test_placed_documents_get_codes_themes_and_sub_themes_and_the_old_ones_keep_
     assert agree >= 0.8, agree
     assert placed.n_before == 60 and placed.n_added == 15
     assert after.record.metrics["n_documents"] == 75
+
+
+def test_the_export_and_the_report_hold_the_placed_documents(grown: Grown, tmp_path):
+    run_id = grown.before.record.run_id
+    pipeline.export_run(grown.workspace, run_id, tmp_path / "out")
+    documents = pd.read_parquet(tmp_path / "out" / "documents.parquet")
+    assert len(documents) == 75
+    assert documents["doc_id"].tail(15).tolist() == grown.frame["id"].head(15).tolist()
+    assert (documents["theme_id"].tail(15) >= 0).all()
+    report = write_report(grown.workspace, load_run(grown.workspace, run_id), tmp_path / "report.html")
+    assert "<dt>Documents</dt><dd>75</dd>" in report.read_text()
 
 
 def test_articles_like_the_run_s_need_no_new_training(grown):
