@@ -14,7 +14,7 @@ from small_run import PER_CATEGORY, SmallRun
 
 from prisma_core import pipeline
 from prisma_core.cli import main
-from prisma_core.errors import RunBehindError
+from prisma_core.errors import IngestError, RunBehindError
 from prisma_core.pipeline import AddedDocuments, EmbedSummary, Placement, placement
 from prisma_core.report.writer import write_report
 from prisma_core.run_quality import placements
@@ -152,6 +152,17 @@ def test_additions_that_together_reach_a_quarter_of_the_dataset_advise_training_
     assert placed.n_before == 75 and placed.n_added == 10
     assert "the documents added since training are 29% of the dataset" in placed.reasons[0]
     assert [p.n_added for p in placements(workspace, workspace.run(grown.before.record.run_id))] == [15, 10]
+
+
+def test_a_file_that_cannot_be_read_adds_nothing(small_run: SmallRun, tmp_path):
+    workspace = small_run.copy(tmp_path / "ws")
+    path = tmp_path / "numbers.csv"
+    path.write_text("a,b\n1,2\n3,4\n")
+    with pytest.raises(IngestError):
+        pipeline.grow_dataset(workspace, small_run.dataset_id, [path])
+    assert workspace.dataset(small_run.dataset_id).n_documents == 60
+    assert len(workspace.documents(small_run.dataset_id, ["position"])) == 60
+    assert load_run(workspace).codes.shape[0] == 60  # the run opens as before
 
 
 def test_a_placement_stopped_half_way_is_done_again_without_double_codes(
