@@ -25,8 +25,9 @@ MAP_CAPTION = (
 
 
 @st.cache_resource(show_spinner=False)
-def _drawn_maps() -> dict[tuple[str, str, str], pd.DataFrame]:
-    """(workspace, dataset, vector space) -> position, x, y of the maps read from the store (drawn ones only)."""
+def _drawn_maps() -> dict[tuple[str, str, str, int], pd.DataFrame]:
+    """(workspace, dataset, vector space, documents) -> position, x, y of the maps read from the store (drawn ones
+    only)."""
     return {}
 
 
@@ -39,7 +40,7 @@ def map_positions(run: LoadedRun) -> pd.DataFrame | None:
     it is drawn in the background (t-SNE takes a while: up to minutes on a busy machine) and None is returned, so
     the page shows at once; every later view, session and server reads the map the workspace keeps."""
     ws, record = workspace(), run.record
-    key = (ws.uri, record.dataset_id, record.embedding_key)
+    key = (ws.uri, record.dataset_id, record.embedding_key, run.codes.shape[0])  # documents added: drawn again
     drawn = _drawn_maps()
     if key not in drawn:
         saved = ws.saved_document_map(record.dataset_id, record.embedding_key)

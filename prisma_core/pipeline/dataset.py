@@ -84,6 +84,8 @@ def add_documents(
     new = _NewDocuments(set(known["doc_id"]), set(known["text_hash"]))
     del known
     n_added = workspace.append_documents(dataset_id, new.of(stream.documents()), stream.names)
+    if n_added:
+        workspace.remove_document_maps(dataset_id)  # drawn again, with the new documents, when next shown
     n_documents = workspace.dataset(dataset_id).n_documents
     summary = {"n_added": n_added, "n_documents": n_documents, "n_already_there": len(new.already_there)}
     record_stage(workspace, "append", dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})

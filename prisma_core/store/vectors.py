@@ -262,6 +262,10 @@ class Vectors(Datasets):
         )
         retry(lambda: merge.execute(rows), self.uri)
 
+    def remove_document_maps(self, dataset_id: str) -> None:
+        """Forget the dataset's maps (every space): documents were added, so the next view draws them again."""
+        self._delete("maps", _dataset_rows(dataset_id))
+
     def saved_document_map(self, dataset_id: str, embedding_key: str) -> pd.DataFrame:
         """position, x, y of the dataset's map in this space, in position order; empty until it is drawn."""
         where = f"{_dataset_rows(dataset_id)} AND embedding_key = '{_quoted(embedding_key)}'"

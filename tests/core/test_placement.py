@@ -15,6 +15,7 @@ from small_run import PER_CATEGORY, SmallRun
 from prisma_core import pipeline
 from prisma_core.cli import main
 from prisma_core.errors import IngestError, RunBehindError
+from prisma_core.explore import saved_document_map
 from prisma_core.pipeline import AddedDocuments, EmbedSummary, Placement, placement
 from prisma_core.report.writer import write_report
 from prisma_core.run_quality import placements
@@ -43,6 +44,7 @@ class Grown:
     embedded: EmbedSummary
     placed: Placement
     frame: pd.DataFrame  # the file added
+    maps: tuple[int, int]  # points on the saved map of the documents before and after the addition
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +53,16 @@ def grown(small_run: SmallRun, bbc: pd.DataFrame, tmp_path_factory: pytest.TempP
     folder = tmp_path_factory.mktemp("grown")
     workspace = small_run.copy(folder / "ws")
     before = load_run(workspace)
+    key = before.record.embedding_key
+    drawn = len(saved_document_map(workspace, small_run.dataset_id, key))
     path, frame = _more_bbc(bbc, folder)
     added = pipeline.add_documents(workspace, small_run.dataset_id, [path])
+    maps = (drawn, len(workspace.saved_document_map(small_run.dataset_id, key)))
     with pytest.raises(RunBehindError) as behind:
         load_run(workspace)
     embedded = pipeline.embed_dataset(workspace, small_run.dataset_id)
     (placed,) = pipeline.place_in_runs(workspace, small_run.dataset_id)
-    return Grown(workspace, before, added, behind.value, embedded, placed, frame)
+    return Grown(workspace, before, added, behind.value, embedded, placed, frame, maps)
 
 
 def test_added_documents_follow_the_dataset_s_and_repeated_texts_are_skipped(grown, small_run: SmallRun):
@@ -106,6 +111,14 @@ def test_placed_documents_get_codes_themes_and_sub_themes_and_the_old_ones_keep_
     assert agree >= 0.8, agree
     assert placed.n_before == 60 and placed.n_added == 15
     assert after.record.metrics["n_documents"] == 75
+
+
+def test_the_map_of_the_documents_is_drawn_again_with_the_new_ones(grown: Grown):
+    assert grown.maps == (60, 0)  # the map drawn before is forgotten when documents are added
+    record = grown.before.record
+    assert saved_document_map(grown.workspace, record.dataset_id, record.embedding_key)["position"].tolist() == list(
+        range(75)
+    )
 
 
 def test_the_export_and_the_report_hold_the_placed_documents(grown: Grown, tmp_path):
