@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from prisma_core.errors import NotFoundError, SettingsError, StoreError
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.maintenance import KEEP_VERSIONS_FOR
-from prisma_core.store.ownership import mark_owner, owner_is_gone
+from prisma_core.store.ownership import in_use, mark_owner, owner_is_gone
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
@@ -46,6 +46,9 @@ DOCUMENT_COLUMNS = ("doc_id", "title", "text", "text_hash")
 _INGESTS = "ingests"
 """In the workspace: a folder per ingest being written, naming its process (removed when it ends, however it ends
 short of a hard kill)."""
+_APPENDS = "appends"
+"""In the workspace: a folder per dataset documents are being added to, naming the process adding them (two additions
+at once would take the same positions)."""
 BATCH_ROWS = 16_384
 """Documents `Datasets.document_batches` reads at a time: about 15 MB of texts at 150 words each."""
 
@@ -129,12 +132,22 @@ class Datasets(Runs):
     def append_documents(self, dataset_id: str, batches: Iterable[pd.DataFrame], sources: Sequence[str]) -> int:
         """Add documents (as `add_dataset_batches` takes them) to a dataset, at the positions after its last; returns
         how many. The dataset's record (count, sources, metadata columns) changes last, in one commit; if anything
-        fails before, the rows written are deleted, and rows a killed append left behind are removed first."""
-        record = self.dataset(dataset_id)
+        fails before, the rows written are deleted, and rows a killed append left behind are removed first. One
+        addition per dataset at a time (StoreError while another process adds to it)."""
+        self.dataset(dataset_id)
+        marker = self.root / _APPENDS / check_id(dataset_id)
+        if in_use(marker):
+            raise StoreError(
+                "Documents are being added to this dataset by another session or command right now: add these once "
+                "it is done. Nothing was stored."
+            )
+        marker.make_folder()
+        mark_owner(marker)
+        record = self.dataset(dataset_id)  # read once the dataset is ours: as the last addition left it
         beyond = f"dataset_id = '{check_id(dataset_id)}' AND position >= {record.n_documents}"
-        self._delete("documents", beyond)
         n_added, metadata_columns = 0, list(record.metadata_columns)
         try:
+            self._delete("documents", beyond)
             for documents in batches:
                 new_columns = [c for c in documents.columns if c not in DOCUMENT_COLUMNS]
                 metadata_columns += [c for c in new_columns if c not in metadata_columns]
@@ -152,6 +165,9 @@ class Datasets(Runs):
             with contextlib.suppress(StoreError):
                 self._delete("documents", beyond)
             raise
+        finally:
+            with contextlib.suppress(OSError):
+                marker.remove()
         return n_added
 
     def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:

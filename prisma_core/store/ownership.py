@@ -16,6 +16,11 @@ def mark_owner(folder: Location) -> None:
     (folder / _OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
 
 
+def in_use(folder: Location) -> bool:
+    """Whether the folder is there and the process that marked it is still running."""
+    return folder.modified() is not None and not owner_is_gone(folder)
+
+
 def owner_is_gone(folder: Location) -> bool:
     """True when the process that created this run folder has ended (it can only be checked on this machine)."""
     try:

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import socket
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,13 +18,14 @@ from small_run import PER_CATEGORY, SmallRun
 
 from prisma_core import pipeline
 from prisma_core.cli import main
-from prisma_core.errors import IngestError, RunBehindError
+from prisma_core.errors import IngestError, RunBehindError, StoreError
 from prisma_core.explore import saved_document_map
 from prisma_core.pipeline import AddedDocuments, EmbedSummary, Placement, placement
 from prisma_core.report.writer import write_report
 from prisma_core.run_quality import placements
 from prisma_core.runs import LoadedRun, document_themes, load_run
 from prisma_core.store import Workspace
+from prisma_core.store.ownership import mark_owner
 
 N_NEW_PER_CATEGORY = 3
 
@@ -216,3 +221,18 @@ def test_the_command_line_adds_documents_and_says_whether_to_train_again(
     assert f"run {small_run.run.run_id}: The 15 new documents fit this run" in out
     assert main(["place", "--workspace", str(workspace.path)]) == 0
     assert "The run already covers every document of the dataset." in capsys.readouterr().out
+
+
+def test_documents_are_added_to_a_dataset_by_one_process_at_a_time(small_run: SmallRun, bbc: pd.DataFrame, tmp_path):
+    workspace = small_run.copy(tmp_path / "ws")
+    path, _ = _more_bbc(bbc, tmp_path, repeated=0)
+    marker = workspace.root / "appends" / small_run.dataset_id
+    marker.make_folder()
+    mark_owner(marker)  # as if this (running) process were adding documents from another session
+    with pytest.raises(StoreError, match="being added to this dataset by another session"):
+        pipeline.add_documents(workspace, small_run.dataset_id, [path])
+    assert workspace.dataset(small_run.dataset_id).n_documents == 60
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (marker / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)}))
+    assert pipeline.add_documents(workspace, small_run.dataset_id, [path]).n_added == 15  # its process has ended
+    assert not marker.is_file() and marker.modified() is None  # the marker leaves with the addition
