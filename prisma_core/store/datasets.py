@@ -235,11 +235,15 @@ class Datasets(Runs):
                 self._delete(name, where)
         self._reclaim_space_if_due()
 
+    def _listed_documents(self, dataset_id: str) -> str:
+        """The filter of the dataset's documents as its record counts them: not the rows an addition is writing, or
+        a killed one left behind (NotFoundError for a dataset that does not exist)."""
+        n_documents = self.dataset(dataset_id).n_documents
+        return f"dataset_id = '{check_id(dataset_id)}' AND position < {n_documents}"
+
     def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Documents in stored order (`position` = row index used by embeddings and activations)."""
-        frame = self._read("documents", f"dataset_id = '{check_id(dataset_id)}'", columns)
-        if frame.empty and not columns:
-            self.dataset(dataset_id)
+        frame = self._read("documents", self._listed_documents(dataset_id), columns)
         return frame.sort_values("position").reset_index(drop=True) if "position" in frame else frame
 
     def metadata(self, dataset_id: str) -> pd.DataFrame:
@@ -279,7 +283,7 @@ class Datasets(Runs):
         """Up to `limit` document ids starting with `prefix` (case-sensitive), in position order: suggestions for a
         typed id."""
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        where = f"dataset_id = '{check_id(dataset_id)}' AND doc_id LIKE {_sql_text(pattern + '%')} ESCAPE '\\'"
+        where = f"{self._listed_documents(dataset_id)} AND doc_id LIKE {_sql_text(pattern + '%')} ESCAPE '\\'"
         if not self._has_table("documents"):
             return []
         with reading("documents"):
@@ -288,7 +292,7 @@ class Datasets(Runs):
 
     def _documents_where(self, dataset_id: str, column: str, values: list[str], columns: Sequence[str]) -> pd.DataFrame:
         """Rows of the dataset whose `column` is one of `values` (SQL literals), POSITIONS_PER_QUERY at a time."""
-        dataset = f"dataset_id = '{check_id(dataset_id)}'"
+        dataset = self._listed_documents(dataset_id)
         parts = [
             self._read(
                 "documents", f"{dataset} AND {column} IN ({', '.join(values[i : i + POSITIONS_PER_QUERY])})", columns
@@ -302,10 +306,10 @@ class Datasets(Runs):
     ) -> Iterator[pd.DataFrame]:
         """The dataset's documents, at most `rows` at a time, in no set order (select `position` to place them): one
         scan of the documents table that never holds the whole dataset."""
-        self.dataset(dataset_id)
+        where = self._listed_documents(dataset_id)
         if not self._has_table("documents"):
             return
-        query = self.db.open_table("documents").search().where(f"dataset_id = '{check_id(dataset_id)}'")
+        query = self.db.open_table("documents").search().where(where)
         for batch in self._batches("documents", query.select(list(columns)), rows):
             yield batch.to_pandas()
 

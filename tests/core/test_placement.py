@@ -25,6 +25,7 @@ from prisma_core.report.writer import write_report
 from prisma_core.run_quality import placements
 from prisma_core.runs import LoadedRun, document_themes, load_run
 from prisma_core.store import Workspace
+from prisma_core.store.datasets import _document_rows, with_text_hashes
 from prisma_core.store.ownership import mark_owner
 
 N_NEW_PER_CATEGORY = 3
@@ -236,3 +237,20 @@ def test_documents_are_added_to_a_dataset_by_one_process_at_a_time(small_run: Sm
     (marker / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)}))
     assert pipeline.add_documents(workspace, small_run.dataset_id, [path]).n_added == 15  # its process has ended
     assert not marker.is_file() and marker.modified() is None  # the marker leaves with the addition
+
+
+def test_rows_a_killed_addition_left_are_not_read_and_are_replaced(
+    small_run: SmallRun, bbc: pd.DataFrame, tmp_path
+):
+    workspace = small_run.copy(tmp_path / "ws")
+    dataset_id = small_run.dataset_id
+    leftover = with_text_hashes(pd.DataFrame({"doc_id": ["x1", "x2"], "title": [None, None], "text": ["a b c", "d e"]}))
+    workspace._add("documents", _document_rows(dataset_id, leftover, 60, []))  # written, the record never updated
+    assert len(workspace.documents(dataset_id)) == 60
+    assert sum(len(batch) for batch in workspace.document_batches(dataset_id, ["position"])) == 60
+    assert len(workspace.metadata(dataset_id)) == 60
+    assert workspace.documents_with_ids(dataset_id, ["x1"]).empty
+    path, _ = _more_bbc(bbc, tmp_path, repeated=0)
+    assert pipeline.add_documents(workspace, dataset_id, [path]).n_added == 15
+    docs = workspace.documents(dataset_id, ["position", "doc_id"])
+    assert docs["position"].tolist() == list(range(75)) and "x1" not in set(docs["doc_id"])
