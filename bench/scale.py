@@ -154,7 +154,8 @@ def embed_stage(workspace_path: Path, embed_sample: int) -> dict[str, Any]:
     stored a slice at a time, the cache looked up), with the first `embed_sample` documents embedded for real and
     every other one given a resampled vector instead of hours of computing."""
     from prisma_core.embed import EmbedConfig, embed_documents
-    from prisma_core.pipeline.dataset import SLICE_DOCUMENTS, ComputedSlice, embed_with
+    from prisma_core.pipeline.dataset import SLICE_DOCUMENTS, embed_with
+    from prisma_core.pipeline.slices import ComputedSlice
     from prisma_core.progress import ignore_progress
     from prisma_core.store import Workspace
 

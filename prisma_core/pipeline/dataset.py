@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from prisma_core.embed import EmbedConfig, embed_documents, model_key
 from prisma_core.ingest import DocumentStream, IngestConfig, IngestReport, Source
 from prisma_core.ingest.documents import unique_ids
 from prisma_core.lineage import record_stage
+from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Workspace
 
@@ -129,20 +130,6 @@ slice's chunks at a time (windows are sorted by length within a slice, which cos
 WINDOW_DOCUMENTS = 8 * SLICE_DOCUMENTS
 """Documents read from the store at a time to be embedded: memory holds one window's texts (about 40 MB of
 2,500-character documents), not the dataset's."""
-
-
-@dataclass(frozen=True)
-class ComputedSlice:
-    """Vectors just computed (text hash -> vector), with the windows and tokens it took."""
-
-    vectors: dict[str, np.ndarray]
-    n_chunks: int
-    n_tokens: int
-
-
-ComputeSlices = Callable[[pd.DataFrame, ProgressCallback, int], Iterator[ComputedSlice]]
-"""Embeds the texts of (text_hash, text) rows and yields their vectors a slice (at least that many documents, or the
-last ones) at a time, as they are computed."""
 
 
 def embed_dataset(
@@ -278,8 +265,3 @@ def _slice_progress(progress: ProgressCallback, start: int, size: int, total: in
         report_documents(progress, start + round(size * event.done / max(event.total, 1)), total)
 
     return report
-
-
-def report_documents(progress: ProgressCallback, done: int, total: int) -> None:
-    """Reports `done` of the `total` documents to embed."""
-    progress(Progress("embed", done, total, f"{done:,} of {total:,} documents"))

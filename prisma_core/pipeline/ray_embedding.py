@@ -27,7 +27,7 @@ import pandas as pd
 import prisma_core
 from prisma_core.embed import EmbedConfig, embed_documents, load_encoder, resolve_backend, resolve_config_precision
 from prisma_core.errors import EmbeddingError
-from prisma_core.pipeline.dataset import ComputedSlice, ComputeSlices, report_documents
+from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import ProgressCallback
 
 CPUS_PER_WORKER = 4
