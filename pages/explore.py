@@ -252,11 +252,11 @@ def matches_download(positions: np.ndarray, values: pd.DataFrame) -> None:
     if len(positions) > SHOWN_MATCHES:
         held = "them all" if kept == len(positions) else f"the first {kept:,}"
         st.caption(f"Showing {SHOWN_MATCHES} of {len(positions):,}; the download holds {held}.")
-    documents, workspace_uri, dataset_id = docs, ws.uri, dataset.dataset_id
+    documents, workspace_uri, dataset_id, n_documents = docs, ws.uri, dataset.dataset_id, dataset.n_documents
 
     def make() -> str:
         full = documents.at(positions[:kept])[["doc_id", "title", "text"]]
-        extra = metadata(workspace_uri, dataset_id).iloc[positions[:kept]].reset_index(drop=True)
+        extra = metadata(workspace_uri, dataset_id, n_documents).iloc[positions[:kept]].reset_index(drop=True)
         return spreadsheet_csv(full.join(values.head(kept)).join(extra))
 
     download("Download matching documents (CSV)", make, "matching_documents.csv", "text/csv")
