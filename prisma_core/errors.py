@@ -48,8 +48,8 @@ class RunBehindError(StoreError):
         n_new = n_documents - n_covered
         super().__init__(
             f"This run knows the first {n_covered:,} of the dataset's {n_documents:,} documents: the {n_new:,} added "
-            "since are not placed in it yet. Place them (Datasets page, or `python -m prisma_core place`); it takes "
-            "seconds and needs no new training."
+            "since are not placed in it yet. Placing them takes seconds and needs no new training (in the app, the "
+            'button below; on the command line, "python -m prisma_core place").'
         )
 
 
