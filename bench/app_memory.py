@@ -194,7 +194,7 @@ def progress(update):
     if update.stage != last[0]:
         marks.append([f"{update.stage} begins", status_mb(os.getpid(), "VmRSS")])
         last[0] = update.stage
-config = demo.DemoConfig(n_documents=int(sys.argv[1]), local_file=sys.argv[2])
+config = demo.DemoConfig(corpus="mtsamples", n_documents=int(sys.argv[1]), local_file=sys.argv[2])
 demo.run_demo(Workspace(tempfile.mkdtemp(prefix="prisma_headless_")), config, progress)
 marks.append(["done", status_mb(os.getpid(), "VmRSS")])
 print(json.dumps({"stages": marks, "peak_mb": status_mb(os.getpid(), "VmHWM")}))
@@ -256,7 +256,9 @@ def upload_csv(path: Path, n_docs: int) -> Path:
 def upload_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int, pages: list[str] = UPLOAD_PAGES) -> None:
     with sampler.during("upload and create the dataset"):
         go(page, "Datasets")
-        page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(csv)
+        page.get_by_role("region", name="Files", exact=True).get_by_test_id(
+            "stFileUploaderDropzoneInput"
+        ).set_input_files(csv)
         expect(page.get_by_text("Preview (first 20 rows)")).to_be_visible(timeout=PAGE_MS)
         settle(page)
         page.get_by_role("button", name="Create dataset").click()

@@ -36,6 +36,7 @@ from prisma_core.demo import (  # noqa: E402
     DEMO_FILE_ENV,
     DEMO_LICENCE,
     DEMO_SOURCE_PAGE,
+    SAMPLE_DESCRIPTION,
     DemoConfig,
     DemoDownloadError,
     existing_demo,
@@ -72,10 +73,13 @@ def offer_local_copy(job: Job) -> bool:
     """When the demo corpus could not be downloaded, offer to upload a copy right here (instead of the raw error)."""
     if not isinstance(job.error, DemoDownloadError):
         return False
+    offline_demo = (
+        " “Run with defaults” needs no network: its notes come with Prisma." if config.corpus == "sample" else ""
+    )
     st.warning(
         "The demo documents could not be downloaded: this computer seems to be offline, or huggingface.co cannot be "
         "reached. If you have a copy of MTSamples (mtsamples.csv from Kaggle's “Medical Transcriptions”, or a Parquet "
-        "copy), upload it here and the demo runs from it.",
+        "copy), upload it here and the demo runs from it." + offline_demo,
         icon=":material/cloud_off:",
     )
     upload = st.file_uploader("Your copy of MTSamples (CSV or Parquet)", type=["csv", "parquet"], key="demo_upload")
@@ -91,22 +95,35 @@ def offer_local_copy(job: Job) -> bool:
                 icon=":material/error:",
             )
             return True
-        start_demo(config)
+        start_demo(config.larger() if config.corpus == "sample" else config)
     return True
+
+
+def demo_description(config: DemoConfig) -> str:
+    if config.corpus == "sample":
+        return f"{config.size} {SAMPLE_DESCRIPTION} (nothing is downloaded)"
+    return f"{config.size} clinical notes from [MTSamples]({DEMO_SOURCE_PAGE}) ({DEMO_LICENCE})"
 
 
 with st.container(border=True):
     st.subheader("Try it: one-click demo")
     config = demo_config()
     st.markdown(
-        f"Runs the whole pipeline with default settings on {config.n_documents} clinical notes from "
-        f"[MTSamples]({DEMO_SOURCE_PAGE}) ({DEMO_LICENCE}) and opens the concepts it found. The first run takes a "
-        "few minutes on a laptop CPU; after that the demo opens at once."
+        f"Runs the whole pipeline with default settings on {demo_description(config)} and opens the concepts it "
+        "found. The first run takes a few minutes on a laptop CPU; after that the demo opens at once."
     )
     demo_job = job_panel(DEMO_JOB, on_success=open_demo_results, live_chart=True, on_error=offer_local_copy)
     running = demo_job is not None and demo_job.running
     if st.button("Run with defaults", type="primary", icon=":material/play_arrow:", disabled=running, key="demo"):
         start_demo(config)
+    if config.corpus == "sample":
+        larger = config.larger()
+        st.caption(
+            f"A larger demo: {demo_description(larger)}, real notes in 40 specialties, downloaded once (about 17 MB) "
+            "and kept in the workspace; it takes longer to train."
+        )
+        if st.button("Run the larger demo", icon=":material/cloud_download:", disabled=running, key="demo_large"):
+            start_demo(larger)
 
 st.subheader("Your workspace")
 ws = workspace()

@@ -1,20 +1,25 @@
-"""The demo corpus: MTSamples clinical notes (CC0), fetched once from a public mirror and kept in the workspace.
+"""The demo corpora: clinical notes written for Prisma's demo and shipped with it (the default: no network), and
+MTSamples (CC0), fetched once from a public mirror and kept in the workspace (the larger, optional demo).
 
-MTSamples (mtsamples.com transcription samples, scraped by T. Boyle and published on Kaggle under CC0 1.0) is
-mirrored on the Hugging Face Hub as a CSV. On first use the file is downloaded into `<workspace>/demo/`; later
-runs read that copy. Where there is no network, `DemoConfig.local_file` names a local copy (CSV or Parquet, either
-the Kaggle columns or id/title/text/label) that is read instead.
+The bundled sample (`demo_notes.jsonl`, beside this module) holds 150 short notes in six specialties, written for
+this project and released with it under CC0: fictional patients, no real records. MTSamples (mtsamples.com
+transcription samples, scraped by T. Boyle and published on Kaggle under CC0 1.0) is mirrored on the Hugging Face
+Hub as a CSV. On first use the file is downloaded into `<workspace>/demo/`; later runs read that copy. Where there
+is no network, `DemoConfig.local_file` names a local copy (CSV or Parquet, either the Kaggle columns or
+id/title/text/label) that is read instead.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -30,6 +35,12 @@ DEMO_URL = "https://huggingface.co/datasets/NickyNicky/medical_mtsamples/resolve
 DEMO_SOURCE_PAGE = "https://huggingface.co/datasets/NickyNicky/medical_mtsamples"
 DEMO_LICENCE = "CC0 1.0 (public domain), MTSamples.com via Kaggle (T. Boyle)"
 DEMO_NAME = "MTSamples demo"
+SAMPLE_NAME = "Clinical notes demo"
+DEMO_NAMES = (SAMPLE_NAME, DEMO_NAME)
+"""The names of the demo's datasets: the bundled sample's, then MTSamples'."""
+SAMPLE_FILE = Path(__file__).with_name("demo_notes.jsonl")
+SAMPLE_DESCRIPTION = "clinical notes written for this demo (fictional patients, CC0), shipped with Prisma"
+MTSAMPLES_DOCUMENTS = 400
 DEMO_FILE_ENV = "PRISMA_DEMO_FILE"
 DEMO_DOCS_ENV = "PRISMA_DEMO_DOCS"
 DEMO_INGEST = IngestConfig(text_column="text", id_column="id", title_column="title")
@@ -40,7 +51,7 @@ _MIN_WORDS = 50  # shorter "notes" are stubs (headers, one-line referrals)
 _COLUMN_ALIASES = {
     "text": ("text", "transcription"),
     "title": ("title", "sample_name"),
-    "specialty": ("label", "medical_specialty"),
+    "specialty": ("specialty", "label", "medical_specialty"),
 }
 
 
@@ -49,10 +60,23 @@ class DemoDownloadError(IngestError):
     given instead (`DemoConfig.local_file`, or `save_local_copy`)."""
 
 
+DemoCorpus = Literal["sample", "mtsamples"]
+
+
+@functools.cache
+def sample_size() -> int:
+    """Notes in the bundled sample."""
+    return sum(1 for line in SAMPLE_FILE.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
 @dataclass(frozen=True)
 class DemoConfig:
-    n_documents: int = 400
-    """Notes sampled for the demo: enough for readable features, small enough to train in a few minutes on a CPU."""
+    corpus: DemoCorpus = "sample"
+    """"sample": the notes shipped with Prisma, read offline; "mtsamples": MTSamples, downloaded once (or
+    `local_file`)."""
+    n_documents: int | None = None
+    """Notes sampled for the demo (at most the bundled sample's); None: the whole bundled sample, or 400 MTSamples
+    notes (enough for readable features, small enough to train in a few minutes on a CPU)."""
     seed: int = 0
     """Seeds the sample, so every demo shows the same notes."""
     local_file: str | None = None
@@ -63,34 +87,54 @@ class DemoConfig:
     """Seconds to wait for the download server to answer."""
 
     def __post_init__(self) -> None:
-        if self.n_documents < 50:
+        if self.n_documents is not None and self.n_documents < 50:
             raise ValueError(f"n_documents must be at least 50, got {self.n_documents}")
+        if self.local_file and self.corpus != "mtsamples":
+            raise ValueError("local_file is a copy of MTSamples: it needs corpus='mtsamples'")
+
+    @property
+    def size(self) -> int:
+        """The number of notes the demo uses."""
+        if self.corpus == "sample":
+            return min(self.n_documents or sample_size(), sample_size())
+        return self.n_documents or MTSAMPLES_DOCUMENTS
+
+    @property
+    def dataset_name(self) -> str:
+        return SAMPLE_NAME if self.corpus == "sample" else DEMO_NAME
+
+    def larger(self) -> DemoConfig:
+        """The optional larger demo: MTSamples, downloaded once."""
+        return replace(self, corpus="mtsamples")
 
     @classmethod
     def from_settings(cls, settings: dict[str, str | None] | None = None) -> DemoConfig:
-        """Read PRISMA_DEMO_FILE / PRISMA_DEMO_DOCS from `settings` (e.g. app secrets), then the environment."""
+        """Read PRISMA_DEMO_FILE / PRISMA_DEMO_DOCS from `settings` (e.g. app secrets), then the environment. A
+        local copy of MTSamples makes it the demo's corpus; without one the demo reads the bundled sample."""
         values = {name: os.environ.get(name) for name in (DEMO_FILE_ENV, DEMO_DOCS_ENV)}
         values |= {name: value for name, value in (settings or {}).items() if value}
         n_documents = values.get(DEMO_DOCS_ENV)
+        local_file = values.get(DEMO_FILE_ENV) or None
         return cls(
-            n_documents=int(n_documents) if n_documents else cls.n_documents,
-            local_file=values.get(DEMO_FILE_ENV) or None,
+            corpus="mtsamples" if local_file else "sample",
+            n_documents=int(n_documents) if n_documents else None,
+            local_file=local_file,
         )
 
 
 def demo_corpus(
     cache_dir: str | Path, config: DemoConfig = DemoConfig(), progress: ProgressCallback = ignore_progress
 ) -> pd.DataFrame:
-    """The demo notes as a table: id, title, specialty, text; `config.n_documents` of them, sampled with the seed.
+    """The demo notes as a table: id, title, specialty, text; `config.size` of them, sampled with the seed.
 
     Raises IngestError, saying what to do, when the corpus can be neither read locally nor downloaded.
     """
     progress(Progress(_STAGE, 0, 1, "Reading the demo corpus"))
     raw = _read_table(*_raw_corpus(Path(cache_dir), config))
     notes = _normalised(raw)
-    if len(notes) < config.n_documents:
+    if len(notes) < config.size:
         raise IngestError(f"The demo corpus holds {len(notes)} usable notes; ask for {len(notes)} or fewer.")
-    sample = notes.sample(config.n_documents, random_state=config.seed).sort_values("id")
+    sample = notes.sample(config.size, random_state=config.seed).sort_values("id")
     progress(Progress(_STAGE, 1, 1, f"{len(sample)} notes sampled"))
     return sample.reset_index(drop=True)
 
@@ -101,11 +145,15 @@ def demo_source(
     """The demo sample as an upload, (file name, Parquet bytes), to be read with DEMO_INGEST."""
     buffer = io.BytesIO()
     demo_corpus(cache_dir, config, progress).to_parquet(buffer, index=False)
-    return f"mtsamples_{config.n_documents}.parquet", buffer.getvalue()
+    prefix = "clinical_notes" if config.corpus == "sample" else "mtsamples"
+    return f"{prefix}_{config.size}.parquet", buffer.getvalue()
 
 
 def _raw_corpus(cache_dir: Path, config: DemoConfig) -> tuple[str, bytes]:
-    """(file name, bytes) of the whole corpus: the configured local file, else the cached download, else download."""
+    """(file name, bytes) of the whole corpus: the bundled sample; for MTSamples the configured local file, else the
+    cached download, else download."""
+    if config.corpus == "sample":
+        return SAMPLE_FILE.name, SAMPLE_FILE.read_bytes()
     if config.local_file:
         path = Path(config.local_file).expanduser()
         if not path.is_file():
@@ -149,7 +197,7 @@ def save_local_copy(cache_dir: str | Path, name: str, data: bytes) -> int:
 
 def existing_demo(workspace: Workspace, config: DemoConfig = DemoConfig()) -> tuple[str, str] | None:
     """(dataset id, run id) of a finished demo of this size already in the workspace, else None."""
-    existing = [d for d in workspace.datasets() if d.name == DEMO_NAME and d.n_documents == config.n_documents]
+    existing = [d for d in workspace.datasets() if d.name == config.dataset_name and d.n_documents == config.size]
     if existing and workspace.runs(existing[-1].dataset_id):
         return existing[-1].dataset_id, workspace.run_or_latest(None, existing[-1].dataset_id).run_id
     return None
@@ -159,6 +207,8 @@ def _read_table(name: str, data: bytes) -> pd.DataFrame:
     try:
         if name.lower().endswith(".parquet"):
             return pd.read_parquet(io.BytesIO(data))
+        if name.lower().endswith(".jsonl"):
+            return pd.read_json(io.BytesIO(data), lines=True, dtype=False)
         return pd.read_csv(io.BytesIO(data))
     except (ValueError, OSError) as error:
         raise IngestError(f"The demo file {name} could not be read as CSV or Parquet ({error}).") from error
@@ -199,12 +249,12 @@ def run_demo(
     done = existing_demo(workspace, config)
     if done is not None:
         return done
-    existing = [d for d in workspace.datasets() if d.name == DEMO_NAME and d.n_documents == config.n_documents]
+    existing = [d for d in workspace.datasets() if d.name == config.dataset_name and d.n_documents == config.size]
     if existing:
         dataset_id = existing[-1].dataset_id
     else:
         source = demo_source(workspace.path / "demo", config, progress)
-        dataset_id, _ = pipeline.ingest(workspace, [source], DEMO_NAME, DEMO_INGEST)
+        dataset_id, _ = pipeline.ingest(workspace, [source], config.dataset_name, DEMO_INGEST)
     embed_config = EmbedConfig()
     pipeline.embed_dataset(workspace, dataset_id, embed_config, progress)
     dim = workspace.vectors(dataset_id, model_key(embed_config)).shape[1]

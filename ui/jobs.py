@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from prisma_core.embed import release_models
 from prisma_core.errors import PrismaError
 from prisma_core.memory import release_unused_memory
 from prisma_core.progress import Progress
@@ -141,12 +142,13 @@ class JobRegistry:
             time.sleep(0.1)
         return job
 
-    @staticmethod
-    def _run(job: Job, work: Callable[..., Any]) -> None:
+    def _run(self, job: Job, work: Callable[..., Any]) -> None:
         try:
             job.result = work(job.report, job.should_stop) if job.stop_aware else work(job.report)
         except BaseException as error:  # the thread must record every failure; the page shows it
             job.error = error
         finally:
+            if self.running() == [job]:  # the last job: the embedding model is not needed until the next one
+                release_models()
             release_unused_memory()  # the job's freed working memory would otherwise stay resident
             job.finished = time.time()

@@ -313,11 +313,11 @@ DEMO_JOB = "demo"
 def training_job(dataset: DatasetRecord) -> Job | None:
     """The running job that is training the dataset's first run, if any: Train SAE's, or the demo's for its own
     dataset."""
-    from prisma_core.demo import DEMO_NAME
+    from prisma_core.demo import DEMO_NAMES
 
     jobs = job_registry()
     candidates = [jobs.get(training_job_key(dataset.dataset_id))]
-    if dataset.name == DEMO_NAME:
+    if dataset.name in DEMO_NAMES:
         candidates.append(jobs.get(DEMO_JOB))
     return next((job for job in candidates if job is not None and job.running), None)
 

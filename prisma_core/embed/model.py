@@ -96,6 +96,10 @@ def _load_model(model: str, device: str, precision: Literal["fp32", "bf16"]) -> 
     return encoder
 
 
+def release_loaded_models() -> None:
+    _load_model.cache_clear()
+
+
 def bounded(pool: Pooler, max_tokens: int = MAX_BATCH_TOKENS) -> Pooler:
     """`pool` on batches of at most `max_tokens` padded tokens: a larger batch is pooled in consecutive parts of equal
     size (the last one shorter), so batches of short texts come in few shapes."""

@@ -232,3 +232,7 @@ def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
     with LOADING:
         compiled, encoder = _compiled(config.model, precision)
     return encoder, openvino_pooler(compiled, encoder.tokenizer)
+
+
+def release_compiled_models() -> None:
+    _compiled.cache_clear()

@@ -2,7 +2,7 @@
 
 from app_helpers import features_table, new_app, open_page, table, texts, wait_for_job
 
-from prisma_core.demo import DEMO_NAME
+from prisma_core.demo import DEMO_NAME, SAMPLE_NAME
 from ui.runs import run_name
 from ui.state import run_widget_key
 
@@ -77,12 +77,13 @@ def test_demo_without_network_offers_an_upload_of_a_local_copy(app_workspace, co
     monkeypatch.setenv("PRISMA_WORKSPACE", str(tmp_path))  # an empty workspace: no demo yet
     monkeypatch.delenv("PRISMA_DEMO_FILE")
     at = new_app()
-    at.button(key="demo").click().run()
+    at.button(key="demo_large").click().run()
     assert job_registry().wait("demo", 120).error is not None
     at.run()
     assert not at.exception and not at.error
     (warning,) = texts(at.warning)
     assert warning.startswith("The demo documents could not be downloaded: this computer seems to be offline")
+    assert warning.endswith("“Run with defaults” needs no network: its notes come with Prisma.")
     assert "urlopen" not in warning and "PRISMA_DEMO_FILE" not in warning
     assert next(link.label for link in at.main.get("page_link")) == "Or analyse your own documents: upload any CSV"
 
@@ -92,6 +93,32 @@ def test_demo_without_network_offers_an_upload_of_a_local_copy(app_workspace, co
     at.run()
     assert not at.exception
     assert texts(at.title) == ["Features"]
+
+
+def test_the_default_demo_runs_offline_on_the_notes_shipped_with_prisma(tmp_path, monkeypatch):
+    import prisma_core.demo
+    from prisma_core.store import Workspace
+    from ui.state import job_registry
+
+    def no_network(url, target, timeout):
+        raise AssertionError(f"the default demo downloaded {url}")
+
+    monkeypatch.setattr(prisma_core.demo, "_download", no_network)
+    monkeypatch.setenv("PRISMA_WORKSPACE", str(tmp_path))
+    monkeypatch.delenv("PRISMA_DEMO_FILE", raising=False)
+    at = new_app()
+    assert any("60 clinical notes written for this demo (fictional patients, CC0)" in t for t in texts(at.markdown))
+    assert any(text.startswith("A larger demo: 60 clinical notes from [MTSamples]") for text in texts(at.caption))
+    at.button(key="demo").click().run()
+    job = job_registry().wait("demo", 600)
+    assert job.error is None, job.error_message
+    at.run()
+    assert not at.exception and texts(at.title) == ["Features"]
+    (demo,) = Workspace(tmp_path).datasets()
+    assert (demo.name, demo.n_documents, demo.metadata_columns) == (SAMPLE_NAME, 60, ["specialty"])
+    specialties = Workspace(tmp_path).metadata(demo.dataset_id)["specialty"]
+    assert specialties.nunique() == 6 and specialties.value_counts().min() >= 5
+    assert not (tmp_path / "demo").exists()  # nothing was downloaded or cached
 
 
 def test_a_second_demo_click_opens_the_stored_result_without_a_job(app_workspace, trained_app):

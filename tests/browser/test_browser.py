@@ -148,7 +148,9 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     shoot(page, "1_home_empty")
 
     go(page, "Datasets")
-    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(csv)
+    page.get_by_role("region", name="Files", exact=True).get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        csv
+    )
     expect(page.get_by_text("Preview (first 20 rows)")).to_be_visible(timeout=PAGE_MS)
     settle(page)
     page.get_by_role("button", name="Create dataset").click()

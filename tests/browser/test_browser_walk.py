@@ -82,7 +82,9 @@ def graph_labels(page: Page) -> dict[str, float]:
 
 def upload_and_check_the_text_column(page: Page, csv: Path) -> None:
     go(page, "Datasets")
-    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(csv)
+    page.get_by_role("region", name="Files", exact=True).get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        csv
+    )
     expect(page.get_by_text("Preview (first 20 rows)")).to_be_visible(timeout=PAGE_MS)
     settle(page)
     warning = page.get_by_text("looks like a category, not text")

@@ -3,6 +3,8 @@
 import threading
 from dataclasses import replace
 
+import numpy as np
+
 from prisma_core.errors import TrainingError
 from prisma_core.interpret.keywords import UNNAMED_LABEL
 from prisma_core.interpret.labelling.storing import FAMILIES, THEMES
@@ -49,6 +51,24 @@ def test_failures_are_kept_with_a_message_for_the_analyst():
     assert registry.wait("a", 10).error_message == "k=500 must be fewer than the 384 features. Lower k."
     assert registry.wait("b", 10).error_message == "Unexpected error (ZeroDivisionError): division by zero"
     assert registry.get("a").status == "failed" and registry.running() == []
+
+
+def test_the_embedding_model_is_let_go_when_the_last_job_ends(bbc):
+    import prisma_core.embed.openvino_backend as openvino_backend
+    from prisma_core.embed import EmbedConfig, embed_texts, resolve_backend
+
+    config = EmbedConfig()
+    assert resolve_backend(config) == "openvino"  # the bundled model's default on this CPU
+    texts = bbc["text"].head(4).tolist()
+    registry, other_may_end = JobRegistry(), threading.Event()
+    registry.start("other", "Other", lambda progress: other_may_end.wait(30))
+    first = registry.wait(registry.start("embed", "Embed", lambda progress: embed_texts(texts, config))[0].key, 60)
+    assert openvino_backend._compiled.cache_info().currsize == 1  # another job still runs: the model stays
+    other_may_end.set()
+    registry.wait("other", 30)
+    assert openvino_backend._compiled.cache_info().currsize == 0  # the last job ended: let go (about 200 MB)
+    again = registry.wait(registry.start("embed", "Embed", lambda progress: embed_texts(texts, config))[0].key, 60)
+    assert np.allclose(again.result, first.result, atol=1e-6)  # loaded again from the disk cache, same vectors
 
 
 def test_user_text_is_escaped_for_markdown_and_html():
