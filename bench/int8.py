@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench import common, quality
-from prisma_core.embed import EmbedConfig, model_key, openvino_backend, plan_chunks, quantize
+from prisma_core.embed import EmbedConfig, int8_choice, model_key, openvino_backend, plan_chunks, quantize
 
 NAME = "int8"
 TITLE = "9. int8 embedding: int8 vs bf16 vs fp32"
@@ -49,7 +49,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     paths = {name: functools.partial(quantize.document_vectors, *pair, texts) for name, pair in loaded.items()}
     tokens = int(plan_chunks(loaded["fp32"][0], texts).tokens_per_doc.sum())
     seconds, vectors = common.interleaved(paths, common.timed_rounds(quick, ROUNDS))
-    check = quantize.int8_check(configs["int8"].model)
+    check = int8_choice.int8_check(configs["int8"].model)
     return {
         "device": common.device_report(),
         "quick": quick,
@@ -78,12 +78,12 @@ def _path_summary(seconds: list[float], tokens: int, vectors: np.ndarray, refere
 @contextlib.contextmanager
 def _auto_at_bf16() -> Iterator[None]:
     """`auto` falls back from int8 as it does when the accuracy check fails: thresholds above any cosine."""
-    kept = quantize.MIN_MEAN_COSINE
-    quantize.MIN_MEAN_COSINE = 2.0
+    kept = int8_choice.MIN_MEAN_COSINE
+    int8_choice.MIN_MEAN_COSINE = 2.0
     try:
         yield
     finally:
-        quantize.MIN_MEAN_COSINE = kept
+        int8_choice.MIN_MEAN_COSINE = kept
 
 
 def run_quality(cache: Path, quick: bool) -> dict[str, Any]:
@@ -138,7 +138,7 @@ default settings embed into **{result["auto_space"]}** here.
   >= {TARGET_RATIO}x: **{common.verdict(ratio, TARGET_RATIO)}**.
 - First-use check stored with the int8 model (bundled check texts, {check.get("documents", "-")} documents): cosine to
   fp32 {check.get("mean_cosine", float("nan")):.4f} mean, {check.get("min_cosine", float("nan")):.4f} min (auto
-  needs >= {quantize.MIN_MEAN_COSINE} and >= {quantize.MIN_COSINE})."""
+  needs >= {int8_choice.MIN_MEAN_COSINE} and >= {int8_choice.MIN_COSINE})."""
 
 
 def quality_markdown(result: dict[str, Any]) -> str:

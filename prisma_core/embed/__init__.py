@@ -6,8 +6,8 @@ documents are sorted by length and batched together, pooled by the model's own p
 document.
 
 A backend (one module each, listed in BACKENDS) runs the model: its `load_encoder(config)` returns an Encoder (the
-model's tokenizer, window and dimension) and a Pooler. `config` holds the settings, `model` the shared model loading,
-`chunking` the windows and the averaging.
+model's tokenizer, window and dimension) and a Pooler, at the precision this package chose (`auto` resolved, int8
+included). `config` holds the settings, `model` the shared model loading, `chunking` the windows and the averaging.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -79,15 +79,15 @@ def nncf_installed() -> bool:
 def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "int8"]:
     """The precision `config` embeds at. auto: int8 on a CPU with int8 dot products when OpenVINO and NNCF are
     installed, the backend is not torch and the int8 model passed its accuracy check and was faster than fp32
-    (both measured once per machine, embed/quantize.py); else what `resolve_precision` says (bf16 where it is
-    native, else fp32)."""
+    (both measured once per machine by embed/quantize.py, judged by embed/int8_choice.py); else what
+    `resolve_precision` says (bf16 where it is native, else fp32)."""
     device = resolve_device(config.device)
     precision = resolve_precision(config.precision, device)
     int8_possible = device == "cpu" and config.backend != "torch" and cpu_has_int8_dot_product()
     if config.precision == "auto" and int8_possible and openvino_installed() and nncf_installed():
-        from prisma_core.embed import quantize  # imports openvino: only where int8 can be chosen
+        from prisma_core.embed import int8_choice  # reads (or measures) the int8 check: only where int8 can be chosen
 
-        return "int8" if quantize.auto_int8(config.model) else precision
+        return "int8" if int8_choice.auto_int8(config.model) else precision
     return precision
 
 
@@ -143,7 +143,7 @@ def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
     Only here are the backend and its libraries (torch, sentence-transformers, openvino) imported: a process that
     finds every vector it needs in the cache never loads them."""
     backend = importlib.import_module(BACKENDS[resolve_backend(config)])
-    return backend.load_encoder(config)
+    return backend.load_encoder(replace(config, precision=resolve_config_precision(config)))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ disk, and compiled for the CPU. A BERT model (the bundled one) is built from its
 
 At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
 fp32 vectors (bench/fast_cpu.py); at int8 the converted model is quantized with NNCF first (embed/quantize.py). It
-pools exactly what the torch model pools: the model's own pooling module is part of the converted graph.
+pools exactly what the torch model pools: the model's own pooling module is part of the converted graph. The model
+is compiled and run by embed/openvino_runtime.py, through which openvino is imported (without its telemetry).
 
 The converted model, its tokenizer and its window are kept in `cache_root()/<key>` (`$PRISMA_CACHE_DIR/openvino`,
 else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision
@@ -12,12 +13,6 @@ else `~/.cache/prisma/openvino`), the key naming the model, the library versions
 finds its folder loads it without converting and without torch's copy of the weights. A folder is written under a
 temporary name and renamed into place, so a process never reads a half-written model; two processes converting at
 once both succeed, and the first rename wins.
-
-OpenVINO's `openvino_telemetry` package, which it installs with itself, sends usage reports from forked child
-processes when openvino is imported and whenever a model is converted: unasked-for network traffic from an app that
-reads private documents, and each fork copies the whole server process (dozens per conversion, each warning that
-LanceDB in a forked child may deadlock). This module is the only place that imports openvino, and it marks that
-package as absent first, so openvino falls back to its own no-op telemetry stub.
 """
 
 from __future__ import annotations
@@ -35,16 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
-from prisma_core.embed import openvino_graph, resolve_config_precision
-from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
-from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model, padded_length
+from prisma_core.embed import openvino_graph
+from prisma_core.embed.config import EmbedConfig, resolve_precision
+from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model
 from prisma_core.embed.openvino_cache import cache_key, cache_root
+from prisma_core.embed.openvino_runtime import compile_for, openvino, openvino_pooler
+from prisma_core.embed.quantize import quantize_checked
 from prisma_core.errors import EmbeddingError
-
-sys.modules.setdefault("openvino_telemetry", None)  # no usage reports, no forks (see the module docstring)
-import openvino  # noqa: E402
 
 _MODEL_FILE = "model.xml"
 _TOKENIZER_DIR = "tokenizer"
@@ -116,8 +108,6 @@ def _converted(model: str, precision: str) -> tuple[openvino.Model, Any, Mapping
     converted, encoder = _source(model)
     if precision != "int8":
         return converted, encoder, {}
-    from prisma_core.embed.quantize import quantize_checked
-
     quantized, notes = quantize_checked(converted, encoder)
     return quantized, encoder, notes
 
@@ -203,32 +193,11 @@ def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[o
         raise EmbeddingError(f"OpenVINO could not compile the model {model!r}: {error}. Choose torch.") from error
 
 
-def compile_for(converted: openvino.Model, precision: Literal["fp32", "bf16", "int8"]) -> openvino.CompiledModel:
-    """The model compiled for the CPU. What int8 leaves in floating point runs at bf16 where the CPU has it. A process
-    given a share of the CPUs (OMP_NUM_THREADS, which Ray sets for each embedding worker) runs that many threads;
-    else OpenVINO takes every core."""
-    bf16 = precision == "bf16" or (precision == "int8" and cpu_has_native_bf16())
-    properties: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        properties["INFERENCE_NUM_THREADS"] = int(os.environ["OMP_NUM_THREADS"])
-    return openvino.Core().compile_model(converted, "CPU", properties)
-
-
-def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
-    """A pooler on the compiled model; each call has its own inference request, so concurrent jobs can share it."""
-
-    def pool(batch_ids: list[list[int]]) -> np.ndarray:
-        length = padded_length(max(len(ids) for ids in batch_ids))
-        padded = tokenizer.pad({"input_ids": batch_ids}, padding="max_length", max_length=length, return_tensors="np")
-        inputs = {name: padded[name].astype(np.int64) for name in ("input_ids", "attention_mask")}
-        return np.asarray(compiled.create_infer_request().infer(inputs)[0], dtype=np.float32)
-
-    return pool
-
-
 def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
-    """The model's tokenizer, window and dimension, and a pooler on the compiled model."""
-    precision = resolve_config_precision(config)
+    """The model's tokenizer, window and dimension, and a pooler on the compiled model, at the configured precision.
+    `auto` is floating point here (bf16 where it is native, else fp32): whether `auto` goes to int8 is the package's
+    choice (`prisma_core.embed.load_encoder` hands the backend the precision it chose)."""
+    precision = resolve_precision(config.precision, "cpu")
     with LOADING:
         compiled, encoder = _compiled(config.model, precision)
     return encoder, openvino_pooler(compiled, encoder.tokenizer)

@@ -2,11 +2,11 @@
 uses it.
 
 Quantization is calibrated on Prisma's own sentences (embed/calibration_texts.py: every other sentence, alone and
-joined into paragraphs of several windows' length), and the quantized model is checked on the other half: their
-chunk-and-average document vectors, computed through the same chunking and averaging as any dataset's, must keep a
-cosine to the fp32 vectors of at least MIN_MEAN_COSINE on average and MIN_COSINE for every document. The measured
-cosines are stored in the model's cache folder with the model (openvino_backend), so each machine quantizes and
-checks once; `auto` reads them and uses int8 only when they pass, else says why and keeps bf16 (or fp32).
+joined into paragraphs of several windows' length), and the quantized model is checked on the other half: the cosines
+of their chunk-and-average document vectors, computed through the same chunking and averaging as any dataset's, to
+the fp32 vectors. The measured cosines are stored in the model's cache folder with the model (openvino_backend), so
+each machine quantizes and checks once; `auto` reads them and uses int8 only when they pass its thresholds
+(embed/int8_choice.py), else says why and keeps bf16 (or fp32).
 
 The check also times both models on the check documents on this CPU (TIMED_PASSES each, alternating, the quickest
 pass counting): `auto` uses int8 only where it measured faster than fp32, so the choice follows this CPU's speed as
@@ -22,7 +22,6 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,7 +30,6 @@ from prisma_core.embed.calibration_texts import SENTENCES
 from prisma_core.embed.chunking import average_by_document, encode_chunks, plan_chunks
 from prisma_core.embed.config import EmbedConfig
 from prisma_core.embed.model import Encoder, Pooler
-from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.errors import EmbeddingError
 
 if TYPE_CHECKING:  # openvino is imported only to quantize or to load a model: `auto` reads the check without it
@@ -39,18 +37,12 @@ if TYPE_CHECKING:  # openvino is imported only to quantize or to load a model: `
 
 logger = logging.getLogger(__name__)
 
-MIN_MEAN_COSINE = 0.99
-"""int8 document vectors must keep at least this mean cosine to the fp32 ones ..."""
-MIN_COSINE = 0.97
-"""... and at least this cosine for every checked document."""
 CHECK_FILE = "int8_check.json"
 """The check's measurements, kept in the int8 model's cache folder."""
 TIMED_PASSES = 2
 """Timed passes of each model over the check documents: the quickest counts (a busy machine slows some passes)."""
 PARAGRAPH_SIZES = (4, 24)
 """Sentences per paragraph: besides each sentence alone, paragraphs of a few sentences and of two windows or more."""
-
-_reported: set[tuple[str, float, float]] = set()
 
 
 @dataclass(frozen=True)
@@ -124,11 +116,11 @@ def _quantize(converted: openvino.Model, encoder: Any) -> openvino.Model:
 def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any) -> Int8Check:
     """Cosine of int8 to fp32 chunk-and-average document vectors of the check documents, and the quickest of
     TIMED_PASSES passes of each model over them (after a first, untimed pass that also warms it up)."""
-    from prisma_core.embed import openvino_backend
+    from prisma_core.embed.openvino_runtime import compile_for, openvino_pooler  # imports openvino (see TYPE_CHECKING)
 
     texts = check_documents()
     pools = {
-        precision: openvino_backend.openvino_pooler(openvino_backend.compile_for(model, precision), encoder.tokenizer)
+        precision: openvino_pooler(compile_for(model, precision), encoder.tokenizer)
         for model, precision in ((converted, "fp32"), (quantized, "int8"))
     }
     reference, measured = (document_vectors(encoder, pools[precision], texts) for precision in ("fp32", "int8"))
@@ -151,45 +143,3 @@ def document_vectors(encoder: Encoder, pool: Pooler, texts: list[str]) -> np.nda
     chunking = plan_chunks(encoder, texts)
     chunks = encode_chunks(pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size)
     return average_by_document(chunks, chunking.chunk_owner, len(texts))
-
-
-def check_folder(model: str) -> Path:
-    return cache_root() / cache_key(model, "int8")
-
-
-def int8_check(model: str) -> Int8Check | None:
-    """The int8 model's check on this machine: read from its cache folder, else measured now by quantizing the model
-    (once per machine; the model is then compiled and ready for this process). None when the model cannot be
-    loaded or no cache could keep the check."""
-    path = check_folder(model) / CHECK_FILE
-    if not path.is_file():
-        from prisma_core.embed import openvino_backend
-
-        try:
-            openvino_backend.load_encoder(EmbedConfig(model=model, precision="int8", backend="openvino"))
-        except EmbeddingError as error:  # a model that cannot load: the embedding itself will say why
-            logger.warning("No int8 model of %s: %s", model, error)
-            return None
-    try:
-        return Int8Check(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def auto_int8(model: str, min_mean_cosine: float | None = None, min_cosine: float | None = None) -> bool:
-    """Whether `auto` embeds at int8: only when the int8 model's check passes the thresholds (MIN_MEAN_COSINE and
-    MIN_COSINE unless given). When it does not, says why in the log, once per process."""
-    thresholds = (
-        MIN_MEAN_COSINE if min_mean_cosine is None else min_mean_cosine,
-        MIN_COSINE if min_cosine is None else min_cosine,
-    )
-    check = int8_check(model)
-    failure = (
-        f"no accuracy check: the model could not be quantized, or its check kept in {check_folder(model)}"
-        if check is None
-        else check.failure(*thresholds)
-    )
-    if failure is not None and (model, *thresholds) not in _reported:
-        _reported.add((model, *thresholds))
-        logger.warning("int8 embedding not used for %s (%s): staying at bf16 or fp32", model, failure)
-    return failure is None

@@ -22,6 +22,7 @@ from prisma_core.embed import (
     model_key,
     openvino_backend,
     openvino_cache,
+    openvino_runtime,
     plan_chunks,
     resolve_backend,
     resolve_precision,
@@ -175,7 +176,7 @@ def test_openvino_batches_come_in_few_shapes(bbc):
     recorder = ShapeRecorder(compiled)
     texts = bbc["text"].head(120).tolist() + [text[: 40 * n] for n, text in enumerate(bbc["text"].head(60), 1)]
     chunking = plan_chunks(cached, texts)
-    pool = embed_model.bounded(openvino_backend.openvino_pooler(recorder, cached.tokenizer))
+    pool = embed_model.bounded(openvino_runtime.openvino_pooler(recorder, cached.tokenizer))
     padded = encode_chunks(pool, chunking.chunk_ids, cached.get_embedding_dimension(), 16)
     lengths = {length for _, length in recorder.shapes}
     assert len({len(ids) for ids in chunking.chunk_ids}) > 40  # many distinct chunk lengths went in ...

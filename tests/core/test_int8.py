@@ -1,6 +1,6 @@
-"""int8 embedding (embed/quantize.py): accuracy on real texts, the quantized model cached on disk, `auto` choosing
-int8 only when its accuracy check passes, and separate keys per precision. The real model is quantized once, into a
-cache folder of this module's own."""
+"""int8 embedding (embed/quantize.py, embed/int8_choice.py): accuracy on real texts, the quantized model cached on
+disk, `auto` choosing int8 only when its accuracy check passes, and separate keys per precision. The real model is
+quantized once, into a cache folder of this module's own."""
 
 import dataclasses
 import logging
@@ -17,6 +17,7 @@ from prisma_core.embed import (
     cpu_has_int8_dot_product,
     cpu_has_native_bf16,
     embed_texts,
+    int8_choice,
     model_key,
     openvino_backend,
     openvino_cache,
@@ -65,13 +66,13 @@ def test_int8_vectors_stay_close_to_fp32_on_real_texts(int8_cache, bbc, mtsample
     texts = bbc["text"].head(30).tolist() + mtsamples["text"].head(20).tolist() + ag_news["text"].head(30).tolist()
     int8, fp32 = embed_texts(texts, INT8), embed_texts(texts, FP32)
     similarity = cosines(int8, fp32)
-    assert similarity.mean() >= quantize.MIN_MEAN_COSINE
-    assert similarity.min() >= quantize.MIN_COSINE
+    assert similarity.mean() >= int8_choice.MIN_MEAN_COSINE
+    assert similarity.min() >= int8_choice.MIN_COSINE
     assert similarity.mean() < 0.9999  # really quantized, not fp32 under another name
 
 
 def test_second_load_reads_the_quantized_model_without_quantizing_again(int8_cache):
-    folder = quantize.check_folder(DEFAULT_MODEL)
+    folder = int8_choice.check_folder(DEFAULT_MODEL)
     written = {name: (folder / name).stat().st_mtime_ns for name in ("model.xml", quantize.CHECK_FILE)}
     first = embed_texts(["the patient was discharged home"], INT8)
     quantized = openvino_backend.conversions
@@ -83,30 +84,30 @@ def test_second_load_reads_the_quantized_model_without_quantizing_again(int8_cac
 
 
 def test_the_stored_check_measured_the_bundled_documents(int8_cache):
-    check = quantize.int8_check(DEFAULT_MODEL)
+    check = int8_choice.int8_check(DEFAULT_MODEL)
     assert check is not None
     assert check.documents == len(quantize.check_documents())
-    assert quantize.MIN_MEAN_COSINE <= check.mean_cosine < 1
-    assert quantize.MIN_COSINE <= check.min_cosine <= check.mean_cosine
+    assert int8_choice.MIN_MEAN_COSINE <= check.mean_cosine < 1
+    assert int8_choice.MIN_COSINE <= check.min_cosine <= check.mean_cosine
     assert check.int8_seconds > 0 and check.fp32_seconds > 0  # both timed on this machine
 
 
 def test_auto_uses_int8_only_when_the_check_passes(int8_cache, monkeypatch, caplog):
     float_space = f"{DEFAULT_MODEL}|openvino-{'bf16' if cpu_has_native_bf16() else 'fp32'}"
-    check = quantize.int8_check(DEFAULT_MODEL)
+    check = int8_choice.int8_check(DEFAULT_MODEL)
     if cpu_has_int8_dot_product():  # int8 where it is accurate and measured faster than fp32 on this CPU
         faster = check.int8_seconds < check.fp32_seconds
         assert model_key(EmbedConfig()) == (f"{DEFAULT_MODEL}|openvino-int8" if faster else float_space)
     slower = dataclasses.replace(check, int8_seconds=check.fp32_seconds)
-    assert "not faster" in slower.failure(quantize.MIN_MEAN_COSINE, quantize.MIN_COSINE)
+    assert "not faster" in slower.failure(int8_choice.MIN_MEAN_COSINE, int8_choice.MIN_COSINE)
     faster = dataclasses.replace(check, int8_seconds=check.fp32_seconds / 2)
     assert faster.failure(check.mean_cosine, check.min_cosine) is None
-    assert not quantize.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine + 1e-4)
-    assert not quantize.auto_int8(DEFAULT_MODEL, min_cosine=check.min_cosine + 1e-4)
+    assert not int8_choice.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine + 1e-4)
+    assert not int8_choice.auto_int8(DEFAULT_MODEL, min_cosine=check.min_cosine + 1e-4)
     if check.int8_seconds < check.fp32_seconds:
-        assert quantize.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine, min_cosine=check.min_cosine)
-    monkeypatch.setattr(quantize, "MIN_MEAN_COSINE", check.mean_cosine + 1e-4)
-    with caplog.at_level(logging.WARNING, logger=quantize.__name__):
+        assert int8_choice.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine, min_cosine=check.min_cosine)
+    monkeypatch.setattr(int8_choice, "MIN_MEAN_COSINE", check.mean_cosine + 1e-4)
+    with caplog.at_level(logging.WARNING, logger=int8_choice.__name__):
         assert model_key(EmbedConfig()) == float_space
     if cpu_has_int8_dot_product():
         assert "int8 embedding not used" in caplog.text
@@ -134,7 +135,7 @@ def test_workspace_keeps_int8_and_bf16_vectors_apart(int8_cache, tmp_path: Path,
     int8_vectors = workspace.vectors(dataset_id, model_key(INT8))
     bf16_vectors = workspace.vectors(dataset_id, model_key(bf16))
     assert not np.allclose(int8_vectors, bf16_vectors, atol=1e-4)
-    assert cosines(int8_vectors, bf16_vectors).min() >= quantize.MIN_COSINE
+    assert cosines(int8_vectors, bf16_vectors).min() >= int8_choice.MIN_COSINE
     assert pipeline.embed_dataset(workspace, dataset_id, INT8).n_computed == 0
 
 

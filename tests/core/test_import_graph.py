@@ -1,0 +1,98 @@
+"""The core's imports have no cycles (README, code map): each module's imports, read from its source, form a graph
+without a loop, so every module can be read, tested and imported after the modules it uses.
+
+An import counts wherever it is written: at the top, inside a function (deferred to keep heavy libraries out of
+processes that do not need them) or, inside the embedding package, only for type checkers. `from package import
+name` imports the submodule `package.name` when there is one, else the package itself; a submodule's implicit import
+of its parent package is not counted (every submodule has it).
+"""
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import networkx as nx
+
+from prisma_core import embed
+
+CORE = Path(embed.__file__).resolve().parents[1]
+REGISTERED = {"prisma_core.embed": set(embed.BACKENDS.values())}
+"""Imports made by name at run time (importlib): the embedding package imports the backend a config chooses."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(CORE.rglob("*.py"))}
+
+
+def is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def import_statements(tree: ast.AST, type_only: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under `tree`, those in `if TYPE_CHECKING:` blocks only when `type_only`."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        elif type_only or not is_type_checking_block(child):
+            yield from import_statements(child, type_only)
+
+
+def imported_names(module: str, statement: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    if isinstance(statement, ast.Import):
+        yield from (alias.name for alias in statement.names)
+        return
+    package = module if MODULES[module].stem == "__init__" else module.rpartition(".")[0]
+    base = statement.module or ""
+    if statement.level:
+        anchor = package.split(".")[: len(package.split(".")) - statement.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    for alias in statement.names:
+        yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+
+
+def core_module(name: str) -> str | None:
+    """The module of the core that importing `name` runs (a name inside a module: that module); None outside it."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(type_only: bool) -> nx.DiGraph:
+    """module -> each module of the core it imports."""
+    graph = nx.DiGraph()
+    for module, path in MODULES.items():
+        graph.add_node(module)
+        for statement in import_statements(ast.parse(path.read_text(encoding="utf-8")), type_only):
+            for name in imported_names(module, statement):
+                target = core_module(name)
+                if target is not None and target != module:
+                    graph.add_edge(module, target)
+        graph.add_edges_from((module, target) for target in REGISTERED.get(module, ()))
+    return graph
+
+
+def test_the_graph_sees_top_level_deferred_and_registered_imports() -> None:
+    graph = import_graph(type_only=True)
+    assert graph.has_edge("prisma_core.embed.openvino_backend", "prisma_core.embed.openvino_runtime")  # at the top
+    assert graph.has_edge("prisma_core.embed", "prisma_core.embed.int8_choice")  # in a function
+    assert graph.has_edge("prisma_core.embed", "prisma_core.embed.openvino_backend")  # by name, through BACKENDS
+    assert graph.has_edge("prisma_core.embed.cache", "prisma_core.embed")  # a name the package itself defines
+    assert graph.has_edge("prisma_core.edits", "prisma_core.runs")  # for type checkers only
+
+
+def test_the_embedding_package_has_no_import_cycle() -> None:
+    graph = import_graph(type_only=True)
+    package = graph.subgraph(module for module in graph if module.split(".")[:2] == ["prisma_core", "embed"])
+    cycles = list(nx.simple_cycles(package))
+    assert len(package) >= 10 and not cycles, cycles
+
+
+def test_the_core_has_no_import_cycle() -> None:
+    """Imports for type checkers are left out here: `edits` names `runs.LoadedRun` in its annotations only, and
+    `runs` applies the edits."""
+    cycles = list(nx.simple_cycles(import_graph(type_only=False)))
+    assert not cycles, cycles
