@@ -266,8 +266,9 @@ def test_a_natural_url_as_a_fresh_servers_first_request(browser, tmp_path, path)
     assert_clean_log(f"first_{path}.log")
 
 
-def test_the_demo_as_a_new_user_meets_it(browser, corpora_dir, tmp_path):
-    env = {"PRISMA_DEMO_FILE": str(corpora_dir / "mtsamples.parquet"), "PRISMA_DEMO_DOCS": str(DEMO_DOCUMENTS)}
+def test_the_demo_as_a_new_user_meets_it(browser, tmp_path):
+    """The demo's notes ship with Prisma: no demo file is set and nothing is downloaded."""
+    env = {"PRISMA_DEMO_DOCS": str(DEMO_DOCUMENTS), "PRISMA_DEMO_FILE": ""}
     with streamlit_server(tmp_path / "workspace", "demo.log", **env) as (url, _):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
@@ -282,7 +283,7 @@ def test_the_demo_as_a_new_user_meets_it(browser, corpora_dir, tmp_path):
         assert_clean(page)
         pickers = page.locator("[data-testid=stSidebar] input[role=combobox]")  # the chosen value is the input's
         sidebar = " ".join(picker.input_value() for picker in pickers.all())
-        assert "MTSamples demo" in sidebar and "features ·" in sidebar and "FVU" not in sidebar
+        assert "Clinical notes demo" in sidebar and "features ·" in sidebar and "FVU" not in sidebar
 
         # click the 5th row, then search a word that matches no label (issue 11: IndexError)
         table = page.locator("[class*='st-key-features_table'] [data-testid=stDataFrame]").first  # not the themes
@@ -291,7 +292,7 @@ def test_the_demo_as_a_new_user_meets_it(browser, corpora_dir, tmp_path):
         page.mouse.click(box["x"] + 12, box["y"] + 35 * 5 + 18)  # the row selector of the 5th row
         settle(page)
         search = page.get_by_label("Search labels and descriptions")
-        search.fill("oximetry")
+        search.fill("xylophone")
         search.press("Enter")
         settle(page)
         assert_clean(page)
