@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import ollama
@@ -29,6 +29,7 @@ import ollama
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.errors import LabellingError, SettingsError
 from prisma_core.interpret.bounded_http import BoundedTransport, ReplyTooLarge
+from prisma_core.interpret.labeller import LabelRequest, LabelResult
 from prisma_core.interpret.prompts import (
     MAX_LABEL_CHARS,
     MAX_LABEL_WORDS,
@@ -152,20 +153,6 @@ class OllamaConfig(CheckedConfig):
         return (self.api_key, self.host_credentials)
 
 
-@dataclass(frozen=True)
-class LabelResult:
-    label: str  # short noun phrase, at most MAX_LABEL_WORDS words, plain text
-    description: str  # one sentence, at most MAX_DESCRIPTION_CHARS characters (may be empty)
-    model: str  # who wrote it: an Ollama model name, or the name of an LLM-free method
-    prompt_version: str  # version of the prompts (or method) that produced it
-
-
-class Labeller(Protocol):
-    def label_feature(self, evidence: list[str], contrast: list[str]) -> LabelResult:
-        """Name the concept present in the evidence documents and absent from the contrast documents."""
-        ...
-
-
 class InvalidAnswer(ValueError):
     """The model answered, but not with something usable; the message is sent back to it."""
 
@@ -248,7 +235,7 @@ def has_model(available: list[str], model: str) -> bool:
 
 
 class OllamaLabeller:
-    """Labels features and families, and runs the detection check, with one Ollama chat model."""
+    """Labels features and families, and runs the detection check, with one Ollama chat model (a `Labeller`)."""
 
     def __init__(self, config: OllamaConfig):
         self.config = config
@@ -279,6 +266,18 @@ class OllamaLabeller:
         available = self.list_models()
         if not has_model(available, self.config.model):
             raise self._missing_model_error(available)
+
+    @property
+    def source(self) -> str:
+        return self.config.model
+
+    def label(self, request: LabelRequest) -> LabelResult:
+        """A feature from its documents; a group from its members' labels (its headline member's first) too."""
+        evidence, contrast = request.evidence_texts(), request.contrast_texts()
+        if request.kind == "feature":
+            return self.label_feature(evidence, contrast)
+        headline, *members = request.member_labels or ("",)
+        return self.label_group(request.kind, headline, members, evidence, contrast)
 
     def label_feature(self, evidence: list[str], contrast: list[str]) -> LabelResult:
         evidence = [text for text in evidence if text.strip()][: self.config.n_evidence]
