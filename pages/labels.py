@@ -10,7 +10,7 @@ from prisma_core.errors import PrismaError
 from prisma_core.interpret import labelling
 from prisma_core.interpret.labelling import LabelConfig, LabelPlan, LabelSummary, ScoreSummary
 from prisma_core.interpret.labelling.estimate import counted, describe_plan, measured_pace
-from prisma_core.interpret.ollama_labeller import OllamaConfig
+from prisma_core.interpret.ollama_config import OllamaConfig
 from ui.cards import feature_options
 from ui.jobs import Job
 from ui.loaders import label_score_baseline

@@ -28,7 +28,8 @@ from prisma_core.interpret.labelling.job import (
 )
 from prisma_core.interpret.labelling.planning import labelled_by, selected_features
 from prisma_core.interpret.labelling.storing import record_batch
-from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace

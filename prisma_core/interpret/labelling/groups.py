@@ -31,7 +31,9 @@ from prisma_core.interpret.labelling.storing import (
     record_batch,
     save_group_labels,
 )
-from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller, has_model
+from prisma_core.interpret.ollama_client import has_model
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, resolve_labels
 from prisma_core.store import Workspace

@@ -29,7 +29,8 @@ from prisma_core.interpret.labelling.job import (
     keyword_top_documents,
     never_stop,
 )
-from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.scoring import Detector, detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, with_shown_labels

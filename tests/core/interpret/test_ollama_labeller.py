@@ -9,14 +9,9 @@ import pytest
 from ollama_server import FakeOllama, running_fake_ollama
 
 from prisma_core.errors import LabellingError
-from prisma_core.interpret.labeller import Labeller, LabelRequest
-from prisma_core.interpret.ollama_labeller import (
-    DETECTION_SCHEMA,
-    LABEL_SCHEMA,
-    LabelResult,
-    OllamaConfig,
-    OllamaLabeller,
-)
+from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.prompts import (
     CHARS_PER_TOKEN,
     PROMPT_VERSION,
@@ -24,6 +19,7 @@ from prisma_core.interpret.prompts import (
     neutralise_markup,
     truncate_to_tokens,
 )
+from prisma_core.interpret.replies import DETECTION_SCHEMA, LABEL_SCHEMA
 
 EVIDENCE = [
     "Arsenal beat Chelsea 2-1 at the Emirates as Arsenal extended their lead.",
@@ -165,7 +161,7 @@ def test_an_unknown_model_raises_an_error_naming_the_available_models(make_label
 
 def test_check_and_list_models_on_a_working_server(make_labeller):
     labeller = make_labeller()
-    assert labeller.list_models() == ["llama3.2:latest", "qwen2.5:0.5b"]
+    assert labeller.client.list_models() == ["llama3.2:latest", "qwen2.5:0.5b"]
     labeller.check()
     make_labeller(model="qwen2.5:0.5b").check()
 
