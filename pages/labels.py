@@ -9,7 +9,8 @@ import streamlit as st
 from prisma_core.errors import PrismaError
 from prisma_core.interpret import labelling
 from prisma_core.interpret.labelling import LabelConfig, LabelPlan, LabelSummary, ScoreSummary
-from prisma_core.interpret.ollama_labeller import OllamaConfig
+from prisma_core.interpret.labelling.estimate import counted, describe_plan, measured_pace
+from prisma_core.interpret.ollama_config import OllamaConfig
 from ui.cards import feature_options
 from ui.jobs import Job
 from ui.loaders import label_score_baseline
@@ -30,9 +31,6 @@ SCOPES = {
 }
 SCOPE_KEY = "label_scope"
 SEEN_KEY = "label_jobs_seen"
-CPU_TOKENS_PER_S = 150
-"""Prompt tokens a 3B model reads per second on a laptop CPU (a GPU reads ten times more)."""
-SECONDS_PER_ANSWER = 3
 
 route_here()
 
@@ -158,38 +156,17 @@ def scope_picker() -> Scope:
     return Scope(None, None if with_families else [], None if with_themes else [], "all features")
 
 
-def estimate(plan: LabelPlan, measured: float | None) -> str:
-    if not plan.n_requests:
-        return "Nothing to do: everything chosen already has a label from this model (tick *Label again* to redo)."
-    fast = plan.n_requests * SECONDS_PER_ANSWER / 3 + plan.prompt_tokens / (CPU_TOKENS_PER_S * 10)
-    slow = plan.n_requests * SECONDS_PER_ANSWER + plan.prompt_tokens / CPU_TOKENS_PER_S
-    text = (
-        f"**{counted(plan.n_requests, 'request')}** ({counted(plan.n_features, 'feature')}, "
-        f"{counted(plan.n_families, 'family', 'families')}, {counted(plan.n_themes, 'theme')}), about "
-        f"{plan.prompt_tokens:,} tokens for the model to read: roughly {minutes(fast)} on a GPU, "
-        f"{minutes(slow)} for a small model on a laptop CPU."
-    )
-    if measured:
-        text += f" At the pace of the last batch ({measured:.1f} s a request): {minutes(plan.n_requests * measured)}."
-    skipped = plan.n_features_skipped + plan.n_families_skipped + plan.n_themes_skipped
-    if skipped:
-        text += f" {skipped:,} already labelled by this model are skipped."
-    return text
-
-
-def counted(n: int, word: str, plural: str = "") -> str:
-    return f"{n:,} {word if n == 1 else plural or word + 's'}"
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+def plan_markdown(plan: LabelPlan, pace: float | None) -> str:
+    text = describe_plan(plan, pace)
+    if not text.requests:
+        return f"{text.details} Tick *Label again* to redo."
+    return f"**{text.requests}** {text.details}"
 
 
 def seconds_per_request(job: Job | None) -> float | None:
     if job is None or job.result is None:
         return None
-    done = sum(summary.n_labelled + summary.n_failed for _, summary in job.result.groups())
-    return job.seconds / done if done else None
+    return measured_pace(job.seconds, [summary for _, summary in job.result.groups()])
 
 
 @dataclass(frozen=True)
@@ -276,7 +253,7 @@ if config is not None:
     except PrismaError as error:
         st.error(md(error))
         st.stop()
-    st.markdown(estimate(plan, seconds_per_request(job)))
+    st.markdown(plan_markdown(plan, seconds_per_request(job)))
     resume = job is not None and job.status == "cancelled"
     if st.button(
         "Resume" if resume else "Start",

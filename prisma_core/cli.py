@@ -22,7 +22,7 @@ from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig, guess_id_column, preview_paths
 from prisma_core.interpret.label_scores import ScoreConfig
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
-from prisma_core.interpret.ollama_labeller import OllamaConfig
+from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.progress import Progress
 from prisma_core.report.config import ReportConfig
 from prisma_core.sae.config import SAEConfig

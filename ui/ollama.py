@@ -13,12 +13,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from prisma_core.errors import LabellingError, SettingsError
-from prisma_core.interpret.ollama_labeller import (
-    API_KEY_ENV,
-    DEFAULT_HOST,
-    OllamaConfig,
-    OllamaLabeller,
-)
+from prisma_core.interpret.ollama_client import OllamaClient
+from prisma_core.interpret.ollama_config import API_KEY_ENV, DEFAULT_HOST, OllamaConfig
 from prisma_core.interpret.secrets import Secret, split_host_credentials
 from ui.state import secret
 from ui.text import md
@@ -91,8 +87,8 @@ def check_server(config: OllamaConfig) -> ServerCheck:
         host_credentials=config.host_credentials,
     )
     try:
-        with OllamaLabeller(quick) as labeller:
-            models = sorted(labeller.list_models())
+        with OllamaClient(quick) as client:
+            models = sorted(client.list_models())
     except LabellingError as error:
         return ServerCheck(config.host, bool(config.api_key), [], str(error))
     return ServerCheck(config.host, bool(config.api_key), models)

@@ -4,10 +4,9 @@ families without retraining."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,21 +16,17 @@ import scipy.sparse as sp
 from prisma_core import analysis, sae  # sae's torch parts import when a run is trained, not when one is read
 from prisma_core.carry import CarryReport, carry_edits, previous_edited_run
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.embed.cache import embed_cached
 from prisma_core.errors import NotFoundError, PrismaError, StoreError, TrainingError
 from prisma_core.families import FamilyConfig, find_families
+from prisma_core.interpret.keyword_labeller import KeywordLabeller
 from prisma_core.interpret.keywords import (
     KEYWORD_SOURCE,
-    CorpusTerms,
     KeywordConfig,
     TextBatches,
-    corpus_terms,
-    keyword_labels,
-    streamed_corpus_terms,
     text_batches,
     top_document_members,
 )
-from prisma_core.interpret.label_scores import LABEL_BATCH_SIZE, ScoreConfig, covering_keywords, label_embedding_scores
+from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, family_matrix, load_run
@@ -144,11 +139,11 @@ def _store_features(
     embed_config: EmbedConfig,
     keyword_config: KeywordConfig,
     progress: ProgressCallback,
-) -> _KeywordLabeller:
+) -> KeywordLabeller:
     """Store the features' keyword labels; returns the labeller, for the themes and families."""
     _check_dataset_still_there(workspace, dataset_id)
     texts = _corpus_texts(workspace, dataset_id, vectors)
-    labeller = _KeywordLabeller(workspace, texts, vectors, embed_config, keyword_config)
+    labeller = KeywordLabeller(workspace, texts, vectors, embed_config, keyword_config)
     progress(Progress("label", 0, 1, "keyword labels"))
     labels = _feature_labels(labeller, codes, vectors, embed_config, keyword_config)
     workspace.add_interpretations(run_id, labels.to_dict(orient="records"))
@@ -187,40 +182,14 @@ def _corpus_texts(workspace: Workspace, dataset_id: str, vectors: DocumentVector
     return text_batches(workspace, dataset_id)
 
 
-class _KeywordLabeller:
-    """Keyword labels for any group of documents, on one corpus (the vocabulary is counted once)."""
-
-    def __init__(
-        self,
-        workspace: Workspace,
-        texts: list[str] | TextBatches,
-        vectors: DocumentVectors,
-        embed_config: EmbedConfig,
-        config: KeywordConfig,
-    ) -> None:
-        self.workspace, self.texts, self.vectors, self.config = workspace, texts, vectors, config
-        label_config = replace(embed_config, batch_size=max(embed_config.batch_size, LABEL_BATCH_SIZE))
-        self.embed = lambda terms: embed_cached(terms, label_config, workspace)  # candidates seen before: cached
-
-    def __call__(self, members: sp.spmatrix) -> pd.DataFrame:
-        """members: [n_units, n_documents] 0/1 -> unit, label, description, source."""
-        return keyword_labels(self.terms, members, self.vectors, self.embed, self.config)
-
-    @functools.cached_property
-    def terms(self) -> CorpusTerms:
-        if isinstance(self.texts, list):
-            return corpus_terms(self.texts, self.config)
-        return streamed_corpus_terms(self.texts, self.vectors.shape[0], self.config)
-
-
 def _feature_labels(
-    labeller: _KeywordLabeller,
+    labeller: KeywordLabeller,
     codes: sp.csr_matrix,
     vectors: DocumentVectors,
     embed_config: EmbedConfig,
     keyword_config: KeywordConfig,
 ) -> pd.DataFrame:
-    labels = labeller(top_document_members(codes, keyword_config.n_top_documents)).rename(
+    labels = labeller.label_units(top_document_members(codes, keyword_config.n_top_documents)).rename(
         columns={"unit": "feature_id"}
     )
     score_config = covering_keywords(ScoreConfig(), keyword_config.n_top_documents)
@@ -264,7 +233,7 @@ def _store_themes(
     run_id: str,
     codes: sp.csr_matrix,
     vectors: DocumentVectors,
-    labeller: _KeywordLabeller,
+    labeller: KeywordLabeller,
     config: ThemeConfig,
     progress: ProgressCallback,
 ) -> tuple[Themes, SubThemes]:
@@ -273,7 +242,7 @@ def _store_themes(
     subthemes = build_subthemes(codes, vectors, themes, config.n_subthemes, progress)
     _store_subthemes(workspace, run_id, subthemes, themes, labeller)
     members = themes.members()
-    labels = labeller(members.T.tocsr())
+    labels = labeller.label_units(members.T.tocsr())
     feature_theme = themes.feature_theme()
     rows = [
         {
@@ -293,7 +262,7 @@ def _store_themes(
 
 
 def _store_subthemes(
-    workspace: Workspace, run_id: str, subthemes: SubThemes, themes: Themes, labeller: _KeywordLabeller
+    workspace: Workspace, run_id: str, subthemes: SubThemes, themes: Themes, labeller: KeywordLabeller
 ) -> None:
     """Store the sub-themes (before the themes, so a reader that finds the new themes finds their sub-themes)."""
     n_documents = len(subthemes.assignment)
@@ -302,7 +271,7 @@ def _store_subthemes(
         (np.ones(len(placed), np.float32), (subthemes.assignment[placed], placed)),
         shape=(subthemes.n_subthemes, n_documents),
     )
-    labels = labeller(members)
+    labels = labeller.label_units(members)
     feature_subtheme = subthemes.feature_subtheme(themes.feature_theme())
     rows = [
         {
@@ -329,7 +298,7 @@ def _store_families(
     workspace: Workspace,
     run_id: str,
     codes: sp.csr_matrix,
-    labeller: _KeywordLabeller,
+    labeller: KeywordLabeller,
     config: FamilyConfig,
     progress: ProgressCallback,
 ) -> list[NamedFamily]:
@@ -337,7 +306,7 @@ def _store_families(
     so each would parent one family of everything."""
     families = find_families(analysis.without_features(codes, analysis.background_features(codes)), config, progress)
     family_codes = codes @ family_matrix([f.members for f in families], codes.shape[1])
-    labels = labeller(top_document_members(family_codes, labeller.config.n_top_documents))
+    labels = labeller.label_units(top_document_members(family_codes, labeller.config.n_top_documents))
     named = [
         NamedFamily(**asdict(family), label=labels.loc[i, "label"], label_source=KEYWORD_SOURCE)
         for i, family in enumerate(families)
@@ -377,10 +346,10 @@ def rebuild_themes(
     return themes
 
 
-def _run_labeller(workspace: Workspace, run: LoadedRun) -> _KeywordLabeller:
+def _run_labeller(workspace: Workspace, run: LoadedRun) -> KeywordLabeller:
     """The labeller of a trained run: its texts and vectors in memory or read in slices, as when it was trained."""
     source = workspace.stored_vectors(run.record.dataset_id, run.record.embedding_key)
     vectors = _analysis_vectors(source, SAEConfig.from_dict(run.record.config["sae"], source.shape[1]))
     texts = _corpus_texts(workspace, run.record.dataset_id, vectors)
     keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
-    return _KeywordLabeller(workspace, texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)
+    return KeywordLabeller(workspace, texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)

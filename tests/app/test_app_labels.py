@@ -19,7 +19,7 @@ from ollama_server import FakeOllama, running_fake_ollama
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
-from prisma_core.interpret.ollama_labeller import has_model
+from prisma_core.interpret.ollama_client import has_model
 from ui.state import job_registry
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

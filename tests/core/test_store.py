@@ -19,8 +19,8 @@ from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import DamagedTableError, NotFoundError, StoreError
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig, read_sources
+from prisma_core.interpret import keyword_labeller
 from prisma_core.interpret.keywords import corpus_terms
-from prisma_core.pipeline import training
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
 from prisma_core.store import datasets as datasets_module
@@ -198,7 +198,7 @@ def test_a_run_counts_its_corpus_terms_once_for_features_themes_and_families(tra
         counted.append(len(texts))
         return corpus_terms(texts, config)
 
-    monkeypatch.setattr(training, "corpus_terms", counting)
+    monkeypatch.setattr(keyword_labeller, "corpus_terms", counting)
     summary = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
     assert counted == [60]
     assert workspace.families(summary.run_id) and len(workspace.themes(summary.run_id)) == summary.n_themes

@@ -31,7 +31,7 @@ from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import LabellingError, WeightsError
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.labelling import LabelConfig, label_run
-from prisma_core.interpret.ollama_labeller import OllamaConfig
+from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.sae.io import WEIGHTS_FILE
 from prisma_core.store import WORKSPACE_ENV, Workspace
 

@@ -38,7 +38,9 @@ from prisma_core.interpret import labelling
 from prisma_core.interpret.keywords import UNNAMED_LABEL, keyword_labels
 from prisma_core.interpret.labelling.job import LabelConfig
 from prisma_core.interpret.manual_labels import save_manual_label
-from prisma_core.interpret.ollama_labeller import MAX_REPLY_BYTES, OllamaConfig, OllamaLabeller
+from prisma_core.interpret.ollama_client import MAX_REPLY_BYTES
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.prompts import MAX_LABEL_CHARS
 from prisma_core.interpret.secrets import redact
 from prisma_core.sae.train import DIVERGED, quality_metrics

@@ -6,6 +6,7 @@ true, and returns a summary with counts and the errors met. It raises only when 
 
 Where things live:
 - `planning`: what a batch would ask about and its cost, before it starts (`plan_labels`).
+- `estimate`: how long a plan takes, in seconds and sentences (`describe_plan`).
 - `job`: a batch's settings (`LabelConfig`), summary (`LabelSummary`), progress, cancel and failure streak.
 - `features`: feature labels (`label_run`).
 - `groups`: family and theme labels (`label_groups`).

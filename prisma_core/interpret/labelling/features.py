@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.errors import LabellingError
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
+from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
 from prisma_core.interpret.labelling.job import (
     Batch,
     LabelConfig,
@@ -27,7 +28,8 @@ from prisma_core.interpret.labelling.job import (
 )
 from prisma_core.interpret.labelling.planning import labelled_by, selected_features
 from prisma_core.interpret.labelling.storing import record_batch
-from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
@@ -58,7 +60,7 @@ def label_run(
             labeller.check()
         batch = Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
         if todo:
-            _label_features(workspace, run, todo, labeller, config, batch)
+            _label_features(workspace, run, todo, labeller, (ollama.n_evidence, ollama.n_contrast), config, batch)
     summary = batch.summary(ollama.model, ollama.host, len(wanted) - len(todo), len(selected) - len(wanted))
     if todo:
         record_batch(workspace, record, "feature", ollama, config, summary)
@@ -69,23 +71,26 @@ def _label_features(
     workspace: Workspace,
     run: LoadedRun,
     todo: list[int],
-    labeller: OllamaLabeller,
+    labeller: Labeller,
+    n_shown: tuple[int, int],
     config: LabelConfig,
     batch: Batch,
 ) -> None:
-    """Asks about each feature of `todo` in turn; the labels are stored a few at a time, and when the batch ends."""
+    """Asks about each feature of `todo` in turn, showing (`n_shown`) its n_evidence strongest documents and
+    n_contrast where it is silent; the labels are stored a few at a time, and when the batch ends."""
     codes = sp.csc_matrix(run.codes)
+    n_evidence, n_contrast = n_shown
     shown = {
         feature: (
-            analysis.top_documents(codes, feature, labeller.config.n_evidence)["position"].to_numpy(),
-            analysis.zero_documents(codes, feature, labeller.config.n_contrast, seed=config.seed + feature),
+            analysis.top_documents(codes, feature, n_evidence)["position"].to_numpy(),
+            analysis.zero_documents(codes, feature, n_contrast, seed=config.seed + feature),
         )
         for feature in todo
     }
     text_of = shown_texts(workspace, run.record.dataset_id, shown.values())
 
     def store(made: list[tuple[int, LabelResult]]) -> None:
-        _store_labels(workspace, run, codes, labeller.config.n_evidence, made)
+        _store_labels(workspace, run, codes, n_evidence, made)
 
     with Pending(store) as pending:
         for feature in todo:
@@ -93,7 +98,7 @@ def _label_features(
                 return
             evidence, contrast = shown[feature]
             try:
-                result = labeller.label_feature([text_of[p] for p in evidence], [text_of[p] for p in contrast])
+                result = labeller.label(LabelRequest("feature", evidence, contrast, text_of))
             except LabellingError as error:
                 batch.failed(f"Feature {feature}: {error}")
                 continue

@@ -13,6 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core.errors import LabellingError
+from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
 from prisma_core.interpret.labelling.job import (
     Batch,
     LabelConfig,
@@ -30,7 +31,9 @@ from prisma_core.interpret.labelling.storing import (
     record_batch,
     save_group_labels,
 )
-from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig, OllamaLabeller, has_model
+from prisma_core.interpret.ollama_client import has_model
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, resolve_labels
 from prisma_core.store import Workspace
@@ -64,7 +67,7 @@ def label_group(
     shown: pd.Series,
     texts: Mapping[int, str],
     placed: tuple[np.ndarray, np.ndarray],
-    labeller: OllamaLabeller,
+    labeller: Labeller,
     config: LabelConfig,
 ) -> LabelResult:
     """Name a group from the labels its members show now (`shown`: feature id -> label) and its documents: `placed`,
@@ -73,9 +76,8 @@ def label_group(
     Raises LabellingError when the model gives no usable answer; nothing is stored here."""
     evidence, contrast = placed
     member_labels = [shown[member] for member in group.members[1:]][: config.max_family_children]
-    return labeller.label_group(
-        group.kind, shown[group.members[0]], member_labels, [texts[p] for p in evidence], [texts[p] for p in contrast]
-    )
+    request = LabelRequest(group.kind, evidence, contrast, texts, [shown[group.members[0]], *member_labels])
+    return labeller.label(request)
 
 
 GROUP_TABLES = {table.kind: table for table in (FAMILIES, THEMES)}
@@ -108,7 +110,8 @@ def label_groups(
             labeller.check()
         batch = Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
         if todo:
-            _name_groups(workspace, run, table, groups, todo, labeller, config, batch)
+            n_shown = (ollama.n_evidence, ollama.n_contrast)
+            _name_groups(workspace, run, table, groups, todo, labeller, n_shown, config, batch)
     summary = batch.summary(ollama.model, ollama.host, len(wanted) - len(todo))
     if todo:
         record_batch(workspace, run.record, table.kind, ollama, config, summary)
@@ -121,12 +124,13 @@ def _name_groups(
     table: GroupTable,
     groups: list[dict[str, Any]],
     todo: list[dict[str, Any]],
-    labeller: OllamaLabeller,
+    labeller: Labeller,
+    n_shown: tuple[int, int],
     config: LabelConfig,
     batch: Batch,
 ) -> None:
-    """Names the groups of `todo` in turn; the names are saved every few groups and when the batch ends, however it
-    ends."""
+    """Names the groups of `todo` in turn, showing (`n_shown`) n_evidence documents where each is strongest and
+    n_contrast where it is silent; the names are saved every few groups and when the batch ends, however it ends."""
     shown = resolve_labels(workspace.interpretations(run.record.run_id)).set_index("feature_id")["label"]
     codes = sp.csc_matrix(run.codes)
     named = {
@@ -135,7 +139,7 @@ def _name_groups(
         )
         for row in todo
     }
-    n_evidence, n_contrast = labeller.config.n_evidence, labeller.config.n_contrast
+    n_evidence, n_contrast = n_shown
     placed = {
         group_id: group_documents(codes, group.members, n_evidence, n_contrast, config.seed)
         for group_id, group in named.items()

@@ -29,8 +29,9 @@ from prisma_core.interpret.labelling.job import (
     keyword_top_documents,
     never_stop,
 )
-from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
-from prisma_core.interpret.scoring import detection_score
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
+from prisma_core.interpret.scoring import Detector, detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, with_shown_labels
 from prisma_core.store import RunRecord, Workspace
@@ -170,7 +171,7 @@ def _store_detection_scores(
 
 
 def _detection(
-    detector: OllamaLabeller,
+    detector: Detector,
     label: str,
     documents: ScoringDocuments,
     texts: np.ndarray,

@@ -5,8 +5,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from prisma_core.interpret.labeller import LabelResult
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
-from prisma_core.interpret.ollama_labeller import LabelResult, OllamaConfig
+from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.lineage import record_stage
 from prisma_core.store import GroupLabel, RunRecord, Workspace
 

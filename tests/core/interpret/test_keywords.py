@@ -5,6 +5,7 @@ import scipy.sparse as sp
 
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import SettingsError
+from prisma_core.interpret.keyword_labeller import KeywordLabeller
 from prisma_core.interpret.keywords import (
     INACTIVE_LABEL,
     SEPARATOR,
@@ -14,6 +15,8 @@ from prisma_core.interpret.keywords import (
     keyword_labels,
     top_document_members,
 )
+from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
+from prisma_core.store import Workspace
 
 CATEGORIES = ["business", "entertainment", "politics", "sport", "tech"]
 EVERY_TERM = KeywordConfig(n_candidates=100_000, n_description_terms=100_000)
@@ -63,6 +66,22 @@ def test_labels_name_planted_topics_with_unique_readable_terms(bbc_sample):
         words = " ".join(terms).split()
         assert all(len(word) >= 3 and word.isalpha() for word in words), label
         assert not {"the", "and", "said", "year"} & set(words), label
+
+
+def test_the_keyword_labeller_names_one_unit_from_its_documents_positions_without_their_texts(bbc_sample, tmp_path):
+    sample, vectors = bbc_sample
+    labeller: Labeller = KeywordLabeller(
+        Workspace(tmp_path / "ws"), sample["text"].tolist(), vectors, EmbedConfig(batch_size=256), KeywordConfig()
+    )
+    sport = np.flatnonzero(sample["label"] == "sport")
+    result = labeller.label(LabelRequest("theme", sport))  # no texts: keywords count the corpus's words
+
+    alone = sp.csr_matrix((np.ones(len(sport)), (np.zeros(len(sport), int), sport)), shape=(1, len(sample)))
+    [expected] = keyword_labels(sample["text"].tolist(), alone, vectors, embed).itertuples()
+    assert result == LabelResult(expected.label, expected.description, "keywords", "")
+    assert labeller.source == "keywords"
+    sport_words = ("match", "champion", "cup", "players", "coach", "win", "game", "team", "season", "injury")
+    assert any(word in result.description for word in sport_words), result.description
 
 
 def with_word(texts: pd.Series, word: str, rows: list[int]) -> list[str]:

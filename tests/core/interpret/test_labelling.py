@@ -54,7 +54,8 @@ from prisma_core.interpret.labelling import (
     score_baseline,
     score_run,
 )
-from prisma_core.interpret.ollama_labeller import OllamaConfig, has_model
+from prisma_core.interpret.ollama_client import has_model
+from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION, neutralise_markup
 from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig

@@ -9,13 +9,9 @@ import pytest
 from ollama_server import FakeOllama, running_fake_ollama
 
 from prisma_core.errors import LabellingError
-from prisma_core.interpret.ollama_labeller import (
-    DETECTION_SCHEMA,
-    LABEL_SCHEMA,
-    LabelResult,
-    OllamaConfig,
-    OllamaLabeller,
-)
+from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.prompts import (
     CHARS_PER_TOKEN,
     PROMPT_VERSION,
@@ -23,6 +19,7 @@ from prisma_core.interpret.prompts import (
     neutralise_markup,
     truncate_to_tokens,
 )
+from prisma_core.interpret.replies import DETECTION_SCHEMA, LABEL_SCHEMA
 
 EVIDENCE = [
     "Arsenal beat Chelsea 2-1 at the Emirates as Arsenal extended their lead.",
@@ -164,7 +161,7 @@ def test_an_unknown_model_raises_an_error_naming_the_available_models(make_label
 
 def test_check_and_list_models_on_a_working_server(make_labeller):
     labeller = make_labeller()
-    assert labeller.list_models() == ["llama3.2:latest", "qwen2.5:0.5b"]
+    assert labeller.client.list_models() == ["llama3.2:latest", "qwen2.5:0.5b"]
     labeller.check()
     make_labeller(model="qwen2.5:0.5b").check()
 
@@ -203,6 +200,24 @@ def test_label_family_sends_the_parent_and_child_labels(fake_ollama, make_labell
     assert (
         "<label>Premier League</label>" in prompt and f"<label>transfer {neutralise_markup('<news>')}</label>" in prompt
     )
+
+
+def test_a_label_request_asks_the_same_as_the_feature_and_group_calls(fake_ollama, make_labeller):
+    labeller: Labeller = make_labeller(n_evidence=2)
+    texts = dict(enumerate([*EVIDENCE, *CONTRAST]))
+    feature = LabelRequest("feature", [2, 0, 1], [3, 4], texts)
+    theme = LabelRequest("theme", [1], [4], texts, ["football", "Premier League", "cup runs"])
+
+    assert labeller.label(feature) == make_labeller(n_evidence=2).label_feature(
+        [EVIDENCE[2], EVIDENCE[0], EVIDENCE[1]], CONTRAST
+    )
+    assert labeller.label(theme) == make_labeller().label_group(
+        "theme", "football", ["Premier League", "cup runs"], [EVIDENCE[1]], [CONTRAST[1]]
+    )
+    asked_by_request, asked_directly = fake_ollama.user_prompts()[::2], fake_ollama.user_prompts()[1::2]
+    assert asked_by_request == asked_directly
+    assert "<label>cup runs</label>" in asked_by_request[1]
+    assert labeller.source == "llama3.2"
 
 
 def test_detect_flags_the_matching_documents_in_order(fake_ollama, make_labeller):

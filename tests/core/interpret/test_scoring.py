@@ -7,7 +7,8 @@ from ollama_server import FakeOllama, running_fake_ollama
 
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.interpret.label_scores import roc_auc
-from prisma_core.interpret.ollama_labeller import OllamaConfig, OllamaLabeller
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.scoring import detection_score, holdout_split
 
 N_PER_SIDE = 50

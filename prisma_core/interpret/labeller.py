@@ -1,0 +1,48 @@
+"""The one contract of every labelling backend: name a unit (a feature, a family, a theme) from its documents.
+
+The backends, one module each: `ollama_labeller` (a model on a local or hosted Ollama server) and
+`keyword_labeller` (the words a unit's documents share and the corpus lacks, no LLM). The analyst's own labels
+(`manual_labels`) are written, not asked for: they need no labeller.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class LabelResult:
+    label: str  # short noun phrase, at most MAX_LABEL_WORDS words, plain text
+    description: str  # one sentence, at most MAX_DESCRIPTION_CHARS characters (may be empty)
+    model: str  # who wrote it: an Ollama model name, or the name of an LLM-free method
+    prompt_version: str  # version of the prompts (or method) that produced it
+
+
+@dataclass(frozen=True)
+class LabelRequest:
+    """What naming one unit needs: its documents, by position in the dataset, with their texts; and, for a group,
+    the labels its members show."""
+
+    kind: str  # "feature", or a kind of group: "family", "theme", "subtheme"
+    evidence: Sequence[int]  # positions of the documents where it is strongest, strongest first
+    contrast: Sequence[int] = ()  # positions of documents where it is silent
+    texts: Mapping[int, str] = field(default_factory=dict)  # position -> text of those documents, for the labellers
+    # that read them (an LLM); one that counts the corpus's words (keywords) needs none
+    member_labels: Sequence[str] = ()  # a group's: the labels its members show, its headline member's first
+
+    def evidence_texts(self) -> list[str]:
+        return [self.texts[position] for position in self.evidence]
+
+    def contrast_texts(self) -> list[str]:
+        return [self.texts[position] for position in self.contrast]
+
+
+class Labeller(Protocol):
+    @property
+    def source(self) -> str:
+        """Who its labels are stored as coming from: an Ollama model's name, "keywords"."""
+        ...
+
+    def label(self, request: LabelRequest) -> LabelResult:
+        """Name the unit; LabellingError when no usable label comes (the unit keeps the labels it had)."""
+        ...
