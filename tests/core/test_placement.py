@@ -239,9 +239,7 @@ def test_documents_are_added_to_a_dataset_by_one_process_at_a_time(small_run: Sm
     assert not marker.is_file() and marker.modified() is None  # the marker leaves with the addition
 
 
-def test_rows_a_killed_addition_left_are_not_read_and_are_replaced(
-    small_run: SmallRun, bbc: pd.DataFrame, tmp_path
-):
+def test_rows_a_killed_addition_left_are_not_read_and_are_replaced(small_run: SmallRun, bbc: pd.DataFrame, tmp_path):
     workspace = small_run.copy(tmp_path / "ws")
     dataset_id = small_run.dataset_id
     leftover = with_text_hashes(pd.DataFrame({"doc_id": ["x1", "x2"], "title": [None, None], "text": ["a b c", "d e"]}))
