@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from prisma_core import carry
+from prisma_core.run_settings import run_settings
 from prisma_core.runs import load_run, trainings_compared
 from prisma_core.store import Workspace
 
@@ -32,7 +33,7 @@ def run(workspace_path: str) -> list[dict[str, Any]]:
     workspace = Workspace(workspace_path)
     rows = []
     for dataset in workspace.datasets():
-        newest = {record.config["sae"]["seed"]: record for record in workspace.runs(dataset.dataset_id)}
+        newest = {run_settings(record).sae.seed: record for record in workspace.runs(dataset.dataset_id)}
         if len(newest) < 2:
             continue
         loaded = {seed: load_run(workspace, record.run_id, with_edits=False) for seed, record in sorted(newest.items())}
@@ -46,7 +47,7 @@ def _pair(old: Any, new: Any) -> dict[str, Any]:
     matching = carry.match_runs(old, new)
     seconds = time.perf_counter() - started
     firing = old.features[old.features["density"] > 0]
-    reliable = firing[firing["found_in"] == trainings_compared(old.record)]
+    reliable = firing[firing["found_in"] == trainings_compared(old.settings)]
     features = matching.clear("feature")
     return {
         "themes": f"{len(matching.clear('theme'))} of {len(old.theme_info)}",

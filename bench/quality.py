@@ -263,10 +263,9 @@ def _duplicates(labels: list[str]) -> int:
 
 def _label_scores(run: Any, vectors: np.ndarray, levels: dict) -> dict[str, tuple[float, float]]:
     """level -> (mean embedding score of the labels, mean score of the same labels shuffled across units)."""
-    from prisma_core.explore import run_embed_config
     from prisma_core.interpret.label_scores import label_embedding_scores
 
-    config = run_embed_config(run)
+    config = run.settings.embed
     scores = {}
     rng = np.random.default_rng(SHUFFLE_SEED)
     for level, (members, labels) in levels.items():

@@ -39,7 +39,7 @@ st.markdown(
 def rebuild_form(run: LoadedRun) -> None:
     """τ and the other settings, starting from those of the families shown: when they change (rebuilt here, in
     another session or by the command line), the form starts from the new ones."""
-    stored = FamilyConfig(**run.record.config.get("families", {}))
+    stored = run.settings.families
     names = [field.name for field in fields(FamilyConfig)]
     if st.session_state.get(FORM_FROM_KEY) != (run.record.run_id, stored):
         for name in names:

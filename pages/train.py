@@ -9,6 +9,7 @@ from prisma_core.config_docs import field_help
 from prisma_core.errors import DamagedTableError, PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import RunSummary
+from prisma_core.run_settings import run_settings
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import RunRecord
 from ui import charts
@@ -97,10 +98,16 @@ def on_trained(job: Job) -> None:
     select(dataset.dataset_id, summary.run_id)
 
 
+def trained_with(sae: SAEConfig | None) -> dict[str, object]:
+    """The SAE settings the runs table shows (empty for a run whose record does not give them)."""
+    values = (sae.k, sae.epochs, sae.batch_size, sae.lr, sae.seed) if sae is not None else (None,) * 5
+    return dict(zip(("k", "epochs", "batch", "lr", "seed"), values, strict=True))
+
+
 def runs_table(runs: list[RunRecord]) -> None:
     rows = []
     for run in reversed(runs):
-        sae, m = run.config["sae"], run.metrics
+        m = run.metrics
         rows.append(
             {
                 "name": run_name(run),
@@ -111,11 +118,7 @@ def runs_table(runs: list[RunRecord]) -> None:
                 "never_firing": m.get("dead_fraction"),
                 "features": n_features(run),
                 "comes_back": comes_back(run),
-                "k": sae["k"],
-                "epochs": sae["epochs"],
-                "batch": sae["batch_size"],
-                "lr": sae["lr"],
-                "seed": sae["seed"],
+                **trained_with(run_settings(run).sae),
                 "families": m.get("n_families"),
                 "seconds": m.get("seconds"),
                 "run": run.run_id,

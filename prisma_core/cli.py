@@ -25,6 +25,7 @@ from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.progress import Progress
 from prisma_core.report.config import ReportConfig
+from prisma_core.run_settings import run_settings
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
@@ -310,9 +311,10 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
         for run in (run for run in runs if run.dataset_id == dataset_id):
             m = run.metrics
             n_features = _readable(lambda run=run: len(workspace.features(run.run_id)), problems, "?")
+            sae = run_settings(run).sae
             print(
                 f"    {run.run_id}  FVU {m['fvu_holdout']:.3f}  dead {m['dead_fraction']:.1%}  "
-                f"n={n_features} k={run.config['sae']['k']}"
+                f"n={n_features} k={sae.k if sae is not None else '?'}"
             )
     problems += [
         f"run {run_id} is stored but missing from the runs table (its newest version file is gone); "

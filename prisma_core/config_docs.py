@@ -18,7 +18,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from prisma_core.errors import SettingsError
 
@@ -112,9 +112,15 @@ def field_help(config_type: type) -> dict[str, str]:
     }
 
 
+@functools.cache
+def _type_hints(config_type: type) -> dict[str, Any]:
+    """A config's field types, evaluated once: every config made checks its values against them."""
+    return typing.get_type_hints(config_type)
+
+
 def literal_values(config_type: type, name: str) -> tuple[Any, ...]:
     """The values of a `Literal` field (the only ones it accepts); () for any other field."""
-    hint = _without_none(typing.get_type_hints(config_type)[name])
+    hint = _without_none(_type_hints(config_type)[name])
     return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
 
 
@@ -136,7 +142,7 @@ def _without_none(hint: Any) -> Any:
 
 def field_kind(config_type: type, name: str) -> type:
     """The field's value type without its optional None (int for `int | None`; str for a `Literal` of strings)."""
-    hint = _without_none(typing.get_type_hints(config_type)[name])
+    hint = _without_none(_type_hints(config_type)[name])
     return str if typing.get_origin(hint) is typing.Literal else hint
 
 
@@ -172,6 +178,15 @@ class CheckedConfig:
     def other_problems(self) -> list[str]:
         """Problems beyond a single field's range (a field bounded by another, a pattern); "" or none when fine."""
         return []
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Self:
+        """The config of these settings (as `dataclasses.asdict` gave them; one left out takes its default); raises
+        SettingsError naming any setting the config does not have."""
+        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise SettingsError(f"Unknown {cls.settings_name} settings: {', '.join(unknown)}.")
+        return cls(**values)
 
 
 def _field_problem(config_type: type, field: dataclasses.Field, value: Any) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
-from prisma_core.embed import EmbedConfig, embed_texts
+from prisma_core.embed import embed_texts
 from prisma_core.errors import NotFoundError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, family_matrix
@@ -37,14 +37,9 @@ def _inert_cell(value: Any) -> Any:
     return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
-def run_embed_config(run: LoadedRun) -> EmbedConfig:
-    """The embedding settings the run was trained on, so new text lands in the same space."""
-    return EmbedConfig(**run.record.config["embed"])
-
-
 def refract_text(run: LoadedRun, text: str) -> pd.DataFrame:
     """The active concepts of any text: feature_id, value, label; strongest first."""
-    vector = embed_texts([text], run_embed_config(run))
+    vector = embed_texts([text], run.settings.embed)
     codes = read_weights(run.weights).feature_codes(vector)
     return with_labels(analysis.document_features(codes, 0), run)
 
@@ -134,7 +129,7 @@ def search_documents(
     """Documents nearest to a free-text query in embedding space: position, doc_id, title, text, distance (1 -
     cosine), nearest first. With `vectors` (held in memory) by exact cosine search; without, by LanceDB's vector
     search on the stored vectors table (exact below its index size, see store.vectors.INDEX_MIN_ROWS)."""
-    vector = embed_texts([query], run_embed_config(run))[0]
+    vector = embed_texts([query], run.settings.embed)[0]
     if vectors is None:
         found = documents.workspace.search_documents(documents.dataset_id, run.record.embedding_key, vector, limit)
         hits = found[["position", "distance"]].reset_index(drop=True)

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
+from prisma_core.run_settings import run_settings
 from prisma_core.store import RunRecord, Workspace
 
 GOOD, FAIR = 0.5, 0.3  # share of detail captured on documents kept aside (a few features per document keep part of it)
@@ -43,7 +44,8 @@ def quality_words(run: RunRecord) -> str:
 
 def n_features(run: RunRecord) -> int | None:
     """The features the run kept (None for a run that recorded neither how many it kept nor how many it trained)."""
-    kept = run.metrics.get("features_kept") or run.config.get("sae", {}).get("n_features")
+    sae = run_settings(run).sae
+    kept = run.metrics.get("features_kept") or (sae.n_features if sae is not None else None)
     return int(kept) if kept else None
 
 
@@ -80,8 +82,8 @@ def overfitting(run: RunRecord) -> str | None:
         return None
     if holdout - train < OVERFIT_GAP or holdout < OVERFIT_RATIO * train:
         return None
-    sae = run.config.get("sae", {})
-    epochs, features = int(sae.get("epochs", 1)), int(sae.get("n_features") or 0)
+    sae = run_settings(run).sae
+    epochs, features = (sae.epochs, sae.n_features) if sae is not None else (1, 0)
     fixes = []
     if epochs > 1:
         fixes.append(f"fewer epochs (try {max(1, epochs // 2)} instead of {epochs})")

@@ -18,6 +18,7 @@ from prisma_core import analysis
 from prisma_core.edits import Edited, apply_edits
 from prisma_core.errors import RunBehindError, StoreError
 from prisma_core.run_quality import PLACED_STAGE
+from prisma_core.run_settings import RunSettings, run_settings
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.location import Location
@@ -31,6 +32,7 @@ class LoadedRun:
     """Everything the exploration views need about one run, loaded once."""
 
     record: RunRecord
+    settings: RunSettings  # the record's settings, typed
     weights: Location  # the run's folder (sae.safetensors, config.json), reached with the workspace's settings
     codes: sp.csr_matrix  # [n_documents, n_features]
     directions: np.ndarray  # [n_features, d] unit-norm decoder directions
@@ -88,9 +90,9 @@ def background_named(features: pd.DataFrame) -> pd.DataFrame:
 BACKGROUND_LABEL = "background: in {share:.0%} of documents"
 
 
-def trainings_compared(record: RunRecord) -> int:
+def trainings_compared(settings: RunSettings) -> int:
     """How many trainings a run compared to find its features (1 for runs trained before runs compared any)."""
-    return int(record.config.get("sae", {}).get("n_trainings", 1))
+    return settings.sae.n_trainings if settings.sae is not None else 1
 
 
 def reliability(found_in: object, n_trainings: int) -> str:
@@ -155,14 +157,14 @@ def load_run(
     features = background_named(with_shown_labels(workspace, record.run_id, workspace.features(record.run_id)))
     n_strong = analysis.strong_density(codes) if same is None else same.features["n_strong"].to_numpy()
     features["n_strong"] = n_strong[features["feature_id"].to_numpy()]
+    settings = run_settings(record, directions.shape[1])
     theme_rows = workspace.themes(record.run_id)
     themes = None
     if theme_rows:
-        settings = record.config.get("themes", {})
         evidence = np.stack([row["evidence"] for row in theme_rows], axis=1)
-        member_share = settings.get("member_share", ThemeConfig().member_share)
+        member_share = settings.themes.member_share
         themes = same.themes if same is not None and _same_themes(same.themes, evidence, member_share) else None
-        themes = themes or stored_themes(theme_rows, codes, settings)
+        themes = themes or stored_themes(theme_rows, codes, settings.themes)
         features["theme_id"] = themes.feature_theme()[features["feature_id"].to_numpy()]
     else:
         features["theme_id"] = -1
@@ -185,17 +187,16 @@ def load_run(
     counts = {"n_themes": len(theme_rows), "n_subthemes": len(subtheme_info), "n_families": len(families)}
     record = replace(record, metrics=record.metrics | counts)  # a save whose record a kill cut off counts
     run = LoadedRun(
-        record, weights, codes, directions, features, families, themes, theme_info, subthemes, subtheme_info
+        record, settings, weights, codes, directions, features, families, themes, theme_info, subthemes, subtheme_info
     )
     edited, applied = apply_edits(run, workspace.edits(record.run_id) if with_edits else [])
     return replace(edited, edited=applied)
 
 
-def stored_themes(rows: Sequence[dict], codes: sp.csr_matrix, settings: dict) -> Themes:
+def stored_themes(rows: Sequence[dict], codes: sp.csr_matrix, settings: ThemeConfig) -> Themes:
     """The run's themes as stored: their evidence and every document's probabilities (recomputed from the codes for
     themes stored before the probabilities were)."""
-    member_share = settings.get("member_share", ThemeConfig().member_share)
-    fit_share = settings.get("fit_share", ThemeConfig().fit_share)
+    member_share, fit_share = settings.member_share, settings.fit_share
     evidence = np.stack([row["evidence"] for row in rows], axis=1)
     if any(row["probabilities"] is None for row in rows):
         return themes_from_evidence(codes, evidence, member_share, fit_share)

@@ -71,7 +71,7 @@ def features_table(run: LoadedRun, query: str = "") -> pd.DataFrame:
 
 def reliable_summary(run: LoadedRun) -> str:
     """E.g. "52 found in all 3 trainings, listed first · 2 background"."""
-    compared = trainings_compared(run.record)
+    compared = trainings_compared(run.settings)
     background = int(run.features["background"].sum())
     parts = [] if background == 0 else [f"{background:,} background (active on most documents), listed last"]
     if compared < 2:
@@ -82,7 +82,7 @@ def reliable_summary(run: LoadedRun) -> str:
 
 def comes_back_words(run: LoadedRun, found_in: pd.Series) -> list[str]:
     """ "found in 3 of 3 trainings" (or "not checked") for each feature's found_in."""
-    compared = trainings_compared(run.record)
+    compared = trainings_compared(run.settings)
     return [reliability(found, compared) for found in found_in]
 
 
@@ -149,7 +149,7 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
 def reliability_note(run: LoadedRun, row: pd.Series) -> None:
     """How reliably the feature comes back, in words, and what that means when it is not found every time or when it
     is background."""
-    compared = trainings_compared(run.record)
+    compared = trainings_compared(run.settings)
     words = reliability(row["found_in"], compared)
     if row["background"]:
         st.info(
@@ -281,8 +281,7 @@ DETECTION_HELP = (
 
 def feature_score_support(run: LoadedRun, feature_id: int) -> ScoreSupport:
     """The documents this feature's label scores rest on (counts), as the scoring chose them."""
-    keyword_documents = int(run.record.config.get("keywords", {}).get("n_top_documents", 0))
-    config = covering_keywords(ScoreConfig(), keyword_documents)
+    config = covering_keywords(ScoreConfig(), run.settings.keywords.n_top_documents)
     n_strong = run.features.set_index("feature_id").at[int(feature_id), "n_strong"]
     return score_support(np.array([n_strong]), run.codes.shape[0], config)
 

@@ -7,6 +7,8 @@ background job; no retraining).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import streamlit as st
 
@@ -24,7 +26,7 @@ from prisma_core.overview import (
 from prisma_core.pipeline import LoadedRun
 from prisma_core.progress import ProgressCallback
 from prisma_core.store import NamedFamily
-from prisma_core.themes import MAX_SUBTHEMES, MAX_THEMES, NO_THEME, ThemeConfig
+from prisma_core.themes import MAX_SUBTHEMES, MAX_THEMES, NO_THEME
 from ui.jobs import Job
 from ui.map import NO_THEME_NAME, document_map_view
 from ui.progress import job_panel, start_job
@@ -342,12 +344,10 @@ def regroup_form(run: LoadedRun) -> None:
             help="0: chosen from the data. Every theme keeps at least one sub-theme.",
         )
         if right.button("Regroup", key="regroup", icon=":material/workspaces:", disabled=running):
-            stored = run.record.config.get("themes", {})
-            config = ThemeConfig(
+            config = replace(
+                run.settings.themes,
                 n_themes=int(n_themes),
-                member_share=stored.get("member_share", 0.3),
                 n_subthemes=int(n_subthemes) if n_subthemes >= 2 else None,
-                fit_share=stored.get("fit_share", ThemeConfig().fit_share),
             )
             ws, bump = workspace(), revision_bumper(run_id)
             _active_jobs().add(job_key)

@@ -22,12 +22,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from prisma_core import analysis
-from prisma_core.embed import EmbedConfig
 from prisma_core.ingest import IngestConfig, Source
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.dataset import AddedDocuments, add_documents, embed_dataset
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.run_quality import PLACED_STAGE, Placement
+from prisma_core.run_settings import run_settings
 from prisma_core.runs import (
     covered_documents,
     current_settings,
@@ -79,7 +79,7 @@ def place_in_runs(
     that does not cover them, oldest run first."""
     placements = []
     for run in sorted(workspace.runs(dataset_id), key=lambda run: run.created_at):
-        embed_dataset(workspace, dataset_id, EmbedConfig(**run.config["embed"]), progress)
+        embed_dataset(workspace, dataset_id, run_settings(run).embed, progress)
         placements.append(place_new_documents(workspace, run.run_id, progress))
     return placements
 
@@ -201,7 +201,7 @@ def _place_in_themes(
     rows = [_of_first(row, "probabilities", n_before) for row in workspace.themes(record.run_id)]
     if not rows:
         return np.zeros(0, bool), np.zeros(0, bool)
-    old = stored_themes(rows, old_codes, record.config.get("themes", {}))
+    old = stored_themes(rows, old_codes, run_settings(record).themes)
     theme_centres = centres.of_groups(old.strongest()[sample], old.n_themes)
     n_total = n_before + new_codes.shape[0]
     new_points = centres.points(source.rows(np.arange(n_before, n_total)))

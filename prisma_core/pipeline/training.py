@@ -349,7 +349,6 @@ def rebuild_themes(
 def _run_labeller(workspace: Workspace, run: LoadedRun) -> KeywordLabeller:
     """The labeller of a trained run: its texts and vectors in memory or read in slices, as when it was trained."""
     source = workspace.stored_vectors(run.record.dataset_id, run.record.embedding_key)
-    vectors = _analysis_vectors(source, SAEConfig.from_dict(run.record.config["sae"], source.shape[1]))
+    vectors = _analysis_vectors(source, run.settings.sae or SAEConfig())  # no SAE settings: the default bound
     texts = _corpus_texts(workspace, run.record.dataset_id, vectors)
-    keyword_config = KeywordConfig(**run.record.config.get("keywords", {}))
-    return KeywordLabeller(workspace, texts, vectors, EmbedConfig(**run.record.config["embed"]), keyword_config)
+    return KeywordLabeller(workspace, texts, vectors, run.settings.embed, run.settings.keywords)

@@ -62,7 +62,7 @@ def collection(contents: ReportContents) -> Section:
         ("Themes", f"{run.themes.n_themes if run.themes is not None else 0:,}"),
         ("Families of concepts", f"{len(run.families):,}"),
         ("Features (single concepts) in use", f"{int((run.features['density'] > 0).sum()):,} of {len(run.features):,}"),
-        ("Features describing each document", f"{run.record.config.get('sae', {}).get('k', '')}"),
+        ("Features describing each document", f"{run.settings.sae.k if run.settings.sae is not None else ''}"),
         ("Metadata columns", ", ".join(map(str, dataset.metadata_columns)) or "none"),
         ("Files", ", ".join(map(str, dataset.sources)) or "none"),
     ]

@@ -3,7 +3,8 @@
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -240,20 +241,16 @@ class SAEConfig(CheckedConfig):
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], dim: int | None = None) -> "SAEConfig":
+    def from_dict(cls, values: Mapping[str, Any], dim: int | None = None) -> "SAEConfig":
         """Inverse of to_dict; raises SettingsError naming any unknown setting. Settings recorded by Prisma before
         runs compared several trainings (an `expansion_factor` instead of `n_features`) are read as what they did:
         expansion_factor x dim features, one training, random initial directions."""
         if "expansion_factor" in values:
             values = _before_consensus(values, dim)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise SettingsError(f"Unknown SAE settings: {', '.join(unknown)}.")
-        return cls(**values)
+        return super().from_dict(values)
 
 
-def _before_consensus(values: dict[str, Any], dim: int | None) -> dict[str, Any]:
+def _before_consensus(values: Mapping[str, Any], dim: int | None) -> dict[str, Any]:
     if dim is None:
         raise SettingsError("These SAE settings give an expansion factor; the embedding size is needed to read them.")
     upgraded = {key: value for key, value in values.items() if key != "expansion_factor"}

@@ -11,7 +11,6 @@ from prisma_core.explore import (
     DatasetDocuments,
     DocumentVectors,
     document_map,
-    run_embed_config,
     saved_document_map,
     search_documents,
 )
@@ -31,7 +30,7 @@ def searched(small_run: SmallRun):
 @pytest.mark.parametrize("query", QUERIES)
 def test_in_memory_search_finds_the_stores_top_k(searched, query: str) -> None:
     workspace, run, vectors = searched
-    query_vector = embed_texts([query], run_embed_config(run))[0]
+    query_vector = embed_texts([query], run.settings.embed)[0]
     found = DocumentVectors.from_vectors(vectors).nearest(query_vector, 10)
     store = workspace.search_documents(run.record.dataset_id, run.record.embedding_key, query_vector, 10)
     assert found["position"].tolist() == store["position"].tolist()

@@ -5,6 +5,7 @@ from dataclasses import asdict
 
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
+from prisma_core.sae import SAEConfig
 from prisma_core.themes import ThemeConfig
 
 
@@ -28,6 +29,9 @@ def test_every_stage_record_names_the_record_it_was_made_from(small_run, tmp_pat
     assert all(record.parent_id in ids for record in records if record.stage != "ingest")
     assert all(record.versions["prisma"] and record.created_at for record in records)
     assert [r.created_at for r in records] == sorted(r.created_at for r in records)
-    rebuilt = pipeline.load_run(workspace, run_id).record
+    reloaded = pipeline.load_run(workspace, run_id)
+    rebuilt = reloaded.record
     assert rebuilt.config["themes"]["n_themes"] == n_themes + 1 and rebuilt.metrics["n_themes"] == n_themes + 1
+    assert reloaded.settings.themes == ThemeConfig(n_themes=n_themes + 1)  # the typed view reads the rebuild's too
+    assert reloaded.settings.sae == run.settings.sae == SAEConfig(**rebuilt.config["sae"])  # the training's
     assert workspace.run(run_id).config["themes"]["n_themes"] != n_themes + 1  # the training record is kept

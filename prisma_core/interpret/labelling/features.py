@@ -21,8 +21,6 @@ from prisma_core.interpret.labelling.job import (
     LabelSummary,
     Pending,
     StopCheck,
-    embed_config,
-    keyword_top_documents,
     never_stop,
     shown_texts,
 )
@@ -112,14 +110,14 @@ def _store_labels(
     """Score the labels made (embedding score, in one batch) and store them in one commit. codes: [n_docs,
     n_features]."""
     record = run.record
-    score_config = covering_keywords(ScoreConfig(), max(keyword_top_documents(record), n_evidence))
+    score_config = covering_keywords(ScoreConfig(), max(run.settings.keywords.n_top_documents, n_evidence))
     vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
     scores = label_embedding_scores(
         [feature for feature, _ in made],
         [result.label for _, result in made],
         codes,
         vectors,
-        embed_config(record),
+        run.settings.embed,
         score_config,
         workspace,
     ).scores

@@ -18,9 +18,8 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from prisma_core.config_docs import CheckedConfig, setting
-from prisma_core.embed import EmbedConfig
 from prisma_core.progress import Progress, ProgressCallback
-from prisma_core.store import RunRecord, Workspace
+from prisma_core.store import Workspace
 
 StopCheck = Callable[[], bool]
 Made = TypeVar("Made")
@@ -136,14 +135,6 @@ class Batch:
             errors=self.errors,
             stop_reason=self.stop_reason,
         )
-
-
-def embed_config(record: RunRecord) -> EmbedConfig:
-    return EmbedConfig(**record.config["embed"])
-
-
-def keyword_top_documents(record: RunRecord) -> int:
-    return int(record.config.get("keywords", {}).get("n_top_documents", 0))
 
 
 class Pending(Generic[Made]):

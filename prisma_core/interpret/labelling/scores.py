@@ -25,8 +25,6 @@ from prisma_core.interpret.labelling.job import (
     Batch,
     Pending,
     StopCheck,
-    embed_config,
-    keyword_top_documents,
     never_stop,
 )
 from prisma_core.interpret.ollama_config import OllamaConfig
@@ -77,12 +75,12 @@ def score_run(
     `run`: the run as the caller loaded it (its codes are used, never read again).
     """
     record = run.record
-    config = covering_keywords(config, keyword_top_documents(record))
+    config = covering_keywords(config, run.settings.keywords.n_top_documents)
     interpretations = workspace.interpretations(record.run_id)
     if feature_ids is not None:
         interpretations = interpretations[interpretations["feature_id"].isin({int(f) for f in feature_ids})]
     codes = sp.csc_matrix(run.codes)
-    counts = _store_embedding_scores(workspace, record, codes, interpretations, config, progress)
+    counts = _store_embedding_scores(workspace, run, codes, interpretations, config, progress)
     detection = None
     if detect_with is not None:
         detection = _store_detection_scores(
@@ -104,7 +102,7 @@ def score_run(
 
 def _store_embedding_scores(
     workspace: Workspace,
-    record: RunRecord,
+    run: LoadedRun,
     codes: sp.csc_matrix,
     interpretations: pd.DataFrame,
     config: ScoreConfig,
@@ -115,13 +113,14 @@ def _store_embedding_scores(
     progress(Progress("embedding scores", 0, len(missing)))
     if missing.empty:
         return {"held_out": 0, "in_sample": 0, "too_few": 0}
+    record = run.record
     vectors = workspace.stored_vectors(record.dataset_id, record.embedding_key)  # only the scored rows are read
     result = label_embedding_scores(
         missing["feature_id"].tolist(),
         missing["label"].tolist(),
         codes,
         vectors,
-        embed_config(record),
+        run.settings.embed,
         config,
         workspace,
     )
@@ -190,7 +189,7 @@ def score_baseline(workspace: Workspace, run: LoadedRun, config: ScoreConfig = S
     `run`: the run as the caller loaded it (its codes are used, never read again); the labels and their scores are
     read as stored now, so labels named or scored since it was loaded count."""
     record = run.record
-    config = covering_keywords(config, keyword_top_documents(record))
+    config = covering_keywords(config, run.settings.keywords.n_top_documents)
     features = with_shown_labels(workspace, record.run_id, run.features[["feature_id", "density", "n_strong"]])
     active = features[features["density"] > 0]
     labelled = active[active["label"].notna()]
@@ -202,7 +201,7 @@ def score_baseline(workspace: Workspace, run: LoadedRun, config: ScoreConfig = S
     ids, labels = shuffled_labels(
         scoreable["feature_id"].tolist(), scoreable["label"].tolist(), run.codes, config, config.seed
     )
-    shuffled = label_embedding_scores(ids, labels, run.codes, vectors, embed_config(record), config, cache=workspace)
+    shuffled = label_embedding_scores(ids, labels, run.codes, vectors, run.settings.embed, config, cache=workspace)
     scores = scoreable["score_embedding"].astype(float)
     return ScoreBaseline(
         n_scored=int(scores.notna().sum()),

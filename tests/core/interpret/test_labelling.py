@@ -576,7 +576,7 @@ def plant_run(
     workspace.save_activations(run_id, coo.row, coo.col, coo.data)
     workspace.save_features(run_id, analysis.feature_stats(codes).assign(found_in=3))
     workspace.add_interpretations(run_id, labels)
-    config = {name: value for name, value in record.config.items() if name != "keywords"}
+    config = record.config | {"keywords": {"n_top_documents": 1}}  # the scores show the tests' own documents
     workspace.add_run(replace(record, run_id=run_id, created_at=now_iso(), config=config))
     return run_id
 
