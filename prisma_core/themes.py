@@ -20,16 +20,18 @@ Themes are found after training, so their number can change without retraining:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.cluster import KMeans
-from sklearn.decomposition import PCA
-from sklearn.metrics import silhouette_score
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store.vectors import DocumentVectors, StoredVectors, unit_rows
+
+if TYPE_CHECKING:  # scikit-learn is imported where themes are built: every view reads Themes, and its import
+    from sklearn.cluster import KMeans  # takes 0.8 s of a fresh server's first view
+    from sklearn.decomposition import PCA
 
 STAGE = "themes"
 NO_THEME = -1
@@ -224,8 +226,7 @@ def _document_points(vectors: np.ndarray) -> np.ndarray:
     """Documents at unit length, corpus mean removed, on their first principal components (k-means and the
     silhouette then run several times faster at the same grouping), at unit length again."""
     unit = unit_rows(vectors)
-    reduced = PCA(n_components=min(_COMPONENTS, *unit.shape), random_state=_SEED).fit_transform(unit)
-    return unit_rows(reduced).astype(np.float32)
+    return _projected(_fitted_pca(unit), unit)
 
 
 def _sampled_assignment(
@@ -238,7 +239,7 @@ def _sampled_assignment(
     n_documents = source.shape[0]
     sample = np.sort(np.random.default_rng(_SEED).choice(n_documents, min(KMEANS_SAMPLE, n_documents), replace=False))
     unit = unit_rows(source.rows(sample))
-    pca = PCA(n_components=min(_COMPONENTS, *unit.shape), random_state=_SEED).fit(unit)
+    pca = _fitted_pca(unit)
     model = _seed_assignment(_projected(pca, unit), counts, progress, best)
     centres = unit_rows(model.cluster_centers_)
     labels, closeness = [], []
@@ -247,6 +248,12 @@ def _sampled_assignment(
         labels.append(model.predict(points))
         closeness.append(points @ centres.T)
     return np.concatenate(labels), np.concatenate(closeness)
+
+
+def _fitted_pca(unit: np.ndarray) -> PCA:
+    from sklearn.decomposition import PCA
+
+    return PCA(n_components=min(_COMPONENTS, *unit.shape), random_state=_SEED).fit(unit)
 
 
 def _projected(pca: PCA, unit: np.ndarray) -> np.ndarray:
@@ -261,6 +268,8 @@ def _seed_assignment(points: np.ndarray, counts: list[int], progress: ProgressCa
     documents', or a sample's. There are never
     more themes than distinct points (59 copies of one text and one other text make two themes, not three; copies
     embedded in different batches differ by float rounding, about 1e-5 here, so points are compared to 3 decimals)."""
+    from sklearn.cluster import KMeans
+
     n_distinct = len(np.unique(points.round(_SAME_POINT_DECIMALS), axis=0))
     candidates = sorted({min(count, n_distinct) for count in counts})
     rng = np.random.default_rng(_SEED)
@@ -288,6 +297,8 @@ def _candidate_counts(config: ThemeConfig, n_documents: int) -> list[int]:
 
 
 def _silhouette(points: np.ndarray, labels: np.ndarray) -> float:
+    from sklearn.metrics import silhouette_score
+
     if len(np.unique(labels)) < 2:
         return -1.0
     return float(silhouette_score(points, labels, metric="cosine"))

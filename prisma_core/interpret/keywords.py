@@ -19,16 +19,19 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import CountVectorizer
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.store.datasets import Datasets
 from prisma_core.store.schemas import KEYWORD_SOURCE
 from prisma_core.store.vectors import DocumentVectors, unit_rows, vector_slices
+
+if TYPE_CHECKING:
+    from sklearn.feature_extraction.text import CountVectorizer
 
 SEPARATOR = " · "
 INACTIVE_LABEL = "(inactive feature)"
@@ -155,6 +158,9 @@ def streamed_corpus_terms(
 
 
 def _vectorizer(config: KeywordConfig, n_documents: int) -> CountVectorizer:
+    # imported here: every view reads KeywordConfig (a run's settings), and scikit-learn takes 0.8 s to import
+    from sklearn.feature_extraction.text import CountVectorizer
+
     return CountVectorizer(
         stop_words="english",
         token_pattern=_TOKEN,

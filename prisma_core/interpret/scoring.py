@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-from sklearn.metrics import balanced_accuracy_score
 
 
 class Detector(Protocol):
@@ -31,6 +30,8 @@ def detection_score(detector: Detector, label: str, positive: list[str], negativ
     flags = detector.detect(label, [documents[i] for i in order])
     if len(flags) != len(documents):
         raise ValueError(f"the detector returned {len(flags)} answers for {len(documents)} documents")
+    from sklearn.metrics import balanced_accuracy_score  # here: a fresh server's first view need not import it
+
     return float(balanced_accuracy_score(is_positive[order], np.asarray(flags, dtype=bool)))
 
 
