@@ -19,6 +19,7 @@ ollama_server.py, answering at once), Compare groups, every download of Explore,
 same venv), on a fresh workspace.
 
 .venv/bin/python -m bench.app_memory --walk --baseline-app /tmp/prisma_b995106
+.venv/bin/python -m bench.app_memory --walk --shipped-demo   # the demo on the 150 notes shipped with Prisma
 
 With --workspace PATH it runs one other scenario instead: the app opened on an EXISTING workspace (its newest
 dataset and run, as the sidebar picks them), visiting every page and every Explore tab, counting tokens on the
@@ -52,6 +53,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from bench import common
 from bench.app_driver import PAGE_MS, chromium, go, settle, streamlit_server
+from prisma_core.demo import sample_size
 
 NAME = "app_memory"
 TITLE = "8. App memory: the demo and a 2,000-document session in a browser"
@@ -343,13 +345,18 @@ def walk_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int, ollam
     every_page(page, sampler, "at the end")
 
 
-def run_walk(baseline_app: Path | None, quick: bool) -> dict[str, Any]:
-    """The whole walk in one server, for this checkout and then (when given) the baseline checkout's app."""
+def run_walk(baseline_app: Path | None, quick: bool, shipped_demo: bool = False) -> dict[str, Any]:
+    """The whole walk in one server, for this checkout and then (when given) the baseline checkout's app; the demo
+    is MTSamples read from the shared corpora, or with `shipped_demo` the notes shipped with Prisma (the one-click
+    demo a new user runs)."""
     sys.path.append(str(common.REPO / "tests" / "helpers"))  # the tests' loopback Ollama
     from ollama_server import running_fake_ollama
 
     demo_docs, upload_docs = (QUICK_DEMO_DOCS, QUICK_UPLOAD_DOCS) if quick else (DEMO_DOCS, UPLOAD_DOCS)
     env = {"PRISMA_DEMO_FILE": str(common.CORPORA_DIR / "mtsamples.parquet"), "PRISMA_DEMO_DOCS": str(demo_docs)}
+    if shipped_demo:
+        demo_docs = min(demo_docs, sample_size())
+        env = {"PRISMA_DEMO_FILE": "", "PRISMA_DEMO_DOCS": str(demo_docs)}
     apps = [("after", common.REPO)] + ([("before", baseline_app)] if baseline_app else [])
     sessions = {}
     with (
@@ -653,9 +660,13 @@ def main() -> None:
     arguments.add_argument("--large-dataset", help="with --workspace: PRISMA_LARGE_DATASET for the server")
     arguments.add_argument("--skip-token-count", action="store_true", help="with --workspace: do not count tokens")
     arguments.add_argument("--walk", action="store_true", help="the whole walk, labelling included, in one server")
+    arguments.add_argument(
+        "--shipped-demo", action="store_true", help="with --walk: the demo on the notes shipped with Prisma"
+    )
     args = arguments.parse_args()
     if args.walk:
-        common.publish(f"{NAME}_walk", run_walk(args.baseline_app, args.quick), args, markdown_walk)
+        walk = run_walk(args.baseline_app, args.quick, args.shipped_demo)
+        common.publish(f"{NAME}_walk" + ("_shipped_demo" if args.shipped_demo else ""), walk, args, markdown_walk)
         return
     if args.workspace is None:
         common.publish(NAME, run(args.quick), args, markdown)
