@@ -70,7 +70,9 @@ def test_missing_local_file_and_settings(tmp_path, monkeypatch):
     )
 
 
-def test_the_default_demo_reads_the_notes_shipped_with_prisma_without_network(tmp_path):
+def test_the_default_demo_reads_the_notes_shipped_with_prisma_without_network(tmp_path, monkeypatch):
+    for setting in ("PRISMA_DEMO_FILE", "PRISMA_DEMO_DOCS"):  # the app tests' session sets them
+        monkeypatch.delenv(setting, raising=False)
     config = DemoConfig(url="http://127.0.0.1:9/unreachable.csv", timeout_s=1)
     assert (config.corpus, config.size, config.dataset_name) == ("sample", 150, "Clinical notes demo")
     notes = demo_corpus(tmp_path, config)
