@@ -29,10 +29,12 @@ loading (or converting) the model themselves, which the caches alone do not prev
 Pooler = Callable[[list[list[int]]], np.ndarray]
 """Pools a batch of windows (token ids, special tokens included) into their sentence embeddings [batch, d] float32."""
 
-MAX_BATCH_TOKENS = 4096
-"""The most tokens (windows x the longest window) a backend pools at once: the default batch of 16 full windows of
-256. A model's working memory grows with the tokens of a batch, not with its windows: label candidates embedded 1,024
-at a time took 580 MB more than 128 at a time, and ran no faster (BENCHMARKS.md, section 8)."""
+MAX_BATCH_TOKENS = 2048
+"""The most tokens (windows x the longest window) a backend pools at once: 8 full windows of 256 (the default batch of
+16 is pooled in two parts). A model's working memory grows with the tokens of a batch, not with its windows: label
+candidates embedded 1,024 at a time took 580 MB more than 128 at a time, and ran no faster; a process embedding 40
+articles and 500 phrases on OpenVINO fp32 held 32 MB less at 2,048 than at 4,096, at the same speed (BENCHMARKS.md,
+section 8)."""
 
 SHORT_STEP, LONG_STEP, SHORT_UP_TO = 8, 32, 64
 

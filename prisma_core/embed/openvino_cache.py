@@ -15,7 +15,7 @@ from prisma_core.embed.model import resolve_model_path
 __all__ = ["CACHE_ENV", "cache_key", "cache_root"]
 
 CACHE_ENV = "PRISMA_CACHE_DIR"
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 """Bumped when what a cache folder holds changes, so older folders are never read."""
 KEYED_PACKAGES = ("openvino", "torch", "transformers", "sentence-transformers")
 """Library versions in the cache key: a new version of any of them converts again."""

@@ -31,6 +31,7 @@ from prisma_core.embed import chunking as chunking_module
 from prisma_core.embed import config as embed_config
 from prisma_core.embed import model as embed_model
 from prisma_core.embed.chunking import encode_chunks
+from prisma_core.embed.model import resolve_model_path
 from prisma_core.embed.torch_backend import torch_pooler
 from prisma_core.errors import EmbeddingError
 
@@ -129,26 +130,35 @@ def test_bf16_fast_paths_match_fp32_direction(bbc, backend):
 
 
 @pytest.mark.slow  # converts the model twice, in child processes
-def test_bf16_cache_keeps_fp16_weights_and_fp32_keeps_fp32(monkeypatch, tmp_path):
-    """The compiled model keeps the weights it read: at bf16 they are stored at fp16, half the size."""
+def test_bf16_cache_keeps_fp16_weights_and_fp32_keeps_fp32_but_the_word_table(monkeypatch, tmp_path):
+    """The compiled model keeps the weights it read: at bf16 they are all stored at fp16; at fp32 all but the word
+    embedding table (fp16, widened as tokens are looked up) are fp32."""
+    from safetensors.numpy import load_file
+
     monkeypatch.setenv("PRISMA_CACHE_DIR", str(tmp_path))
     sizes = {}
     for precision in ("fp32", "bf16"):
         folder = tmp_path / precision
         openvino_backend._convert_in_child(DEFAULT_MODEL, folder, precision)
         sizes[precision] = (folder / "model.bin").stat().st_size
-    assert 0.45 < sizes["bf16"] / sizes["fp32"] < 0.55
+    weights = load_file(Path(resolve_model_path(DEFAULT_MODEL)) / "model.safetensors")
+    table = weights["embeddings.word_embeddings.weight"].size
+    others = sum(array.size for name, array in weights.items() if name != "embeddings.word_embeddings.weight")
+    assert sizes["fp32"] == pytest.approx(4 * others + 2 * table, rel=0.01)
+    assert sizes["bf16"] == pytest.approx(2 * (others + table), rel=0.01)
 
 
 @pytest.mark.slow  # converts the model to OpenVINO
 def test_openvino_backend_pools_exactly_what_torch_pools(bbc, encoder):
-    """Same windows, same pooling, same averaging: at fp32 the converted model gives the torch vectors."""
+    """Same windows, same pooling, same averaging: at fp32 the converted model gives the torch vectors (to 3e-5: its
+    word embedding table is kept at fp16)."""
     texts = [long_document(bbc, encoder, 3), *bbc["text"].head(5)]
     torch_vectors = embed_documents(texts, FP32)
     openvino_vectors = embed_documents(texts, EmbedConfig(precision="fp32", backend="openvino"))
     assert openvino_vectors.chunking.chunks_per_doc.tolist() == torch_vectors.chunking.chunks_per_doc.tolist()
     assert openvino_vectors.chunking.chunks_per_doc[0] == 3
-    np.testing.assert_allclose(openvino_vectors.vectors, torch_vectors.vectors, atol=1e-5)
+    np.testing.assert_allclose(openvino_vectors.vectors, torch_vectors.vectors, atol=3e-5)
+    assert cosines(openvino_vectors.vectors, torch_vectors.vectors).min() >= 0.9999999
 
 
 class ShapeRecorder:
