@@ -12,6 +12,9 @@ it kept; training) is started with `stop_aware=True` and gets `work(progress, sh
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import threading
 import time
 import uuid
@@ -24,6 +27,10 @@ from prisma_core.errors import PrismaError
 from prisma_core.memory import release_unused_memory
 from prisma_core.progress import Progress
 
+JOB_NICENESS = 10
+"""How much lower than the pages' script runs a job's thread is scheduled (Linux niceness, +10): on a 2-core host a
+job (a map's t-SNE, training) would otherwise take the CPU from the page an analyst is waiting for; threads the job
+starts (OpenMP, OpenVINO workers) inherit it."""
 MAX_HISTORY = 2_000
 """Metric points kept per job for the live chart (the trainer reports about 100 per run)."""
 
@@ -143,6 +150,7 @@ class JobRegistry:
         return job
 
     def _run(self, job: Job, work: Callable[..., Any]) -> None:
+        yield_to_pages()
         try:
             job.result = work(job.report, job.should_stop) if job.stop_aware else work(job.report)
         except BaseException as error:  # the thread must record every failure; the page shows it
@@ -152,3 +160,13 @@ class JobRegistry:
                 release_models()
             release_unused_memory()  # the job's freed working memory would otherwise stay resident
             job.finished = time.time()
+
+
+def yield_to_pages() -> None:
+    """Schedule the calling thread JOB_NICENESS lower. Linux only: there a thread has its own niceness (elsewhere
+    setpriority would lower the whole server)."""
+    if sys.platform != "linux":
+        return
+    thread = threading.get_native_id()
+    with contextlib.suppress(OSError):  # a host that forbids it: the job runs at the server's priority
+        os.setpriority(os.PRIO_PROCESS, thread, min(os.getpriority(os.PRIO_PROCESS, thread) + JOB_NICENESS, 19))

@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from prisma_core.errors import StoreError
 from prisma_core.store.artefacts import Artefacts
 from prisma_core.store.edits import Edits
+from prisma_core.store.lancedb_import import import_lancedb
 from prisma_core.store.location import OBJECT_STORE_SCHEME, Location, S3Settings, is_object_store
 from prisma_core.store.repair import Repairs
 from prisma_core.store.stages import Stages
@@ -55,7 +56,7 @@ class Workspace(Vectors, Artefacts, Edits, Stages, Repairs):
 
     def __init__(self, where: str | Path | None = None, storage_options: Mapping[str, Any] | None = None) -> None:
         os.environ.setdefault(LANCEDB_LOG_ENV, "error")  # before lancedb starts its logger
-        import lancedb  # here, not at the top: commands that open no workspace (--help) do not pay its import
+        lancedb = import_lancedb()  # here, not at the top: commands that open no workspace (--help) do not pay it
 
         self.uri = resolve_workspace(where)
         remote = is_object_store(self.uri)

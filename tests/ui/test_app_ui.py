@@ -1,5 +1,6 @@
 """The UI helpers without a browser: the background job registry and safe text."""
 
+import os
 import threading
 from dataclasses import replace
 
@@ -9,7 +10,7 @@ from prisma_core.errors import TrainingError
 from prisma_core.interpret.keywords import UNNAMED_LABEL
 from prisma_core.interpret.labelling.storing import FAMILIES, THEMES
 from prisma_core.progress import Progress
-from ui.jobs import JobRegistry
+from ui.jobs import JOB_NICENESS, JobRegistry
 from ui.progress import STAGE_NAMES
 from ui.text import feature_name, html_text, md, snippet
 
@@ -51,6 +52,13 @@ def test_failures_are_kept_with_a_message_for_the_analyst():
     assert registry.wait("a", 10).error_message == "k=500 must be fewer than the 384 features. Lower k."
     assert registry.wait("b", 10).error_message == "Unexpected error (ZeroDivisionError): division by zero"
     assert registry.get("a").status == "failed" and registry.running() == []
+
+
+def test_jobs_run_below_the_pages_priority_and_the_server_keeps_its_own():
+    registry, server = JobRegistry(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    job = registry.start("map", "Map", lambda progress: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))[0]
+    assert registry.wait("map", 10) is job and job.result == min(server + JOB_NICENESS, 19)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == server
 
 
 def test_the_embedding_model_is_let_go_when_the_last_job_ends(bbc):

@@ -1,0 +1,63 @@
+"""LanceDB imported without the REST client of Lance namespaces (prisma_core/store/lancedb_import.py), each case in a
+fresh interpreter: the deferral only acts before anything imported LanceDB."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def run_fresh(code: str, tmp_path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def prisma_path(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+
+
+def test_a_workspace_opens_reads_and_writes_without_the_rest_client(tmp_path, prisma_path):
+    seen = run_fresh(
+        f"""
+        import json, sys
+        from prisma_core import pipeline
+        from prisma_core.store import Workspace
+        workspace = Workspace({str(tmp_path / "ws")!r})
+        upload = ("notes.csv", b"text\\none note about the heart\\nanother note about the knee\\n")
+        dataset_id, _ = pipeline.ingest(workspace, [upload], "notes")
+        again = Workspace({str(tmp_path / "ws")!r})
+        print(json.dumps({{
+            "api_loaded": "lance_namespace_urllib3_client.api" in sys.modules,
+            "names": [d.name for d in again.datasets()],
+            "texts": again.documents(dataset_id)["text"].tolist(),
+        }}))
+        """,
+        tmp_path,
+    )
+    texts = ["one note about the heart", "another note about the knee"]
+    assert seen == {"api_loaded": False, "names": ["notes"], "texts": texts}
+
+
+def test_the_rest_client_still_loads_when_something_asks_for_it(tmp_path, prisma_path):
+    seen = run_fresh(
+        f"""
+        import json, sys
+        from prisma_core.store import Workspace
+        Workspace({str(tmp_path / "ws")!r})
+        before = "lance_namespace_urllib3_client.api" in sys.modules
+        import lance_namespace_urllib3_client
+        client = lance_namespace_urllib3_client.ApiClient
+        print(json.dumps({{"before": before, "after": "lance_namespace_urllib3_client.api" in sys.modules,
+                           "client": client.__name__}}))
+        """,
+        tmp_path,
+    )
+    assert seen == {"before": False, "after": True, "client": "ApiClient"}
