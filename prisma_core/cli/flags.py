@@ -57,6 +57,7 @@ def flag_prefix(config: type, together: Sequence[type]) -> str:
 
 
 def chosen_dataset(workspace: Workspace, args: argparse.Namespace) -> str:
+    """The --dataset given, else the workspace's newest dataset."""
     if args.dataset:
         return args.dataset
     datasets = workspace.datasets()
