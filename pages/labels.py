@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import streamlit as st
 
 from prisma_core.errors import PrismaError
 from prisma_core.interpret import labelling
-from prisma_core.interpret.labelling import LabelConfig, LabelPlan, LabelSummary, ScoreSummary
+from prisma_core.interpret.labelling import (
+    LabelConfig,
+    LabelPlan,
+    LabelScope,
+    LabelSummary,
+    ScopeSummary,
+    ScoreSummary,
+)
 from prisma_core.interpret.labelling.estimate import counted, describe_plan, measured_pace
 from prisma_core.interpret.ollama_config import OllamaConfig
 from ui.cards import feature_options
@@ -33,18 +38,6 @@ SCOPE_KEY = "label_scope"
 SEEN_KEY = "label_jobs_seen"
 
 route_here()
-
-
-@dataclass(frozen=True)
-class LabelJobResult:
-    features: LabelSummary
-    families: LabelSummary | None
-    themes: LabelSummary | None = None
-
-    def groups(self) -> list[tuple[str, LabelSummary]]:
-        """(what, summary) of every level this batch labelled."""
-        levels = [("features", self.features), ("families", self.families), ("themes", self.themes)]
-        return [(what, summary) for what, summary in levels if summary is not None]
 
 
 run = require_run()
@@ -75,12 +68,12 @@ def describe(summary: LabelSummary, what: str) -> str:
 
 def show_outcome(job: Job) -> None:
     """What the last batch did, what stopped it, and what to do next."""
-    result: LabelJobResult | None = job.result
+    result: ScopeSummary | None = job.result
     if result is None:
         return
-    summaries = result.groups()
+    summaries = result.levels()
     lines = [describe(summary, what) for what, summary in summaries]
-    stop = next((summary.stop_reason for _, summary in summaries if summary.stop_reason), "")
+    stop = result.stop_reason
     errors = [error for _, summary in summaries for error in summary.errors]
     text = " ".join(lines) + (f" {md(stop)}" if stop else "")
     if stop or errors:
@@ -110,7 +103,8 @@ def refresh_once(job: Job | None) -> None:
         bump_revision(run_id)
 
 
-def scope_picker() -> Scope:
+def scope_picker() -> tuple[LabelScope, str]:
+    """What to label, and its name in the job's title."""
     active = run.features[run.features["density"] > 0]
     n_common = min(COMMON_FEATURES, len(active))
     scope = st.radio(
@@ -127,7 +121,7 @@ def scope_picker() -> Scope:
         names = {int(t.theme_id): f"Theme {t.theme_id}: {t.label}" for t in run.theme_info.itertuples()}
         theme_id = st.selectbox("Theme", list(names), format_func=names.__getitem__, key="label_theme")
         st.caption("The theme is named from the labels its features show now and the documents most about it.")
-        return Scope([], [], [theme_id], f"theme {theme_id}")
+        return LabelScope([], [], [theme_id]), f"theme {theme_id}"
     if scope == "family":
         if not run.families:
             st.info("This run has no families: rebuild them on the Families page with a lower τ.")
@@ -136,24 +130,24 @@ def scope_picker() -> Scope:
         family_id = st.selectbox("Family", list(names), format_func=names.__getitem__, key="label_family")
         family = next(f for f in run.families if f.family_id == family_id)
         st.caption(f"Its {len(family.members)} features are named first, then the family from their labels.")
-        return Scope([int(m) for m in family.members], [family_id], [], f"family {family_id}")
+        return LabelScope([int(m) for m in family.members], [family_id], []), f"family {family_id}"
     if scope == "chosen":
         options = feature_options(run)
         chosen = st.multiselect("Features", list(options), format_func=options.__getitem__, key="label_features")
         if not chosen:
             st.info("Choose one or more features.")
             st.stop()
-        return Scope([int(f) for f in chosen], [], [], f"{len(chosen)} features")
+        return LabelScope([int(f) for f in chosen], [], []), f"{len(chosen)} features"
     if scope == "common":
         common = active.sort_values(["density", "feature_id"], ascending=[False, True]).head(n_common)
         st.caption(
             f"A first batch: the {len(common)} features active on the most documents. Choose *All features* to name "
             "every one of them (then every family and theme)."
         )
-        return Scope(common["feature_id"].astype(int).tolist(), [], [], f"the {len(common)} most common features")
+        return LabelScope(common["feature_id"].astype(int).tolist(), [], []), f"the {len(common)} most common features"
     with_families = st.checkbox("Then name every family", value=True, key="label_with_families")
     with_themes = st.checkbox("Then name every theme", value=True, key="label_with_themes")
-    return Scope(None, None if with_families else [], None if with_themes else [], "all features")
+    return LabelScope(None, None if with_families else [], None if with_themes else []), "all features"
 
 
 def plan_markdown(plan: LabelPlan, pace: float | None) -> str:
@@ -166,32 +160,18 @@ def plan_markdown(plan: LabelPlan, pace: float | None) -> str:
 def seconds_per_request(job: Job | None) -> float | None:
     if job is None or job.result is None:
         return None
-    return measured_pace(job.seconds, [summary for _, summary in job.result.groups()])
+    return measured_pace(job.seconds, [summary for _, summary in job.result.levels()])
 
 
-@dataclass(frozen=True)
-class Scope:
-    """What a batch labels: ids per level, None for all of a level, [] for none of it."""
-
-    feature_ids: list[int] | None
-    family_ids: list[int] | None
-    theme_ids: list[int] | None
-    title: str
-
-
-def start_labelling(config: OllamaConfig, label_config: LabelConfig, scope: Scope) -> None:
-    def work(progress, should_stop) -> LabelJobResult:
-        features = labelling.label_run(ws, run, config, label_config, scope.feature_ids, progress, should_stop)
-        groups: dict[str, LabelSummary | None] = {"family": None, "theme": None}
-        for kind, ids in (("family", scope.family_ids), ("theme", scope.theme_ids)):
-            stopped = any(summary and summary.stop_reason for summary in (features, *groups.values()))
-            if ids != [] and not stopped:
-                groups[kind] = labelling.label_groups(
-                    ws, run, kind, config, label_config, progress, should_stop, group_ids=ids
-                )
-        return LabelJobResult(features, groups["family"], groups["theme"])
-
-    start_job(label_job_key, f"Labelling {scope.title} with {config.model}", work, stop_aware=True)
+def start_labelling(config: OllamaConfig, label_config: LabelConfig, scope: LabelScope, title: str) -> None:
+    start_job(
+        label_job_key,
+        f"Labelling {title} with {config.model}",
+        lambda progress, should_stop: labelling.label_scope(
+            ws, run, config, label_config, scope, progress, should_stop
+        ),
+        stop_aware=True,
+    )
 
 
 def quality_section() -> None:
@@ -239,7 +219,7 @@ st.subheader("1. Ollama server")
 config = connection_settings()
 if config is not None:
     st.subheader("2. What to label")
-    scope = scope_picker()
+    scope, scope_title = scope_picker()
     relabel = st.checkbox(
         "Label again what this model already labelled",
         key="label_relabel",
@@ -262,7 +242,7 @@ if config is not None:
         disabled=running or not plan.n_requests,
         key="label_start",
     ):
-        start_labelling(config, label_config, scope)
+        start_labelling(config, label_config, scope, scope_title)
 
     with st.expander("Check the labels with the model (detection score)"):
         st.markdown(

@@ -24,11 +24,9 @@ from typing import Literal
 import pandas as pd
 
 from prisma_core import pipeline
-from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import IngestError
 from prisma_core.ingest import IngestConfig, Source
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
-from prisma_core.sae import suggest_config
 from prisma_core.store import Workspace
 
 DEMO_URL = "https://huggingface.co/datasets/NickyNicky/medical_mtsamples/resolve/main/mtsamples%20(1).csv"
@@ -250,14 +248,11 @@ def run_demo(
     if done is not None:
         return done
     existing = [d for d in workspace.datasets() if d.name == config.dataset_name and d.n_documents == config.size]
-    if existing:
-        dataset_id = existing[-1].dataset_id
-    else:
-        source = demo_source(workspace.path / "demo", config, progress)
-        dataset_id, _ = pipeline.ingest(workspace, [source], config.dataset_name, DEMO_INGEST)
-    embed_config = EmbedConfig()
-    pipeline.embed_dataset(workspace, dataset_id, embed_config, progress)
-    dim = workspace.vectors(dataset_id, model_key(embed_config)).shape[1]
-    sae_config = suggest_config(workspace.dataset(dataset_id).n_documents, dim)
-    summary = pipeline.train_run(workspace, dataset_id, sae_config, embed_config, progress=progress)
-    return dataset_id, summary.run_id
+    dataset = existing[-1].dataset_id if existing else _new_demo_dataset(workspace, config, progress)
+    chained = pipeline.ingest_embed_train(workspace, dataset, progress=progress)
+    return chained.dataset_id, chained.run_id
+
+
+def _new_demo_dataset(workspace: Workspace, config: DemoConfig, progress: ProgressCallback) -> pipeline.NewDataset:
+    source = demo_source(workspace.path / "demo", config, progress)
+    return pipeline.NewDataset([source], config.dataset_name, DEMO_INGEST)

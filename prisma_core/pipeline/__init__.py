@@ -2,10 +2,11 @@
 
 Each function takes configs and a progress callback, writes its artefacts to the store and returns what the caller
 needs to show. The UI and the CLI call these and nothing deeper: `dataset` (ingest, embed, add documents),
-`placement` (added documents placed in the runs), `training` (train, rebuild themes or families), `export`, and the
-read model of `prisma_core.runs`.
+`placement` (added documents placed in the runs), `training` (train, rebuild themes or families), `chain` (ingest ->
+embed -> train in one call), `export`, and the read model of `prisma_core.runs`.
 """
 
+from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train
 from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
 from prisma_core.pipeline.export import APP_EXPORTS, EXPORT_FILES, EXPORT_MARKER, export_run, export_target
 from prisma_core.pipeline.placement import Placement, grow_dataset, place_in_runs, place_new_documents
@@ -23,10 +24,15 @@ __all__ = [
     "EXPORT_FILES",
     "EXPORT_MARKER",
     "AddedDocuments",
+    "ChainResult",
     "EmbedSummary",
+    "Finished",
+    "Ingested",
     "LoadedRun",
+    "NewDataset",
     "Placement",
     "RunSummary",
+    "SaeChoice",
     "add_documents",
     "document_themes",
     "embed_dataset",
@@ -36,6 +42,7 @@ __all__ = [
     "family_membership",
     "grow_dataset",
     "ingest",
+    "ingest_embed_train",
     "load_run",
     "place_in_runs",
     "place_new_documents",

@@ -45,7 +45,6 @@ def build_small_run(folder: Path, bbc: pd.DataFrame) -> SmallRun:
     def record(event: Progress) -> None:
         stages.add(event.stage)
 
-    dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc small", IngestConfig(id_column="id"), progress=record)
-    embedded = pipeline.embed_dataset(workspace, dataset_id, progress=record)
-    run = pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=record)
-    return SmallRun(workspace.path, corpus, dataset_id, embedded, run, frozenset(stages))
+    documents = pipeline.NewDataset([corpus], "bbc small", IngestConfig(id_column="id"))
+    chained = pipeline.ingest_embed_train(workspace, documents, sae_config=SMALL_SAE, progress=record)
+    return SmallRun(workspace.path, corpus, chained.dataset_id, chained.embedded, chained.run, frozenset(stages))

@@ -10,6 +10,7 @@ Where things live:
 - `job`: a batch's settings (`LabelConfig`), summary (`LabelSummary`), progress, cancel and failure streak.
 - `features`: feature labels (`label_run`).
 - `groups`: family and theme labels (`label_groups`).
+- `scope`: a job over a scope, features then families then themes (`label_scope`), as the page and the CLI run it.
 - `storing`: the batch's stage record and group labels written back onto the stored groups.
 - `scores`: embedding and detection scores, the shuffled baseline, per-source quality (`score_run`).
 """
@@ -23,6 +24,7 @@ from prisma_core.interpret.labelling.groups import (
 )
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
 from prisma_core.interpret.labelling.planning import PROMPT_OVERHEAD_TOKENS, LabelPlan, plan_labels
+from prisma_core.interpret.labelling.scope import LabelScope, ScopeSummary, label_scope
 from prisma_core.interpret.labelling.scores import (
     ScoreBaseline,
     ScoreSummary,
@@ -36,7 +38,9 @@ __all__ = [
     "FeatureGroup",
     "LabelConfig",
     "LabelPlan",
+    "LabelScope",
     "LabelSummary",
+    "ScopeSummary",
     "ScoreBaseline",
     "ScoreSummary",
     "StopCheck",
@@ -45,6 +49,7 @@ __all__ = [
     "label_groups",
     "label_quality",
     "label_run",
+    "label_scope",
     "never_stop",
     "plan_labels",
     "score_baseline",

@@ -44,11 +44,13 @@ from prisma_core.interpret.label_scores import (
 from prisma_core.interpret.labelling import (
     PROMPT_OVERHEAD_TOKENS,
     LabelConfig,
+    LabelScope,
     group_documents,
     job,
     label_groups,
     label_quality,
     label_run,
+    label_scope,
     plan_labels,
     planning,
     score_baseline,
@@ -556,6 +558,37 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = json.loads((tmp_path / "export" / "themes.json").read_text())
     assert [(t["label"], t["label_source"]) for t in exported] == [(t["label"], "llama3.2") for t in stored]
+
+
+def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stopped(workspace, base_run, fake):
+    """The job the Labels page and `label` run: the scope's features, then its families, then its themes."""
+    features = active_features(workspace, base_run.run_id)[:2]
+    n_themes = len(workspace.themes(base_run.run_id))
+    stages: list[str] = []
+
+    summary = label_scope(
+        workspace,
+        pipeline.load_run(workspace),
+        ollama(fake),
+        LabelConfig(),
+        LabelScope(features, (), None),
+        progress=lambda event: stages.append(event.stage),
+    )
+
+    assert [level for level, _ in summary.levels()] == ["features", "themes"] and summary.families is None
+    assert (summary.features.n_labelled, summary.themes.n_labelled, summary.stop_reason) == (2, n_themes, "")
+    assert list(dict.fromkeys(stages)) == ["label", "theme labels"]
+    cancelled = label_scope(
+        workspace,
+        pipeline.load_run(workspace),
+        ollama(fake),
+        LabelConfig(relabel=True),
+        LabelScope(None, None, None),
+        should_stop=lambda: True,
+    )
+    assert cancelled.stop_reason == cancelled.features.stop_reason
+    assert cancelled.stop_reason.startswith("Cancelled after 0 of")
+    assert [level for level, _ in cancelled.levels()] == ["features"]
 
 
 # -- scores -----------------------------------------------------------------------------------------------------
