@@ -9,6 +9,7 @@ import streamlit as st
 from prisma_core import analysis, edits
 from prisma_core.errors import PrismaError
 from prisma_core.explore import search_features
+from prisma_core.feature_queries import nearest_active, ranked_features
 from prisma_core.interpret import manual_labels, prompts
 from prisma_core.interpret.label_scores import (
     ScoreConfig,
@@ -24,14 +25,10 @@ from prisma_core.runs import reliability, trainings_compared
 from ui import charts
 from ui.glossary import TERMS
 from ui.state import bump_revision, dataset_documents, workspace
-from ui.text import feature_name, md, own_label, snippet
+from ui.text import feature_name, md, snippet
 
 TOP_DOCUMENTS = 10
 CONTRAST_DOCUMENTS = 5
-NEAREST_FEATURES = 8
-MIN_CLOSENESS = 0.2
-"""Closeness (decoder cosine) below which a feature is not called similar: unrelated directions in 384 dimensions
-already reach about 0.1 by chance."""
 FULL_TEXTS = 3
 
 
@@ -166,17 +163,6 @@ def reliability_note(run: LoadedRun, row: pd.Series) -> None:
         )
     else:
         st.caption(f"Comes back: {words}.")
-
-
-def nearest_active(run: LoadedRun, feature_id: int) -> pd.DataFrame:
-    """The closest features by decoder cosine among those that fire (dead features carry no meaning), at least
-    MIN_CLOSENESS close; labels without a trailing copy of their feature's number."""
-    alive = run.features.loc[run.features["density"] > 0, ["feature_id", "label", "density"]]
-    nearest = analysis.nearest_features(run.directions, feature_id, len(run.features) - 1)
-    nearest = nearest[nearest["cosine"] >= MIN_CLOSENESS].merge(alive, on="feature_id", how="inner")
-    nearest = nearest.head(NEAREST_FEATURES)
-    pairs = zip(nearest["feature_id"], nearest["label"], strict=True)
-    return nearest.assign(label=[own_label(feature, label) for feature, label in pairs])
 
 
 def _document_table(frame: pd.DataFrame, with_value: bool) -> pd.DataFrame:
@@ -337,8 +323,6 @@ def _prefer(run_id: str, feature_id: int, interpretation_id: str) -> None:
 
 
 def feature_options(run: LoadedRun) -> dict[int, str]:
-    """feature id -> display name of the features not hidden, pinned ones first, then densest first (dead ones
-    last)."""
-    shown = run.features[~run.features["hidden"]]
-    ranked = shown.sort_values(["pinned", "density", "feature_id"], ascending=[False, False, True])
+    """feature id -> display name of the features not hidden, in `ranked_features` order."""
+    ranked = ranked_features(run)
     return {int(f): feature_name(f, label) for f, label in zip(ranked["feature_id"], ranked["label"], strict=True)}
