@@ -21,6 +21,11 @@ def ranked_features(run: LoadedRun) -> pd.DataFrame:
     return shown.sort_values(["pinned", "density", "feature_id"], ascending=[False, False, True])
 
 
+def densest_features(run: LoadedRun, n: int) -> pd.DataFrame:
+    """The n features active on the most documents (the diagnostics' heatmaps)."""
+    return run.features.sort_values("density", ascending=False).head(n)
+
+
 def shown_feature(run: LoadedRun, chosen: int | None) -> int:
     """The feature to open: `chosen` while the run shows it, else the first of `ranked_features`."""
     ranked = ranked_features(run)["feature_id"]

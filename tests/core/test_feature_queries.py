@@ -10,6 +10,7 @@ from prisma_core import pipeline
 from prisma_core.feature_queries import (
     MIN_CLOSENESS,
     NEAREST_FEATURES,
+    densest_features,
     nearest_active,
     ranked_features,
     shown_feature,
@@ -63,3 +64,10 @@ def test_similar_features_fire_and_are_close_closest_first(run):
         assert (density > 0).all()
         found_any |= not nearest.empty
     assert found_any
+
+
+def test_the_diagnostics_show_the_densest_features(run):
+    densest = densest_features(run, 5)
+    assert len(densest) == 5
+    assert densest["density"].min() >= run.features["density"].nlargest(5).min()
+    assert (np.diff(densest["density"].to_numpy()) <= 0).all()
