@@ -15,6 +15,7 @@ from prisma_core.explore import (
     refract_document,
     refract_text,
     search_documents,
+    split_strong,
     spreadsheet_csv,
 )
 from prisma_core.groups import (
@@ -91,7 +92,7 @@ def show_concepts(frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info("No feature is active on this text.")
         return
-    frame, weak = levels.split_strong(frame.assign(comes_back=comes_back_words(run, frame["found_in"])))
+    frame, weak = split_strong(frame.assign(comes_back=comes_back_words(run, frame["found_in"])))
     st.markdown(f"**The {len(frame)} concepts that matter most here**, strongest first")
     st.altair_chart(charts.feature_bars(frame), width="stretch")
     st.dataframe(

@@ -9,6 +9,7 @@ from prisma_core.config_docs import field_help
 from prisma_core.errors import DamagedTableError, PrismaError
 from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import RunSummary
+from prisma_core.run_quality import comes_back, detail_captured, n_features, overfitting, quality_words, run_name
 from prisma_core.run_settings import run_settings
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.store import RunRecord
@@ -20,7 +21,7 @@ from ui.jobs import Job
 from ui.loaders import diagnostics, embedding_dim
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.runs import comes_back, detail_captured, n_features, overfitting, quality_words, run_name, run_quality_note
+from ui.runs import run_quality_note
 from ui.state import (
     PAGES,
     RUN_KEY,

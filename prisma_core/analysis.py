@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 
 def codes_from_rows(
@@ -32,6 +33,12 @@ STRONG_SHARE = 0.25
 document k active features; the strong ones are the handful that say what the document is about."""
 
 
+def strong_activations(values: ArrayLike, largest: ArrayLike, share: float = STRONG_SHARE) -> np.ndarray:
+    """[n] bool: which activations are strong, each against the largest activation of its document (`largest`: one
+    number for one document's activations, else one per activation). The one definition of a strong activation."""
+    return np.asarray(values) >= share * np.asarray(largest)
+
+
 def strong_codes(codes: sp.csr_matrix, share: float = STRONG_SHARE) -> sp.csr_matrix:
     """The codes with every activation below `share` of its document's largest one removed."""
     strong = sp.csr_matrix(codes, copy=True)
@@ -39,7 +46,7 @@ def strong_codes(codes: sp.csr_matrix, share: float = STRONG_SHARE) -> sp.csr_ma
     row_max = np.zeros(strong.shape[0], dtype=strong.dtype)
     nonempty = lengths > 0
     row_max[nonempty] = np.maximum.reduceat(strong.data, strong.indptr[:-1][nonempty])
-    strong.data[strong.data < share * np.repeat(row_max, lengths)] = 0
+    strong.data[~strong_activations(strong.data, np.repeat(row_max, lengths), share)] = 0
     strong.eliminate_zeros()
     return strong
 

@@ -50,11 +50,18 @@ def refract_document(run: LoadedRun, position: int) -> pd.DataFrame:
 
 def with_labels(frame: pd.DataFrame, run: LoadedRun) -> pd.DataFrame:
     """Adds each feature's label, in how many trainings it was found, and `strong`: whether it is one of the handful
-    of concepts that matter for the document (see analysis.STRONG_SHARE); the others are weak traces, best folded
-    away. Features the analyst hid are left out."""
-    strong = frame["value"] >= analysis.STRONG_SHARE * frame["value"].max() if len(frame) else frame["value"] > 0
+    of concepts that matter for the document (`analysis.strong_activations`, against the strongest feature shown);
+    the others are weak traces, best folded away. Features the analyst hid are left out."""
     labels = run.features.loc[~run.features["hidden"], ["feature_id", "label", "found_in"]]
-    return frame.assign(strong=strong).merge(labels, on="feature_id", how="inner")
+    shown = frame.merge(labels, on="feature_id", how="inner")
+    shown.insert(2, "strong", analysis.strong_activations(shown["value"], shown["value"].max()))
+    return shown
+
+
+def split_strong(refraction: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A refraction (as `with_labels` gives it) split into its strong concepts and its weak ones."""
+    strong = refraction["strong"].to_numpy(bool)
+    return refraction[strong].reset_index(drop=True), refraction[~strong].reset_index(drop=True)
 
 
 @dataclass(frozen=True)

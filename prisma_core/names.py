@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 LEVEL_WORDS = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
 LEVEL_PLURALS = {"theme": "themes", "subtheme": "sub-themes", "family": "families", "feature": "features"}
 SNIPPET_CHARS = 220
+NO_THEME_NAME = "(no theme)"
 
 
 def level_word(level: str) -> str:
@@ -22,7 +25,19 @@ def unit_names(level: str, units: pd.DataFrame) -> dict[int, str]:
     pairs = zip(units["unit"].tolist(), units["label"].tolist(), strict=True)
     if level == "feature":
         return {int(unit): feature_name(unit, label) for unit, label in pairs}
-    return {i: f"{LEVEL_WORDS[level]} {int(unit)}: {label}" for i, (unit, label) in enumerate(pairs)}
+    return {i: unit_name(level, unit, label) for i, (unit, label) in enumerate(pairs)}
+
+
+def unit_name(level: str, unit: int, label: object) -> str:
+    """A theme, sub-theme or family named with its number: "Theme 2: surgery · incision" (plain text)."""
+    return f"{LEVEL_WORDS[level]} {int(unit)}: {label}"
+
+
+def theme_names(theme_info: pd.DataFrame, theme_ids: Iterable[int]) -> dict[int, str]:
+    """theme id -> `unit_name` of the theme (NO_THEME_NAME for a document's missing theme, -1), for the ids given.
+    theme_info: the run's themes (theme_id, label)."""
+    labels = theme_info.set_index("theme_id")["label"]
+    return {int(t): unit_name("theme", t, labels.get(t)) if t >= 0 else NO_THEME_NAME for t in set(theme_ids)}
 
 
 def feature_name(feature_id: int, label: object) -> str:

@@ -1,20 +1,39 @@
 """What a collection is about, read from a run: its themes with their sizes, families, features and most typical
-documents (Home, the Features page and the report show them)."""
+documents, which documents fit no theme well, and the themes of one document (Home, the Features, Families and
+Explore pages and the report show them)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core.explore import DatasetDocuments
-from prisma_core.names import snippet
-from prisma_core.runs import LoadedRun
+from prisma_core.names import feature_name, snippet, theme_names
+from prisma_core.runs import LoadedRun, themes_of
 from prisma_core.store import NamedFamily
-from prisma_core.themes import NO_THEME
+from prisma_core.themes import MAX_SUBTHEMES, MAX_THEMES, NO_THEME
 
 N_STRONGEST = 3
 """Features named per sub-theme in its table."""
+THEMES_WITHOUT_ANY = 8
+"""The number of themes offered to group a run made before Prisma grouped features into themes."""
+
+
+def theme_name(run: LoadedRun, theme_id: int) -> str:
+    """How a theme is named in pickers and charts: "Theme 2: surgery · incision" (plain text, not markdown)."""
+    return theme_names(run.theme_info, [theme_id])[int(theme_id)]
+
+
+def shown_theme(run: LoadedRun, chosen: int | None) -> int:
+    """The theme to open: `chosen` while the run shows it, else the first shown (a pinned one, else the largest:
+    theme 0); 0 for a run without themes."""
+    shown = run.theme_info["theme_id"].tolist()
+    if chosen is not None and int(chosen) in shown:
+        return int(chosen)
+    return int(shown[0]) if shown else 0
 
 
 def theme_documents(run: LoadedRun, theme_id: int, n: int, members: sp.csc_matrix | None = None) -> pd.DataFrame:
@@ -39,6 +58,33 @@ def families_of_themes(run: LoadedRun) -> dict[int, list[NamedFamily]]:
     for family in sorted(run.families, key=lambda f: -len(f.members)):
         grouped.setdefault(int(theme_of.get(family.parent, NO_THEME)), []).append(family)
     return grouped
+
+
+def family_counts(run: LoadedRun) -> dict[int, int]:
+    """theme_id -> how many families belong to it, for every theme shown, in the run's order."""
+    grouped = families_of_themes(run)
+    return {int(t): len(grouped.get(int(t), [])) for t in run.theme_info["theme_id"]}
+
+
+def theme_families_table(run: LoadedRun, theme_id: int) -> pd.DataFrame:
+    """The theme's families, largest first: family, label, features (how many), general concept (its parent)."""
+    families = theme_families(run, theme_id)
+    label_of = run.features.set_index("feature_id")["label"]
+    return pd.DataFrame(
+        {
+            "family": [f.family_id for f in families],
+            "label": [f.label for f in families],
+            "features": [len(f.members) for f in families],
+            "general concept": [feature_name(f.parent, label_of.get(f.parent)) for f in families],
+        },
+        columns=["family", "label", "features", "general concept"],
+    )
+
+
+def theme_features(run: LoadedRun, theme_id: int) -> pd.DataFrame:
+    """The theme's features, most typical first: feature_id, label, density."""
+    ids = list(run.theme_info.set_index("theme_id").at[int(theme_id), "features"])
+    return run.features.set_index("feature_id").loc[ids].reset_index()[["feature_id", "label", "density"]]
 
 
 def themes_table(run: LoadedRun, documents: DatasetDocuments, n_examples: int) -> pd.DataFrame:
@@ -129,3 +175,46 @@ def coverage_sentence(run: LoadedRun) -> str:
     verb = "fits" if unfit == 1 else "fit"
     share = unfit / max(n_docs, 1)
     return f"{unfit:,} {noun} ({share:.1%}) {verb} no theme well: no theme clearly wins over the others."
+
+
+def unfit_documents_table(run: LoadedRun, documents: DatasetDocuments, positions: np.ndarray) -> pd.DataFrame:
+    """The documents at `positions` (of those that fit no theme well, `unfit_documents`): doc_id, title, text,
+    closest_theme (its name) and closest_share (how much of the document it explains)."""
+    shown = documents.at(positions)
+    closest = run.themes.strongest()[positions]
+    names = theme_names(run.theme_info, closest.tolist())
+    return pd.DataFrame(
+        {
+            "doc_id": shown["doc_id"],
+            "title": shown["title"],
+            "text": shown["text"],
+            "closest_theme": [names[int(t)] for t in closest],
+            "closest_share": run.themes.probabilities[positions].max(axis=1),
+        }
+    )
+
+
+def document_theme_shares(run: LoadedRun, position: int) -> list[tuple[int, float]]:
+    """(theme_id, probability) of every theme the document belongs to, most probable first; [] for a run without
+    themes or a document with no active concept."""
+    if run.themes is None:
+        return []
+    probabilities = run.themes.probabilities
+    return [(t, float(probabilities[position, t])) for t in themes_of(run.themes.members(), probabilities, position)]
+
+
+@dataclass(frozen=True)
+class ThemeCounts:
+    """The numbers of themes and sub-themes a run can be regrouped into, and the number it has now."""
+
+    current: int
+    most_themes: int
+    most_subthemes: int
+
+
+def regroup_counts(run: LoadedRun) -> ThemeCounts:
+    """At least 2 themes (or sub-themes), at most one per document and the settings' limits; a run without themes
+    starts from THEMES_WITHOUT_ANY (or one theme per document for fewer documents)."""
+    n_docs = run.codes.shape[0]
+    current = run.themes.n_themes if run.themes is not None else min(THEMES_WITHOUT_ANY, n_docs)
+    return ThemeCounts(current, max(2, min(MAX_THEMES, n_docs)), max(2, min(MAX_SUBTHEMES, n_docs)))

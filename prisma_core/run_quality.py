@@ -29,14 +29,20 @@ def never_firing(run: RunRecord) -> float | None:
     return dead if isinstance(dead, float) and not math.isnan(dead) else None
 
 
+def mostly_never_firing(run: RunRecord) -> float | None:
+    """The share of features that never fire when it is above MOSTLY_DEAD (the run is then poor, whatever detail it
+    keeps), else None."""
+    dead = never_firing(run)
+    return dead if dead is not None and dead > MOSTLY_DEAD else None
+
+
 def quality_words(run: RunRecord) -> str:
     """E.g. "good (71% of detail)"; "poor" whatever the detail when most features never fire (then the documents
     differ too little for the features asked for: a category or an id chosen as the text, say)."""
     captured = detail_captured(run)
     if captured is None:
         return "quality not measured"
-    dead = never_firing(run)
-    if dead is not None and dead > MOSTLY_DEAD:
+    if (dead := mostly_never_firing(run)) is not None:
         return f"poor ({dead:.0%} of features never fire)"
     word = "good" if captured >= GOOD else "fair" if captured >= FAIR else "rough"
     return f"{word} ({captured:.0%} of detail)"

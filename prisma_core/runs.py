@@ -8,43 +8,23 @@ family holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis
-from prisma_core.edits import Edited, apply_edits
+from prisma_core.applied_edits import apply_edits
 from prisma_core.errors import RunBehindError, StoreError
+from prisma_core.loaded_run import LoadedRun
 from prisma_core.run_quality import PLACED_STAGE
 from prisma_core.run_settings import RunSettings, run_settings
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
-from prisma_core.store.location import Location
 from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
 from prisma_core.subthemes import SubThemes
 from prisma_core.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    """Everything the exploration views need about one run, loaded once."""
-
-    record: RunRecord
-    settings: RunSettings  # the record's settings, typed
-    weights: Location  # the run's folder (sae.safetensors, config.json), reached with the workspace's settings
-    codes: sp.csr_matrix  # [n_documents, n_features]
-    directions: np.ndarray  # [n_features, d] unit-norm decoder directions
-    features: pd.DataFrame  # stats, n_strong (documents where it is strong), resolved label, theme_id per feature
-    families: list[NamedFamily]
-    themes: Themes | None  # None for runs made before themes existed
-    theme_info: pd.DataFrame  # theme_id, label, description, label_source, n_documents, features, pinned
-    subthemes: SubThemes | None  # None for runs made before sub-themes existed
-    subtheme_info: pd.DataFrame  # subtheme_id, theme_id, label, description, label_source, n_documents, features
-    edited: Edited = field(
-        default_factory=Edited
-    )  # the analyst's edits shown, and those whose concept changed too much to apply
 
 
 def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
@@ -279,14 +259,17 @@ def document_themes(run: LoadedRun) -> pd.DataFrame:
             }
         )
     members = run.themes.members()
-    probabilities = run.themes.probabilities
-    themes = [
-        sorted(members.indices[members.indptr[d] : members.indptr[d + 1]].tolist(), key=lambda t: -probabilities[d, t])
-        for d in range(n_docs)
-    ]
+    themes = [themes_of(members, run.themes.probabilities, d) for d in range(n_docs)]
     return pd.DataFrame(
         {"theme_id": run.themes.strongest(), "themes": themes, "subtheme_id": subtheme, "fits_theme": run.themes.fits()}
     )
+
+
+def themes_of(members: sp.csr_matrix, probabilities: np.ndarray, position: int) -> list[int]:
+    """The themes document `position` belongs to, most probable first. members: `Themes.members()`;
+    probabilities: `Themes.probabilities`."""
+    own = members.indices[members.indptr[position] : members.indptr[position + 1]].tolist()
+    return sorted(own, key=lambda theme: -probabilities[position, theme])
 
 
 def family_matrix(members: Sequence[Sequence[int]], n_features: int) -> sp.csr_matrix:

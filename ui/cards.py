@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from prisma_core import analysis, edits
 from prisma_core.errors import PrismaError
 from prisma_core.explore import search_features
+from prisma_core.feature_queries import nearest_active, ranked_features
 from prisma_core.interpret import manual_labels, prompts
-from prisma_core.interpret.label_scores import (
-    ScoreConfig,
-    ScoreSupport,
-    auc_band,
-    covering_keywords,
-    detection_band,
-    score_support,
-    verdict,
-)
+from prisma_core.interpret.label_scores import ScoreSupport, one_feature_support, score_words, support_words
 from prisma_core.pipeline import LoadedRun, family_membership
 from prisma_core.runs import reliability, trainings_compared
 from ui import charts
 from ui.glossary import TERMS
 from ui.state import bump_revision, dataset_documents, workspace
-from ui.text import feature_name, md, own_label, snippet
+from ui.text import feature_name, md, snippet
 
 TOP_DOCUMENTS = 10
 CONTRAST_DOCUMENTS = 5
-NEAREST_FEATURES = 8
-MIN_CLOSENESS = 0.2
-"""Closeness (decoder cosine) below which a feature is not called similar: unrelated directions in 384 dimensions
-already reach about 0.1 by chance."""
 FULL_TEXTS = 3
 
 
@@ -168,17 +156,6 @@ def reliability_note(run: LoadedRun, row: pd.Series) -> None:
         st.caption(f"Comes back: {words}.")
 
 
-def nearest_active(run: LoadedRun, feature_id: int) -> pd.DataFrame:
-    """The closest features by decoder cosine among those that fire (dead features carry no meaning), at least
-    MIN_CLOSENESS close; labels without a trailing copy of their feature's number."""
-    alive = run.features.loc[run.features["density"] > 0, ["feature_id", "label", "density"]]
-    nearest = analysis.nearest_features(run.directions, feature_id, len(run.features) - 1)
-    nearest = nearest[nearest["cosine"] >= MIN_CLOSENESS].merge(alive, on="feature_id", how="inner")
-    nearest = nearest.head(NEAREST_FEATURES)
-    pairs = zip(nearest["feature_id"], nearest["label"], strict=True)
-    return nearest.assign(label=[own_label(feature, label) for feature, label in pairs])
-
-
 def _document_table(frame: pd.DataFrame, with_value: bool) -> pd.DataFrame:
     table = pd.DataFrame({"doc_id": frame["doc_id"], "title": frame["title"], "text": frame["text"].map(snippet)})
     if with_value:
@@ -225,8 +202,8 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
     with choose:
         support = feature_score_support(run, feature_id)
         table = mine[["label", "description", "source", "created_at", "preferred"]].assign(
-            score=[score_text(s, support, detection=False) for s in mine["score_embedding"]],
-            llm_check=[score_text(s, support, detection=True) for s in mine["score_detection"]],
+            score=[score_words(s, support, detection=False) for s in mine["score_embedding"]],
+            llm_check=[score_words(s, support, detection=True) for s in mine["score_detection"]],
         )
         table["created_at"] = table["created_at"].astype("string").str[:16].str.replace("T", " ")
         st.dataframe(
@@ -243,7 +220,7 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
                 "llm_check": st.column_config.TextColumn("LLM check", help=DETECTION_HELP),
             },
         )
-        st.caption(support_caption(support))
+        st.caption(support_words(support))
         if len(mine) > 1:
             options = mine["interpretation_id"].tolist()
             by_id = mine.set_index("interpretation_id")
@@ -280,36 +257,8 @@ DETECTION_HELP = (
 
 
 def feature_score_support(run: LoadedRun, feature_id: int) -> ScoreSupport:
-    """The documents this feature's label scores rest on (counts), as the scoring chose them."""
-    config = covering_keywords(ScoreConfig(), run.settings.keywords.n_top_documents)
-    n_strong = run.features.set_index("feature_id").at[int(feature_id), "n_strong"]
-    return score_support(np.array([n_strong]), run.codes.shape[0], config)
-
-
-def score_text(score: float, support: ScoreSupport, detection: bool) -> str:
-    """ "0.82 (0.74 to 0.90), above chance"; "not enough evidence" where the feature fires too rarely; "not scored"
-    (or "not checked") for a label without that score, such as one written by hand."""
-    if support.basis[0] == "too_few":
-        return "not enough evidence"
-    if score is None or not np.isfinite(score):
-        return "not checked" if detection else "not scored"
-    config = ScoreConfig()
-    if detection:
-        low, high = detection_band(score, config.n_detect_positives, config.n_detect_negatives)
-    else:
-        low, high = auc_band(score, int(support.n_positives[0]), int(support.n_negatives[0]))
-    return f"{score:.2f} ({low:.2f} to {high:.2f}), {verdict(low, high)}"
-
-
-def support_caption(support: ScoreSupport) -> str:
-    basis, n_pos, n_neg = support.basis[0], int(support.n_positives[0]), int(support.n_negatives[0])
-    if basis == "too_few":
-        return (
-            "Not enough evidence to score a label: this feature fires on too few documents (or on all of them). "
-            "Judge its labels by its documents above."
-        )
-    kept = "documents no labeller was shown" if basis == "held_out" else "all its documents (too few to hold any out)"
-    return f"Scores rest on {n_pos:,} of the feature's {kept} against {n_neg:,} others. Chance is 0.50."
+    n_strong = int(run.features.set_index("feature_id").at[int(feature_id), "n_strong"])
+    return one_feature_support(n_strong, run.codes.shape[0], run.settings.keywords.n_top_documents)
 
 
 def rename_feature(run: LoadedRun, feature_id: int, label: str, description: str = "") -> None:
@@ -337,8 +286,6 @@ def _prefer(run_id: str, feature_id: int, interpretation_id: str) -> None:
 
 
 def feature_options(run: LoadedRun) -> dict[int, str]:
-    """feature id -> display name of the features not hidden, pinned ones first, then densest first (dead ones
-    last)."""
-    shown = run.features[~run.features["hidden"]]
-    ranked = shown.sort_values(["pinned", "density", "feature_id"], ascending=[False, False, True])
+    """feature id -> display name of the features not hidden, in `ranked_features` order."""
+    ranked = ranked_features(run)
     return {int(f): feature_name(f, label) for f, label in zip(ranked["feature_id"], ranked["label"], strict=True)}

@@ -1,4 +1,4 @@
-"""Explore at every level of the hierarchy (theme, family, feature), and refraction's strong/weak split."""
+"""Explore at every level of the hierarchy (theme, sub-theme, family, feature), and a document's themes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from prisma_core import analysis
 from prisma_core.errors import PrismaError
 from prisma_core.explore import LEVELS, level_units
 from prisma_core.names import unit_names
+from prisma_core.overview import document_theme_shares, theme_name
 from prisma_core.pipeline import LoadedRun
 from ui.state import loaded_run, revision, workspace
 from ui.text import md
@@ -76,25 +77,11 @@ def level_query(run: LoadedRun, level: str) -> tuple[np.ndarray, pd.DataFrame] |
     return positions, values
 
 
-def split_strong(frame: pd.DataFrame, share: float = analysis.STRONG_SHARE) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A refraction (feature_id, value, label; strongest first) split as analysis.strong_codes splits a document:
-    activations at least `share` of the largest are strong, the rest weak."""
-    if frame.empty:
-        return frame, frame
-    strong = frame["value"] >= share * frame["value"].max()
-    return frame[strong].reset_index(drop=True), frame[~strong].reset_index(drop=True)
-
-
 def document_theme_caption(run: LoadedRun, position: int) -> str | None:
     """ "Themes of this document: Theme 1: … (72%) · Theme 4: … (31%)" as markdown-safe text, or None."""
     if run.themes is None:
         return None
-    members = run.themes.members()[position].indices
-    probability = run.themes.probabilities[position]
-    labels = run.theme_info.set_index("theme_id")["label"]
-    ordered = sorted(members.tolist(), key=lambda t: -probability[t])
-    if not ordered:
+    shares = document_theme_shares(run, position)
+    if not shares:
         return "This document belongs to no theme (no concept is active on it)."
-    return "Themes of this document: " + " · ".join(
-        f"{md(f'Theme {t}: {labels.get(t)}')} ({probability[t]:.0%})" for t in ordered
-    )
+    return "Themes of this document: " + " · ".join(f"{md(theme_name(run, t))} ({share:.0%})" for t, share in shares)

@@ -14,6 +14,7 @@ from prisma_core.compare.prevalence import group_comparison
 from prisma_core.downloads import export_in_workspace
 from prisma_core.embed import EmbedConfig, load_encoder, plan_chunks
 from prisma_core.explore import DocumentVectors, level_units
+from prisma_core.feature_queries import densest_features
 from prisma_core.ingest import Source, preview_sources
 from prisma_core.interpret import labelling
 from prisma_core.names import unit_names
@@ -80,7 +81,7 @@ def document_choices(workspace_path: str, dataset_id: str, n_documents: int) -> 
 def diagnostics(workspace_path: str, run_id: str, revision: int, n: int) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The n densest features' names, decoder similarity and co-occurrence."""
     run = run_at(workspace_path, run_id, revision)
-    densest = run.features.sort_values("density", ascending=False).head(n)
+    densest = densest_features(run, n)
     names = [feature_name(f, label)[:40] for f, label in zip(densest["feature_id"], densest["label"], strict=True)]
     ids = densest["feature_id"].tolist()
     return names, analysis.decoder_similarity(run.directions, ids), analysis.cooccurrence(run.codes, ids)

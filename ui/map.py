@@ -9,12 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core.explore import saved_document_map
+from prisma_core.names import NO_THEME_NAME, theme_names, unit_name
 from prisma_core.pipeline import LoadedRun
 from ui.progress import job_panel
 from ui.state import dataset_documents, job_registry, revision, run_at, workspace
 from ui.text import sample_notice, snippet
-
-NO_THEME_NAME = "(no theme)"
 
 HOVER_CHARS = 200
 MAP_CAPTION = (
@@ -82,8 +81,7 @@ def _map_points(workspace_uri: str, run_id: str, revision: int) -> pd.DataFrame:
     record = run.record
     points = map_positions(run)
     strongest = run.themes.strongest()
-    labels = run.theme_info.set_index("theme_id")["label"]
-    names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else NO_THEME_NAME for t in set(strongest.tolist())}
+    names = theme_names(run.theme_info, strongest.tolist())
     chosen = dataset_documents(record.dataset_id).at(points["position"])
     return points.assign(
         theme=[names[t] for t in strongest[points["position"]]],
@@ -99,7 +97,9 @@ def _subtheme_names(run: LoadedRun) -> np.ndarray:
     if run.subthemes is None:
         return np.full(run.codes.shape[0], "none", dtype=object)
     labels = run.subtheme_info.set_index("subtheme_id")["label"]
-    names = np.asarray(["none", *[f"Sub-theme {s}: {labels.get(s)}" for s in range(run.subthemes.n_subthemes)]], object)
+    names = np.asarray(
+        ["none", *[unit_name("subtheme", s, labels.get(s)) for s in range(run.subthemes.n_subthemes)]], object
+    )
     return names[run.subthemes.assignment + 1]
 
 

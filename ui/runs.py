@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from prisma_core.run_quality import MOSTLY_DEAD, detail_captured, never_firing, overfitting, quality_words
-from prisma_core.run_quality import comes_back as comes_back
-from prisma_core.run_quality import n_features as n_features
-from prisma_core.run_quality import run_name as run_name
+from prisma_core.run_quality import detail_captured, mostly_never_firing, overfitting, quality_words
 from prisma_core.store import RunRecord
 from ui.text import md
 
@@ -20,8 +17,7 @@ def run_quality_note(run: RunRecord) -> None:
             f"Quality: {quality_words(run)}. On documents kept aside during training, the features reproduce "
             f"{captured:.0%} of what the embeddings hold."
         )
-    dead = never_firing(run)
-    if dead is not None and dead > MOSTLY_DEAD:
+    if (dead := mostly_never_firing(run)) is not None:
         st.warning(
             f"{dead:.0%} of this run's features never fire on any document: the documents differ too little for "
             "this many features, so the few that fire say little. Check that the text column holds the documents' "

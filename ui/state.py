@@ -14,10 +14,11 @@ import streamlit as st
 
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import DamagedTableError, PrismaError, RunBehindError
+from prisma_core.feature_queries import shown_feature
+from prisma_core.run_quality import run_name
 from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
 from prisma_core.store.runs import CHANGING_RUN_TABLES
 from ui.jobs import Job, JobRegistry
-from ui.runs import run_name
 from ui.text import md
 
 if TYPE_CHECKING:
@@ -327,9 +328,5 @@ def open_feature(feature_id: int) -> None:
 
 
 def current_feature(run: LoadedRun) -> int:
-    """The open feature card: the last one chosen, else the densest feature."""
-    chosen = st.session_state.get(FEATURE_KEY)
-    shown = run.features[~run.features["hidden"]]
-    if chosen is not None and int(chosen) in set(shown["feature_id"].tolist()):
-        return int(chosen)
-    return int(shown.sort_values(["pinned", "density"], ascending=False)["feature_id"].iloc[0])
+    """The open feature card: the last one chosen, else the first offered (a pinned one, else the densest)."""
+    return shown_feature(run, st.session_state.get(FEATURE_KEY))

@@ -10,7 +10,6 @@ import re
 import pandas as pd
 
 from prisma_core.names import feature_name as feature_name  # in the core: the report names features too
-from prisma_core.names import own_label as own_label
 from prisma_core.names import snippet as snippet
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")

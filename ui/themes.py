@@ -17,18 +17,23 @@ from prisma_core.errors import PrismaError
 from prisma_core.overview import (
     coverage_sentence,
     families_of_themes,
+    family_counts,
+    regroup_counts,
+    shown_theme,
     subthemes_table,
     theme_documents,
-    theme_families,
+    theme_families_table,
+    theme_features,
+    theme_name,
     themes_table,
     unfit_documents,
+    unfit_documents_table,
 )
 from prisma_core.pipeline import LoadedRun
 from prisma_core.progress import ProgressCallback
 from prisma_core.store import NamedFamily
-from prisma_core.themes import MAX_SUBTHEMES, MAX_THEMES, NO_THEME
 from ui.jobs import Job
-from ui.map import NO_THEME_NAME, document_map_view
+from ui.map import document_map_view
 from ui.progress import job_panel, start_job
 from ui.state import (
     PAGES,
@@ -41,7 +46,7 @@ from ui.state import (
     workspace,
 )
 from ui.tables import clickable_table
-from ui.text import feature_name, md, snippet
+from ui.text import md, snippet
 
 HIERARCHY_CAPTION = (
     "How to read it: a **theme** is a broad subject of the collection (like a section of a newspaper). Each theme "
@@ -77,13 +82,6 @@ def selected_run() -> LoadedRun | None:
         return None
 
 
-def theme_name(run: LoadedRun, theme_id: int) -> str:
-    """How a theme is named in pickers and charts: "Theme 2: surgery · incision" (plain text, not markdown)."""
-    if theme_id == NO_THEME:
-        return NO_THEME_NAME
-    return f"Theme {int(theme_id)}: {run.theme_info.set_index('theme_id').at[int(theme_id), 'label']}"
-
-
 @st.cache_data(show_spinner=False, max_entries=8)
 def _subthemes_table(workspace_path: str, run_id: str, revision: int, theme_id: int) -> pd.DataFrame:
     run = loaded_run(run_id)
@@ -98,10 +96,7 @@ def _themes_table(workspace_path: str, run_id: str, revision: int) -> pd.DataFra
 
 def current_theme(run: LoadedRun) -> int:
     """The open theme: the last one chosen, else the first shown (a pinned one, else the largest: theme 0)."""
-    chosen, shown = st.session_state.get(THEME_KEY), run.theme_info["theme_id"].tolist()
-    if chosen is not None and int(chosen) in shown:
-        return int(chosen)
-    return int(shown[0]) if shown else 0
+    return shown_theme(run, st.session_state.get(THEME_KEY))
 
 
 def open_theme(theme_id: int) -> None:
@@ -154,17 +149,15 @@ def unfit_documents_view(run: LoadedRun, key: str) -> None:
             "Prisma does not force these into a theme: no theme clearly wins over the others (or none of the "
             "model's concepts is active in them). They may mix subjects, be very short, or be about something rare."
         )
-        shown = positions[:UNFIT_SHOWN]
-        top = dataset_documents(run.record.dataset_id).at(shown)
-        best = run.themes.probabilities[shown].max(axis=1)
+        table = unfit_documents_table(run, dataset_documents(run.record.dataset_id), positions[:UNFIT_SHOWN])
         st.dataframe(
             pd.DataFrame(
                 {
-                    "document": top["doc_id"],
-                    "document title": top["title"],
-                    "start of the text": top["text"].map(snippet),
-                    "closest theme": [theme_name(run, t) for t in run.themes.strongest()[shown]],
-                    "closest theme's share": best,
+                    "document": table["doc_id"],
+                    "document title": table["title"],
+                    "start of the text": table["text"].map(snippet),
+                    "closest theme": table["closest_theme"],
+                    "closest theme's share": table["closest_share"],
                 }
             ),
             hide_index=True,
@@ -196,8 +189,7 @@ def families_by_theme(run: LoadedRun, families: list[NamedFamily]) -> list[Named
     """Families page: a theme picker (one theme at a time keeps the graph readable); returns its families."""
     if run.themes is None or not families:
         return families
-    grouped = families_of_themes(run)
-    counts = {t: len(grouped.get(t, [])) for t in run.theme_info["theme_id"]}
+    grouped, counts = families_of_themes(run), family_counts(run)
     options = [ALL_THEMES, *[t for t, n in counts.items() if n]]
     default = current_theme(run) if counts.get(current_theme(run)) else (options[1] if len(options) > 1 else ALL_THEMES)
     theme_id = st.selectbox(
@@ -236,9 +228,9 @@ def theme_detail(run: LoadedRun, key: str) -> None:
     theme_documents_table(run, theme_id, int(info["n_documents"]), key)
     left, right = st.columns(2)
     with left:
-        theme_families_table(run, theme_id, key)
+        theme_families_view(run, theme_id, key)
     with right:
-        theme_features_table(run, list(info["features"]), key)
+        theme_features_view(run, theme_id, key)
 
 
 def subthemes_view(run: LoadedRun, theme_id: int, key: str) -> None:
@@ -281,36 +273,22 @@ def theme_documents_table(run: LoadedRun, theme_id: int, n_documents: int, key: 
     )
 
 
-def theme_families_table(run: LoadedRun, theme_id: int, key: str) -> None:
-    families = theme_families(run, theme_id)
-    label_of = run.features.set_index("feature_id")["label"]
-    st.markdown(f"**Families in this theme** ({len(families)})")
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "family": [f.family_id for f in families],
-                "label": [f.label for f in families],
-                "features": [len(f.members) for f in families],
-                "general concept": [feature_name(f.parent, label_of.get(f.parent)) for f in families],
-            },
-            columns=["family", "label", "features", "general concept"],
-        ),
-        hide_index=True,
-        key=f"{key}_theme_families",
-    )
+def theme_families_view(run: LoadedRun, theme_id: int, key: str) -> None:
+    table = theme_families_table(run, theme_id)
+    st.markdown(f"**Families in this theme** ({len(table)})")
+    st.dataframe(table, hide_index=True, key=f"{key}_theme_families")
 
 
-def theme_features_table(run: LoadedRun, feature_ids: list[int], key: str) -> None:
+def theme_features_view(run: LoadedRun, theme_id: int, key: str) -> None:
     """The theme's features, most typical first; a click opens one."""
-    features = run.features.set_index("feature_id").loc[feature_ids].reset_index()
+    features = theme_features(run, theme_id)
     st.markdown(f"**Features in this theme** ({len(features)}, most typical first; click one to open it)")
     columns = {
         "feature_id": st.column_config.NumberColumn("feature", format="%d"),
         "density": st.column_config.NumberColumn("documents", help="Documents the feature is active on."),
     }
     table_key = f"{key}_theme_features"
-    shown = features[["feature_id", "label", "density"]]
-    clickable_table(shown, table_key, "feature_id", columns, f"{table_key}_pick", open_feature)
+    clickable_table(features, table_key, "feature_id", columns, f"{table_key}_pick", open_feature)
 
 
 def regroup_form(run: LoadedRun) -> None:
@@ -325,19 +303,19 @@ def regroup_form(run: LoadedRun) -> None:
         )
         job = job_panel(job_key, on_success=_regrouped)
         running = job is not None and job.running
-        n_docs = run.codes.shape[0]
-        current = run.themes.n_themes if run.themes is not None else min(8, n_docs)
+        counts = regroup_counts(run)
+        current = counts.current
         if st.session_state.get(N_THEMES_FROM_KEY) != (run_id, current):  # regrouped here or by another process
             st.session_state.pop(N_THEMES_KEY, None)
             st.session_state[N_THEMES_FROM_KEY] = (run_id, current)
         left, middle, right = st.columns([1, 1, 2], vertical_alignment="bottom")
         n_themes = left.number_input(
-            "Number of themes", 2, max(2, min(MAX_THEMES, n_docs)), current, key=N_THEMES_KEY, disabled=running
+            "Number of themes", 2, counts.most_themes, current, key=N_THEMES_KEY, disabled=running
         )
         n_subthemes = middle.number_input(
             "Number of sub-themes",
             0,
-            max(2, min(MAX_SUBTHEMES, n_docs)),
+            counts.most_subthemes,
             0,
             key=N_SUBTHEMES_KEY,
             disabled=running,

@@ -1,6 +1,5 @@
 """Readers: bytes -> a raw table (tabular formats) or one text (text-like formats)."""
 
-import codecs
 import contextlib
 import io
 import json
@@ -10,7 +9,6 @@ from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import ParseError
 
-import charset_normalizer
 import docx
 import openpyxl
 import pandas as pd
@@ -24,12 +22,9 @@ from openpyxl.utils.exceptions import InvalidFileException
 from prisma_core.errors import IngestError
 from prisma_core.ingest.archives import check_unpacked_size, extension, open_zip, unpacked_chunks
 from prisma_core.ingest.config import MAX_ROWS, IngestConfig
+from prisma_core.ingest.encodings import SAMPLE_CHARS, decode, file_encoding, text_encoding
 
 _DELIMITERS = ",;\t|"
-_SAMPLE_CHARS = 65_536  # how much of a decoded file the binary-content check looks at
-_MAX_UNPRINTABLE_SHARE = 0.05  # real text has almost no control characters; binary data has ~25%
-_BLOCK_BYTES = 2**22  # read at a time when checking a file's encoding
-WESTERN_FALLBACK = "cp1252"
 
 Batch = tuple[pd.DataFrame, int]  # rows of a table file on disk, and the file's bytes read so far
 
@@ -42,8 +37,8 @@ def read_file(name: str, data: bytes, config: IngestConfig, warnings: list[str])
 
 
 def _read_delimited(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
-    encoding = _text_encoding(name, data, "a text table", warnings)
-    options = _delimited_options(name, data[:_SAMPLE_CHARS], encoding, config)
+    encoding = text_encoding(name, data, "a text table", warnings)
+    options = _delimited_options(name, data[:SAMPLE_CHARS], encoding, config)
     with _table_errors(name):
         return pd.read_csv(io.BytesIO(data), nrows=config.max_rows + 1, **options)
 
@@ -51,7 +46,7 @@ def _read_delimited(name: str, data: bytes, config: IngestConfig, warnings: list
 def _delimited_batches(name: str, path: Path, config: IngestConfig, warnings: list[str]) -> Iterator[Batch]:
     encoding = file_encoding(name, path, "a text table", warnings)
     with path.open("rb") as handle:
-        options = _delimited_options(name, handle.read(_SAMPLE_CHARS), encoding, config)
+        options = _delimited_options(name, handle.read(SAMPLE_CHARS), encoding, config)
         handle.seek(0)
         with _table_errors(name), pd.read_csv(handle, chunksize=config.batch_rows, **options) as chunks:
             for chunk in chunks:
@@ -162,7 +157,7 @@ def _formula_columns(data: bytes, columns: list[str]) -> list[str]:
 
 def _read_json(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
     try:
-        content = json.loads(_decode(name, data, "JSON", warnings))
+        content = json.loads(decode(name, data, "JSON", warnings))
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":  # one record per line, saved as .json
             return _read_jsonl(name, data, config, warnings)
@@ -179,7 +174,7 @@ def _read_json(name: str, data: bytes, config: IngestConfig, warnings: list[str]
 
 def _read_jsonl(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> pd.DataFrame:
     records = []
-    for number, line in enumerate(_decode(name, data, "JSON lines", warnings).splitlines(), start=1):
+    for number, line in enumerate(decode(name, data, "JSON lines", warnings).splitlines(), start=1):
         if len(records) > config.max_rows:
             break
         if line.strip():
@@ -289,7 +284,7 @@ def _parquet_errors(name: str) -> Iterator[None]:
 
 
 def _read_plain_text(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> str:
-    return _decode(name, data, "text", warnings)
+    return decode(name, data, "text", warnings)
 
 
 def _read_pdf(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> str:
@@ -354,90 +349,6 @@ _READERS: dict[str, Callable[[str, bytes, IngestConfig, list[str]], pd.DataFrame
     ".pdf": _read_pdf,
     ".docx": _read_docx,
 }
-
-
-def _decode(name: str, data: bytes, what: str, warnings: list[str]) -> str:
-    return data.decode(_text_encoding(name, data, what, warnings))
-
-
-def _text_encoding(name: str, data: bytes, what: str, warnings: list[str]) -> str:
-    return _encoding_of(name, lambda: iter((data,)), what, warnings)
-
-
-def file_encoding(name: str, path: Path, what: str, warnings: list[str]) -> str:
-    """Like the encoding of a file read whole, reading the file a block at a time."""
-    return _encoding_of(name, lambda: _file_blocks(path), what, warnings)
-
-
-def _file_blocks(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        while block := handle.read(_BLOCK_BYTES):
-            yield block
-
-
-def _encoding_of(name: str, blocks: Callable[[], Iterator[bytes]], what: str, warnings: list[str]) -> str:
-    """UTF-8 (BOM or not), UTF-16 with a BOM, else the encoding charset-normalizer finds in the first bytes (cp1252,
-    cp1251, KOI8-R, EUC-JP, Shift-JIS, UTF-16 without a BOM...), with a warning naming it. Each candidate must decode
-    the whole file into text; content that decodes as no text is refused as binary."""
-    head = next(blocks(), b"")
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        if _decoded_sample(blocks(), "utf-16") is None:
-            raise IngestError(f"{name}: starts with a UTF-16 mark but is not valid UTF-16 text")
-        candidates = ["utf-16"]
-    else:
-        candidates = _utf8_then_detected(head, whole=len(head) < _BLOCK_BYTES)
-    for encoding in candidates:
-        sample = _decoded_sample(blocks(), encoding)
-        if sample is not None and _looks_like_text(sample):
-            if encoding not in ("utf-8-sig", "utf-16"):
-                warnings.append(f"{name}: not UTF-8, decoded as {encoding}")
-            return encoding
-    raise IngestError(f"{name}: does not look like {what} (binary content); save it as UTF-8 text")
-
-
-def _utf8_then_detected(head: bytes, whole: bool) -> Iterator[str]:
-    """UTF-8 first; the detection only runs for a file that is not UTF-8."""
-    yield "utf-8-sig"
-    yield from _detected_encodings(head, whole)
-
-
-def _detected_encodings(head: bytes, whole: bool) -> list[str]:
-    """The encodings charset-normalizer finds likely for a file's first bytes (`whole`: they are the whole file),
-    most likely first. A sample must end on a character boundary: cut after a line break (b"\n", or b"\n\0" in
-    UTF-16)."""
-    sample = head[:_SAMPLE_CHARS]
-    if whole and len(head) <= _SAMPLE_CHARS:
-        ends = [len(sample)]
-    else:
-        line_end = sample.rfind(b"\n") + 1
-        ends = [line_end, line_end + 1] if line_end else [len(sample) - cut for cut in range(4)]
-    found = [match for end in ends for match in sorted(charset_normalizer.from_bytes(sample[:end]), key=_rank)]
-    return list(dict.fromkeys(match.encoding for match in found))
-
-
-def _rank(match: charset_normalizer.CharsetMatch) -> tuple[float, bool]:
-    """Least chaotic decoding first; among equally clean ones, Western cp1252 first (a short French or Spanish text
-    reads as well in Central European cp1250, which would turn "crème" into "crčme")."""
-    return match.chaos, match.encoding != WESTERN_FALLBACK
-
-
-def _decoded_sample(blocks: Iterator[bytes], encoding: str) -> str | None:
-    """The first characters of the content decoded with this encoding, or None if it is not in this encoding."""
-    decoder = codecs.getincrementaldecoder(encoding)()
-    sample = ""
-    try:
-        for block in blocks:
-            text = decoder.decode(block)
-            sample += text[: _SAMPLE_CHARS - len(sample)]
-        sample += decoder.decode(b"", final=True)[: _SAMPLE_CHARS - len(sample)]
-    except UnicodeDecodeError:
-        return None
-    return sample
-
-
-def _looks_like_text(sample: str) -> bool:
-    unprintable = sum(1 for char in sample if not char.isprintable() and char not in "\t\n\r")
-    return "\x00" not in sample and unprintable <= _MAX_UNPRINTABLE_SHARE * len(sample)
 
 
 def check_declared_rows(name: str, data: bytes, config: IngestConfig) -> None:

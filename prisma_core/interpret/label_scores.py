@@ -233,6 +233,41 @@ def verdict(low: float, high: float) -> str:
     return "at chance"
 
 
+def one_feature_support(n_strong: int, n_docs: int, keyword_top_documents: int) -> ScoreSupport:
+    """The documents one feature's label scores rest on (counts), as the scoring chose them: `n_strong` documents
+    where it is strong (`analysis.strong_density`), of `n_docs`; the keyword labels were read from its
+    `keyword_top_documents` strongest."""
+    config = covering_keywords(ScoreConfig(), keyword_top_documents)
+    return score_support(np.array([n_strong]), n_docs, config)
+
+
+def score_words(score: float, support: ScoreSupport, detection: bool) -> str:
+    """ "0.82 (0.74 to 0.90), above chance"; "not enough evidence" where the feature fires too rarely; "not scored"
+    (or "not checked") for a label without that score, such as one written by hand."""
+    if support.basis[0] == "too_few":
+        return "not enough evidence"
+    if score is None or not np.isfinite(score):
+        return "not checked" if detection else "not scored"
+    config = ScoreConfig()
+    if detection:
+        low, high = detection_band(score, config.n_detect_positives, config.n_detect_negatives)
+    else:
+        low, high = auc_band(score, int(support.n_positives[0]), int(support.n_negatives[0]))
+    return f"{score:.2f} ({low:.2f} to {high:.2f}), {verdict(low, high)}"
+
+
+def support_words(support: ScoreSupport) -> str:
+    """What one feature's scores rest on, in a sentence (`one_feature_support`)."""
+    basis, n_pos, n_neg = support.basis[0], int(support.n_positives[0]), int(support.n_negatives[0])
+    if basis == "too_few":
+        return (
+            "Not enough evidence to score a label: this feature fires on too few documents (or on all of them). "
+            "Judge its labels by its documents above."
+        )
+    kept = "documents no labeller was shown" if basis == "held_out" else "all its documents (too few to hold any out)"
+    return f"Scores rest on {n_pos:,} of the feature's {kept} against {n_neg:,} others. Chance is 0.50."
+
+
 def shuffled_labels(
     feature_ids: Sequence[int], labels: Sequence[str], codes: sp.spmatrix, config: ScoreConfig, seed: int = 0
 ) -> tuple[list[int], list[str]]:

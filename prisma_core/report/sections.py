@@ -20,7 +20,7 @@ from prisma_core.compare import PLAIN_WORDS
 from prisma_core.compare.prediction import Predictors, group_predictors
 from prisma_core.compare.prevalence import group_comparison, percent, q_text, range_text, ranked, summarise
 from prisma_core.explore import level_units
-from prisma_core.names import LEVEL_PLURALS, snippet, unit_names
+from prisma_core.names import LEVEL_PLURALS, snippet, theme_names, unit_name, unit_names
 from prisma_core.overview import (
     coverage_sentence,
     families_of_themes,
@@ -106,7 +106,7 @@ def themes(contents: ReportContents) -> Section | None:
     grouped = families_of_themes(run)
     entries = [
         ThemeEntry(
-            name=f"Theme {int(info.theme_id)}: {info.label}",
+            name=unit_name("theme", info.theme_id, info.label),
             description=info.description if isinstance(info.description, str) else "",
             n_documents=int(row.documents),
             share=float(row.share),
@@ -165,8 +165,7 @@ def document_map(contents: ReportContents) -> Section | None:
         return None
     strongest = run.themes.strongest()[points["position"].to_numpy()]
     read = contents.documents.at(points["position"]).reset_index(drop=True)
-    labels = run.theme_info.set_index("theme_id")["label"]
-    names = {t: f"Theme {t}: {labels.get(t)}" if t >= 0 else "(no theme)" for t in set(strongest.tolist())}
+    names = theme_names(run.theme_info, strongest.tolist())
     titles = [
         f"{names[int(t)]}\n{doc_id}: {snippet(_title_or_text(title, text), HOVER_CHARS)}"
         for t, doc_id, title, text in zip(strongest, read["doc_id"], read["title"], read["text"], strict=True)

@@ -20,6 +20,7 @@ import torch
 from prisma_core.errors import TrainingError
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.sae.config import VECTOR_BYTES, SAEConfig
+from prisma_core.sae.initial import initial_model
 from prisma_core.sae.model import TopKSAE
 from prisma_core.sae.moments import Moments
 from prisma_core.sae.train import (
@@ -30,7 +31,6 @@ from prisma_core.sae.train import (
     finished,
     fold_input_scale,
     holdout_sample,
-    initial_model,
     input_scale,
     match_sample,
     optimise,

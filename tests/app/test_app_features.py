@@ -6,8 +6,9 @@ from app_helpers import features_table, new_app, open_page, table, texts
 
 from prisma_core import analysis, pipeline
 from prisma_core.explore import search_features
+from prisma_core.feature_queries import MIN_CLOSENESS, NEAREST_FEATURES
 from prisma_core.interpret.label_scores import ScoreConfig
-from ui.cards import MIN_CLOSENESS, NEAREST_FEATURES, TOP_DOCUMENTS
+from ui.cards import TOP_DOCUMENTS
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 

@@ -3,7 +3,7 @@
 from app_helpers import features_table, new_app, open_page, table, texts, wait_for_job
 
 from prisma_core.demo import DEMO_NAME, SAMPLE_NAME
-from ui.runs import run_name
+from prisma_core.run_quality import run_name
 from ui.state import run_widget_key
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

@@ -5,8 +5,8 @@ from app_helpers import SMALL_SAE, new_app, open_page, texts
 
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
+from prisma_core.run_quality import run_name
 from prisma_core.sae import suggest_config
-from ui.runs import run_name
 from ui.state import job_registry, run_widget_key
 
 TRAIN_BUTTON = "FormSubmitter:train_form-Train"

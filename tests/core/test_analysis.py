@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from toy_codes import toy_codes
 
 from prisma_core import analysis
@@ -68,3 +69,16 @@ def test_concept_query_and_not_with_thresholds(codes):
     assert analysis.concept_query(codes, must={0: 0.75}).tolist() == [0, 1]
     assert analysis.concept_query(codes, must={1: 0}, must_not={1: 0.3}).tolist() == [0, 3, 5]
     assert analysis.concept_query(codes).tolist() == list(range(6))
+
+
+def test_an_activation_is_strong_from_a_quarter_of_its_documents_largest_everywhere():
+    """One rule (`analysis.strong_activations`) for the strong codes, the label scores' documents and refraction."""
+    values = np.array([1.0, 0.3, 0.2, 0.25])
+    assert analysis.strong_activations(values, values.max()).tolist() == [True, True, False, True]
+    assert analysis.strong_activations(values, np.array([1.0, 1.0, 0.5, 2.0])).tolist() == [True, True, True, False]
+    codes = sp.csr_matrix(np.array([[1.0, 0.3, 0.2, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 4.0, 0.0, 0.9]], np.float32))
+    np.testing.assert_allclose(
+        analysis.strong_codes(codes).toarray(),
+        [[1.0, 0.3, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 4.0, 0.0, 0.0]],
+    )
+    np.testing.assert_array_equal(analysis.strong_density(codes), [1, 2, 0, 0])

@@ -10,7 +10,7 @@ import torch
 from prisma_core.errors import TrainingError
 from prisma_core.sae import SAEConfig, TopKSAE, feature_codes, train_sae
 from prisma_core.sae.consensus import combine, training_seeds
-from prisma_core.sae.train import data_directions
+from prisma_core.sae.initial import data_directions
 
 CONFIG = SAEConfig(n_features=32, k=4, epochs=4, batch_size=64)
 

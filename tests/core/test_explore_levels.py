@@ -1,4 +1,5 @@
-"""prisma_core.explore.level_units on a small hand-made run: the family level is each family's strongest member."""
+"""prisma_core.explore on a small hand-made run: the family level is each family's strongest member; a document's
+concepts split into strong and weak."""
 
 from types import SimpleNamespace
 
@@ -6,7 +7,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core.explore import level_units
+from prisma_core.explore import level_units, refract_document, split_strong
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.store import NamedFamily
 
@@ -21,3 +22,23 @@ def test_family_level_is_the_strongest_activation_among_the_members():
     matrix, units = level_units(run, "family")
     assert matrix.toarray().tolist() == [[5, 1], [0, 10]]
     assert units.to_dict("list") == {"unit": [7, 9], "label": ["a", "b"]}
+
+
+def test_a_documents_concepts_split_into_strong_and_weak_against_the_strongest_one_shown():
+    codes = sp.csr_matrix(np.array([[0.0, 8.0, 1.0, 2.0, 4.0]], np.float32))
+    features = pd.DataFrame(
+        {
+            "feature_id": [0, 1, 2, 3, 4],
+            "label": ["a", "b", "c", "d", "e"],
+            "found_in": [3, 3, 2, 3, 1],
+            "hidden": [False, False, False, False, False],
+        }
+    )
+    run = SimpleNamespace(codes=codes, features=features)
+    refraction = refract_document(run, 0)
+    assert refraction.columns.tolist() == ["feature_id", "value", "strong", "label", "found_in"]
+    strong, weak = split_strong(refraction)
+    assert (strong["feature_id"].tolist(), weak["feature_id"].tolist()) == ([1, 4, 3], [2])
+    hidden = SimpleNamespace(codes=codes, features=features.assign(hidden=features["feature_id"] == 1))
+    strong, weak = split_strong(refract_document(hidden, 0))  # the strongest shown is now 4.0: 1.0 reaches its 25%
+    assert (strong["feature_id"].tolist(), weak["feature_id"].tolist()) == ([4, 3, 2], [])

@@ -17,9 +17,9 @@ from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import training
 from prisma_core.runs import read_codes
 from prisma_core.sae import SAEConfig, feature_codes, load_sae, train_from, train_sae
+from prisma_core.sae.initial import INIT_SAMPLE, MEDIAN_SAMPLE
 from prisma_core.sae.moments import Moments
 from prisma_core.sae.stream import Slices
-from prisma_core.sae.train import INIT_SAMPLE, MEDIAN_SAMPLE
 from prisma_core.store import Workspace
 from prisma_core.store import vectors as vectors_module
 from prisma_core.store.vectors import StoredVectors

@@ -6,7 +6,14 @@ import pytest
 from ollama_server import FakeOllama, running_fake_ollama
 
 from prisma_core.embed import EmbedConfig, embed_texts
-from prisma_core.interpret.label_scores import roc_auc
+from prisma_core.interpret.label_scores import (
+    auc_band,
+    detection_band,
+    one_feature_support,
+    roc_auc,
+    score_words,
+    support_words,
+)
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.scoring import detection_score, holdout_split
@@ -96,3 +103,24 @@ def test_holdout_split_with_few_documents_and_bad_input():
     assert evidence.tolist() == [3, 1] and held_out.tolist() == []
     with pytest.raises(ValueError, match="must not repeat"):
         holdout_split([3, 3, 1], n_evidence=1, seed=0)
+
+
+def test_one_features_scores_rest_on_its_held_out_strong_documents_said_in_words():
+    held = one_feature_support(n_strong=100, n_docs=1000, keyword_top_documents=10)
+    assert (held.basis, int(held.n_positives[0]), int(held.n_negatives[0])) == (["held_out"], 80, 500)
+    assert support_words(held) == (
+        "Scores rest on 80 of the feature's documents no labeller was shown against 500 others. Chance is 0.50."
+    )
+    assert int(one_feature_support(100, 1000, keyword_top_documents=30).n_positives[0]) == 70  # keywords read 30
+    low, high = auc_band(0.9, 80, 500)
+    assert score_words(0.9, held, detection=False) == f"0.90 ({low:.2f} to {high:.2f}), above chance"
+    low, high = detection_band(0.5, 5, 5)
+    assert score_words(0.5, held, detection=True) == f"0.50 ({low:.2f} to {high:.2f}), at chance"
+    assert score_words(float("nan"), held, detection=False) == "not scored"
+    assert score_words(None, held, detection=True) == "not checked"
+    in_sample = one_feature_support(n_strong=22, n_docs=1000, keyword_top_documents=10)
+    assert in_sample.basis == ["in_sample"]
+    assert "all its documents (too few to hold any out)" in support_words(in_sample)
+    for too_few in (one_feature_support(3, 1000, 10), one_feature_support(1000, 1000, 10)):
+        assert score_words(0.9, too_few, detection=False) == "not enough evidence"
+        assert support_words(too_few).startswith("Not enough evidence to score a label")
