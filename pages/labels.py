@@ -16,6 +16,7 @@ from prisma_core.interpret.labelling import (
 )
 from prisma_core.interpret.labelling.estimate import counted, describe_plan, measured_pace
 from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.names import theme_names
 from ui.cards import feature_options
 from ui.jobs import Job
 from ui.loaders import label_score_baseline
@@ -118,8 +119,9 @@ def scope_picker() -> tuple[LabelScope, str]:
         if run.theme_info.empty:
             st.info("This run has no themes: train it again to group its features into themes.")
             st.stop()
-        names = {int(t.theme_id): f"Theme {t.theme_id}: {t.label}" for t in run.theme_info.itertuples()}
-        theme_id = st.selectbox("Theme", list(names), format_func=names.__getitem__, key="label_theme")
+        names = theme_names(run.theme_info, run.theme_info["theme_id"])
+        order = [int(t) for t in run.theme_info["theme_id"]]
+        theme_id = st.selectbox("Theme", order, format_func=names.__getitem__, key="label_theme")
         st.caption("The theme is named from the labels its features show now and the documents most about it.")
         return LabelScope([], [], [theme_id]), f"theme {theme_id}"
     if scope == "family":
