@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
+from pathlib import Path
 
 MALLOC_ARENAS = 2
 """glibc gives threads their own heaps (up to 8 per core), and a page freed in one heap serves only that heap: a
@@ -24,6 +25,7 @@ server's sessions, jobs and OpenVINO's worker threads each grow their own. Two h
 process peaked at 994 MB instead of 1,058 (972 with MALLOC_ARENA_MAX=2 set before the process starts, which also
 covers threads started before the store is imported), embedding as fast (BENCHMARKS.md, section 8)."""
 _M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
+_MADV_DONTNEED = 4  # madvise's advice number, from Linux's mman.h
 
 
 @functools.cache
@@ -53,3 +55,23 @@ def release_unused_memory() -> bool:
     """Return the C heap's free pages to the operating system; True when glibc did (False elsewhere: no-op)."""
     libc = _libc()
     return bool(libc is not None and libc.malloc_trim(0))
+
+
+def drop_file_pages(path: Path) -> int:
+    """Let go of this process's resident pages of `path` where it is mapped read-only; bytes advised (0 off Linux).
+
+    A library that maps a file (OpenVINO its model's weights) reads all of it once while it prepares, and those
+    pages stay resident, counted in the process's memory, though most are never read again. Read-only pages of a
+    file are only a copy of it: the next read of one brings it back from the file, so nothing is lost."""
+    libc, maps = _libc(), Path("/proc/self/maps")
+    if libc is None or not maps.exists():
+        return 0
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    target, advised = str(path.resolve()), 0
+    for line in maps.read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == target and "w" not in fields[1]:
+            start, end = (int(bound, 16) for bound in fields[0].split("-"))
+            if libc.madvise(start, end - start, _MADV_DONTNEED) == 0:
+                advised += end - start
+    return advised

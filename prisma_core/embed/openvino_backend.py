@@ -37,8 +37,10 @@ from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.embed.openvino_runtime import compile_for, openvino, openvino_pooler
 from prisma_core.embed.quantize import quantize_checked
 from prisma_core.errors import EmbeddingError
+from prisma_core.memory import drop_file_pages
 
 _MODEL_FILE = "model.xml"
+_WEIGHTS_FILE = "model.bin"
 _TOKENIZER_DIR = "tokenizer"
 _ENCODER_FILE = "encoder.json"
 
@@ -188,9 +190,11 @@ def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[o
         cached = _read(folder) or _converted(model, precision)[:2]  # a cache that cannot be written: convert here
     converted, encoder = cached
     try:
-        return compile_for(converted, precision), encoder
+        compiled = compile_for(converted, precision)
     except Exception as error:
         raise EmbeddingError(f"OpenVINO could not compile the model {model!r}: {error}. Choose torch.") from error
+    drop_file_pages(folder / _WEIGHTS_FILE)  # compiling read every weight; what inference reads comes back
+    return compiled, encoder
 
 
 def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:

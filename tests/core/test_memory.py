@@ -5,14 +5,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-from prisma_core.memory import MALLOC_ARENAS, release_unused_memory
+from prisma_core.memory import MALLOC_ARENAS, drop_file_pages, release_unused_memory
 
 
-def resident_mb() -> float:
+def resident_mb(field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{os.getpid()}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS in /proc status")
+    raise AssertionError(f"no {field} in /proc status")
+
+
+def test_pages_of_a_mapped_file_are_let_go_and_read_again_unchanged(tmp_path) -> None:
+    import mmap
+
+    weights = tmp_path / "model.bin"
+    content = os.urandom(32 * 1024 * 1024)
+    weights.write_bytes(content)
+    with weights.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        assert mapped[:] == content  # every page read once: resident
+        held = resident_mb("RssFile")
+        assert drop_file_pages(weights) == len(content)
+        assert resident_mb("RssFile") < held - 28
+        assert mapped[:] == content  # read again from the file
+        assert drop_file_pages(tmp_path / "not_mapped.bin") == 0
 
 
 def test_freed_heap_memory_is_returned_to_the_system() -> None:
