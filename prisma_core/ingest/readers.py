@@ -1,28 +1,28 @@
 """Readers: bytes -> a raw table (tabular formats) or one text (text-like formats)."""
 
+from __future__ import annotations
+
 import contextlib
 import io
 import json
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree.ElementTree import ParseError
 
-import docx
-import openpyxl
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pypdf
-from docx.opc.exceptions import PackageNotFoundError
-from lxml.etree import XMLSyntaxError
-from openpyxl.utils.exceptions import InvalidFileException
 
 from prisma_core.errors import IngestError
 from prisma_core.ingest.archives import check_unpacked_size, extension, open_zip, unpacked_chunks
 from prisma_core.ingest.config import MAX_ROWS, IngestConfig
 from prisma_core.ingest.encodings import SAMPLE_CHARS, decode, file_encoding, text_encoding
+
+if TYPE_CHECKING:
+    import pypdf
+# The Excel, PDF and Word libraries (0.35 s to import) are imported by their readers, on the first such file.
 
 _DELIMITERS = ",;\t|"
 
@@ -91,7 +91,7 @@ def _read_excel(name: str, data: bytes, config: IngestConfig, warnings: list[str
             frame = pd.read_excel(workbook, sheet_name=0, nrows=config.max_rows + 1)
         empty = [str(column) for column in frame.columns if frame[column].isna().all()]
         formulas = _formula_columns(data, empty) if len(frame) and empty else []
-    except (*_WORKBOOK_ERRORS, RecursionError) as error:
+    except _workbook_errors() as error:
         raise IngestError(f"{name}: is not a valid Excel .xlsx workbook ({error})") from error
     if formulas:
         warnings.append(
@@ -129,12 +129,29 @@ def _check_workbook_size(name: str, data: bytes, config: IngestConfig) -> None:
                 )
 
 
-_WORKBOOK_ERRORS = (zipfile.BadZipFile, KeyError, ValueError, OSError, InvalidFileException, ParseError, XMLSyntaxError)
+def _workbook_errors() -> tuple[type[BaseException], ...]:
+    from lxml.etree import XMLSyntaxError
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    return (
+        zipfile.BadZipFile,
+        KeyError,
+        ValueError,
+        OSError,
+        InvalidFileException,
+        ParseError,
+        XMLSyntaxError,
+        RecursionError,
+    )
+
+
 _FORMULA_SCAN_ROWS = 100
 
 
 def _declared_sheet_rows(data: bytes) -> int | None:
     """Rows (header included) the first sheet says it holds, read from its <dimension> without reading rows."""
+    import openpyxl
+
     workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True)
     try:
         return workbook.worksheets[0].max_row
@@ -144,6 +161,8 @@ def _declared_sheet_rows(data: bytes) -> int | None:
 
 def _formula_columns(data: bytes, columns: list[str]) -> list[str]:
     """Which of these columns hold formulas in their first rows (read as formulas, not as saved results)."""
+    import openpyxl
+
     workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=False)
     try:
         rows = workbook.worksheets[0].iter_rows(max_row=_FORMULA_SCAN_ROWS + 1, values_only=True)
@@ -288,6 +307,8 @@ def _read_plain_text(name: str, data: bytes, config: IngestConfig, warnings: lis
 
 
 def _read_pdf(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> str:
+    import pypdf
+
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         locked = reader.is_encrypted and not _unlock(reader)
@@ -303,6 +324,8 @@ def _read_pdf(name: str, data: bytes, config: IngestConfig, warnings: list[str])
 
 def _unlock(reader: pypdf.PdfReader) -> bool:
     """Many PDFs are encrypted with an empty user password: those open without asking."""
+    import pypdf
+
     try:
         return reader.decrypt("") != pypdf.PasswordType.NOT_DECRYPTED
     except (pypdf.errors.PyPdfError, NotImplementedError):
@@ -311,6 +334,10 @@ def _unlock(reader: pypdf.PdfReader) -> bool:
 
 def _read_docx(name: str, data: bytes, config: IngestConfig, warnings: list[str]) -> str:
     check_unpacked_size(name, data, config.max_total_bytes, "Word .docx file")
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+    from lxml.etree import XMLSyntaxError
+
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError, PackageNotFoundError, XMLSyntaxError) as error:
@@ -356,7 +383,7 @@ def check_declared_rows(name: str, data: bytes, config: IngestConfig) -> None:
     _check_workbook_size(name, data, config)
     try:
         declared = _declared_sheet_rows(data)
-    except (*_WORKBOOK_ERRORS, RecursionError) as error:
+    except _workbook_errors() as error:
         raise IngestError(f"{name}: is not a valid Excel .xlsx workbook ({error})") from error
     if declared is not None:
         check_rows(name, declared - 1, config)

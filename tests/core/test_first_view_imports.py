@@ -1,5 +1,6 @@
-"""LanceDB imported without the REST client of Lance namespaces (prisma_core/store/lancedb_import.py), each case in a
-fresh interpreter: the deferral only acts before anything imported LanceDB."""
+"""What a first view imports, each case in a fresh interpreter: LanceDB without the REST client of Lance namespaces
+(prisma_core/store/lancedb_import.py; the deferral only acts before anything imported LanceDB), the document readers
+without their file libraries."""
 
 import json
 import subprocess
@@ -61,3 +62,22 @@ def test_the_rest_client_still_loads_when_something_asks_for_it(tmp_path, prisma
         tmp_path,
     )
     assert seen == {"before": False, "after": True, "client": "ApiClient"}
+
+
+def test_the_document_readers_import_their_file_libraries_on_first_use(tmp_path, prisma_path):
+    """Every view imports the ingest package; the Excel, PDF and Word libraries (0.35 s) wait for such a file."""
+    seen = run_fresh(
+        """
+        import json, sys
+        from prisma_core.ingest import IngestConfig, read_file
+        before = sorted(m for m in ("openpyxl", "pypdf", "docx") if m in sys.modules)
+        try:
+            read_file("broken.pdf", b"not a pdf", IngestConfig(), [])
+        except Exception as error:
+            message = str(error)
+        print(json.dumps({"before": before, "pdf": "pypdf" in sys.modules, "message": message}))
+        """,
+        tmp_path,
+    )
+    assert seen["before"] == [] and seen["pdf"]
+    assert seen["message"].startswith("broken.pdf: is not a readable PDF")
