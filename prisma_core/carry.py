@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
 
 from prisma_core import edits
 from prisma_core.errors import SettingsError
@@ -181,6 +180,8 @@ def _jaccard_matrix(a: sp.csc_matrix, b: sp.csc_matrix) -> np.ndarray:
 
 def _assigned(similarity: np.ndarray) -> dict[int, tuple[int, float]]:
     """One-to-one pairs of rows and columns with the largest total similarity, from CHANGED_MATCH up."""
+    from scipy.optimize import linear_sum_assignment  # here: 0.2 s to import, and every view imports this module
+
     rows, cols = linear_sum_assignment(-similarity)
     return {
         int(r): (int(c), float(similarity[r, c]))
