@@ -5,10 +5,12 @@ on the sparse codes (k active features per document) and keeping the strongest r
 forest recovers these trees without ever building a dense documents x features or features x features matrix.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import minimum_spanning_tree
@@ -16,6 +18,9 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Family
+
+if TYPE_CHECKING:  # networkx (0.15 s) is imported where families are found: every view reads FamilyConfig
+    import networkx as nx
 
 _EPS = 1e-9
 _STAGE = "families"
@@ -267,6 +272,8 @@ def _oriented_forest(i: np.ndarray, j: np.ndarray, weight: np.ndarray, density: 
     u, v = np.minimum(forest.row, forest.col), np.maximum(forest.row, forest.col)
     # (i, j) arrive sorted, so the exact weights are found by the pair's key rather than recomputed from 2 - w.
     w = weight[np.searchsorted(i.astype(np.int64) * n_features + j, u.astype(np.int64) * n_features + v)]
+    import networkx as nx
+
     tree = nx.DiGraph()
     tree.add_nodes_from(np.unique(np.concatenate([i, j])).tolist())
     oriented = sorted(_orient(a, b, c, density) for a, b, c in zip(u.tolist(), v.tolist(), w.tolist(), strict=True))
@@ -294,6 +301,8 @@ def _families_of_round(
     min_family_size: int,
 ) -> list[Family]:
     """One family per root (DFS along the oriented edges), numbered from `first_id` in root order."""
+    import networkx as nx
+
     families = []
     for root in roots:
         members = [int(node) for node in nx.dfs_preorder_nodes(tree, root)]

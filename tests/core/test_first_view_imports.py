@@ -81,3 +81,20 @@ def test_the_document_readers_import_their_file_libraries_on_first_use(tmp_path,
     )
     assert seen["before"] == [] and seen["pdf"]
     assert seen["message"].startswith("broken.pdf: is not a readable PDF")
+
+
+def test_what_every_view_imports_leaves_the_libraries_of_single_tasks_out(tmp_path, prisma_path):
+    """The read model, the pipeline and the demo (what Home imports) import no library that only one task needs:
+    networkx (families), scipy.optimize (carrying edits), scikit-learn, torch, the file readers' libraries."""
+    seen = run_fresh(
+        f"""
+        import json, sys
+        import prisma_core.demo, prisma_core.pipeline, prisma_core.runs, prisma_core.overview, prisma_core.explore
+        from prisma_core.store import Workspace
+        Workspace({str(tmp_path / "ws")!r})
+        single = ("networkx", "scipy.optimize", "sklearn", "torch", "openpyxl", "pypdf", "docx")
+        print(json.dumps(sorted(name for name in single if name in sys.modules)))
+        """,
+        tmp_path,
+    )
+    assert seen == []
