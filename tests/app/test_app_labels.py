@@ -19,6 +19,7 @@ from ollama_server import FakeOllama, running_fake_ollama
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
+from prisma_core.interpret import labelling
 from prisma_core.interpret.ollama_client import has_model
 from ui.state import job_registry
 
@@ -296,4 +297,10 @@ def test_the_quality_summary_compares_with_shuffled_labels(trained_app):
     assert not at.exception
     summary = next(text for text in texts(at.markdown) if "shuffled across features score" in text)
     shown, shuffled = (float(x) for x in re.findall(r"score \*\*(\d\.\d{3})\*\*", summary)[:2])
-    assert shown > shuffled + 0.1 and abs(shuffled - 0.5) < 0.1
+    # The labels shown now: other tests of the session have named features of this run (the LLM's repeated test
+    # labels pull the shuffled score above chance), so the page is checked against the core's baseline of the same
+    # labels; that shuffled keyword labels score about 0.5 is tested on a fresh run (tests/core/interpret).
+    workspace = trained_app.workspace
+    baseline = labelling.score_baseline(workspace, pipeline.load_run(workspace, trained_app.run_id))
+    assert (shown, shuffled) == (round(baseline.mean_score, 3), round(baseline.shuffled_mean, 3))
+    assert shown > shuffled + 0.1
