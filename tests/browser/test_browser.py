@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from bench import app_driver
 from bench.app_driver import PAGE_MS, go, settle
@@ -63,25 +64,18 @@ def browser() -> Iterator[Browser]:
         yield launched
 
 
-IDLE_APP = "[data-testid=stApp][data-test-connection-state=CONNECTED][data-test-script-state=notRunning]"
-"""The app connected and no script run in progress or requested: what Streamlit's own browser tests wait for."""
-
-
-def wait_until_idle(page: Page) -> None:
-    """Wait until every element has rendered and no script run is in progress or requested, so a click is not
-    lost to a rerun that redraws its target."""
-    settle(page)
-    page.wait_for_selector(IDLE_APP, timeout=PAGE_MS)
-
-
-def open_options(page: Page, combobox: Locator) -> Locator:
-    """Open a select box's options with one click, made once the app is idle: a rerun in progress redraws the box
-    and closes what the click opened."""
-    wait_until_idle(page)
-    combobox.click()
+def open_options(page: Page, combobox) -> Locator:
+    """Open a select box's options. A click landing during a rerun is dropped, as it would be for a person, who
+    would click again."""
     options = page.locator("[role=option]")
-    options.first.wait_for(timeout=PAGE_MS)
-    return options
+    for _ in range(3):
+        combobox.click()
+        try:
+            options.first.wait_for(timeout=10_000)
+            return options
+        except PlaywrightTimeoutError:
+            settle(page)
+    raise AssertionError("the options never opened after 3 clicks")
 
 
 def query_densest_feature(page: Page) -> None:
@@ -109,14 +103,18 @@ def assert_clean(page: Page) -> None:
 
 
 def download(page: Page, button_name: str) -> Path:
-    """Click a download button once, when the app is idle (a rerun in progress replaces the file the button
-    serves), and return the file that arrives."""
+    """Click a download button until its file arrives: a click that lands while the page reruns (as it does after
+    switching tabs) is dropped by the browser, as it would be for a person, who would click again."""
     button = page.get_by_role("button", name=button_name)
     expect(button).to_be_enabled(timeout=PAGE_MS)
-    wait_until_idle(page)
-    with page.expect_download(timeout=PAGE_MS) as started:
-        button.click()
-    return Path(started.value.path())
+    for _ in range(3):
+        try:
+            with page.expect_download(timeout=20_000) as started:
+                button.click()
+            return Path(started.value.path())
+        except PlaywrightTimeoutError:
+            settle(page)
+    raise AssertionError(f"{button_name}: no download after 3 clicks")
 
 
 def shoot(page: Page, name: str) -> None:
