@@ -1,8 +1,10 @@
-"""Documents built by hand for the reader tests: minimal PDFs and zip archives."""
+"""Documents built by hand for the reader tests: minimal PDFs, Word documents and zip archives."""
 
 import io
 import textwrap
 import zipfile
+
+import docx
 
 
 def pdf_bytes(pages: list[list[str]]) -> bytes:
@@ -47,4 +49,13 @@ def zip_of(members: dict[str, bytes]) -> bytes:
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, content in members.items():
             archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def docx_of_text(text: str) -> bytes:
+    document = docx.Document()
+    for paragraph in text.split("\n"):
+        document.add_paragraph(paragraph)
+    buffer = io.BytesIO()
+    document.save(buffer)
     return buffer.getvalue()
