@@ -1,6 +1,9 @@
-"""Shared by the reliability tests: workspace snapshots, small real corpora, and CLI processes to kill or race."""
+"""Shared by the reliability tests: workspace snapshots, small real corpora (and a run trained on one), the CLI run
+in this process, and CLI processes to kill or race."""
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,12 +13,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from prisma_core import cli, pipeline
+from prisma_core.ingest import IngestConfig
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL_SAE = SAEConfig(n_features=32, k=4, epochs=3, batch_size=32)
 """Trains in about a second on 60 documents: the tests are about what is stored, not about quality."""
+
+BY_ID = IngestConfig(text_column="text", id_column="id")
+YEARS = [2001, "unknown", 2003, None]
+"""A spreadsheet-style metadata column: numbers, text and blanks in one column."""
 
 
 def sae_flags(config: SAEConfig = SMALL_SAE) -> list[str]:
@@ -52,6 +61,31 @@ def snapshot(workspace: Workspace, versions: bool = True) -> dict[str, tuple[int
     runs_dir = workspace.path / "runs"
     folders = sorted(path.name for path in runs_dir.iterdir()) if runs_dir.is_dir() else []
     return tables | {"run folders": (len(folders), hash(tuple(folders)))}
+
+
+class Trained:
+    """60 BBC articles with a `year` column mixing numbers and text, embedded and trained once."""
+
+    def __init__(self, root: Path, bbc: pd.DataFrame) -> None:
+        self.path = root / "workspace"
+        workspace = Workspace(self.path)
+        frame = bbc_subset(bbc, 12)[["id", "text"]].assign(year=[YEARS[i % 4] for i in range(60)])
+        records = "\n".join(json.dumps(record) for record in frame.to_dict(orient="records"))
+        self.dataset_id, _ = pipeline.ingest(workspace, [("news.jsonl", records.encode())], config=BY_ID)
+        pipeline.embed_dataset(workspace, self.dataset_id)
+        self.run_id = pipeline.train_run(workspace, self.dataset_id, SMALL_SAE).run_id
+        self.codes = pipeline.load_run(workspace, self.run_id).codes
+
+
+def cli_main(*args: str, workspace: Path | Workspace) -> int:
+    """The CLI run in this process on `workspace`, with its exit status."""
+    folder = workspace.path if isinstance(workspace, Workspace) else workspace
+    return cli.main([*args, "--workspace", str(folder)])
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The CLI's error messages, without the progress bars around them."""
+    return re.findall(r"error: [^\n]*", stderr)
 
 
 def cli_command(*args: str, workspace: Path) -> list[str]:

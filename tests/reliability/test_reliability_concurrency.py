@@ -16,17 +16,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from app_helpers import new_app, open_page, texts
-from reliability_helpers import REPO, SMALL_SAE, bbc_subset, sae_flags, write_parquet
+from reliability_helpers import BY_ID, REPO, SMALL_SAE, Trained, bbc_subset, sae_flags, write_parquet
 from reliability_vector_writer import VECTOR_DIM, VECTOR_KEY
 
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.ingest import IngestConfig
-from prisma_core.store import WORKSPACE_ENV, Workspace, vectors_table_name
+from prisma_core.families import FamilyConfig, find_families
+from prisma_core.store import WORKSPACE_ENV, NamedFamily, Workspace, vectors_table_name
 from ui.jobs import Job, JobRegistry
 from ui.state import job_registry
 
-BY_ID = IngestConfig(text_column="text", id_column="id")
 START_DELAY_S = 25.0
 """Workers start their work this long after being launched, once all have imported Prisma."""
 
@@ -191,3 +190,42 @@ def test_train_clicked_in_two_sessions_at_once_trains_once(tmp_path, bbc, monkey
         at.run()
         assert not at.exception
     assert [run.run_id for run in workspace.runs(dataset_id)] == [job.result.run_id]
+
+
+# -- two family rebuilds at once --------------------------------------------------------------------------------------
+
+
+def members_of(families: list[NamedFamily]) -> list[list[int]]:
+    return [family.members for family in sorted(families, key=lambda f: f.family_id)]
+
+
+def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Trained) -> None:
+    # two rebuilds with different results (on these 60 articles tau changes nothing: the forest's edges weigh 1)
+    expected = {n: [f.members for f in find_families(trained.codes, FamilyConfig(iterations=n))] for n in (1, 3)}
+    assert len(expected[1]) != len(expected[3])
+    workspace = Workspace(trained.path)
+    allowed = [*expected.values(), members_of(workspace.families(trained.run_id))]
+    start = str(time.time() + 12)
+    writer = str(REPO / "tests" / "helpers" / "reliability_family_writer.py")
+    writers = [
+        subprocess.Popen(
+            [sys.executable, writer, str(trained.path), trained.run_id, start, str(iterations), "6"],
+            cwd=REPO,
+            env=os.environ | {"PYTHONPATH": str(REPO)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for iterations in expected
+    ]
+    seen = 0
+    while any(writer.poll() is None for writer in writers):  # a reader never sees a mix, or no families
+        assert members_of(workspace.families(trained.run_id)) in allowed
+        seen += 1
+    for writer in writers:
+        assert writer.wait() == 0, writer.stderr.read()
+
+    rows = workspace.db.open_table("families").search().where(f"run_id = '{trained.run_id}'").limit(None).to_pandas()
+    assert rows["generation"].nunique() == 1
+    assert rows["family_id"].is_unique
+    assert members_of(workspace.families(trained.run_id)) in expected.values()
+    assert seen > 10

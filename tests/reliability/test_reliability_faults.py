@@ -3,7 +3,6 @@
 Every test ends by checking that what was stored before is intact and that the work can be done again cleanly.
 """
 
-import re
 import shutil
 import socket
 from dataclasses import replace
@@ -16,9 +15,11 @@ import torch
 from app_helpers import new_app, open_page, texts
 from ollama_server import running_fake_ollama
 from reliability_helpers import (
+    BY_ID,
     SMALL_SAE,
     Running,
     bbc_subset,
+    error_lines,
     run_cli_with_file_limit,
     sae_flags,
     snapshot,
@@ -29,14 +30,12 @@ from safetensors.torch import load_file, save_file
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import LabellingError, WeightsError
-from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.labelling import LabelConfig, label_run
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.sae.io import WEIGHTS_FILE
 from prisma_core.store import WORKSPACE_ENV, Workspace
 
 KEY = model_key(EmbedConfig())
-BY_ID = IngestConfig(text_column="text", id_column="id")
 FILE_LIMIT_KB = 256
 """KB a process may write to any one file in the disk-failure tests (RLIMIT_FSIZE): LanceDB's data files and
 the SAE weights are larger, its small manifests are not, like a disk filling up during the big write."""
@@ -152,11 +151,6 @@ def test_killed_training_shows_no_half_run_and_a_rerun_completes(
 
 
 # -- the disk refuses a write -----------------------------------------------------------------------------------
-
-
-def error_lines(stderr: str) -> list[str]:
-    """The CLI's error messages, without the progress bars around them."""
-    return re.findall(r"error: [^\n]*", stderr)
 
 
 def test_failed_store_write_keeps_the_previous_version(stored: Stored, bbc: pd.DataFrame, tmp_path: Path) -> None:
