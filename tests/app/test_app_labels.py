@@ -8,14 +8,13 @@ import base64
 import json
 import logging
 import re
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from app_helpers import new_app, open_page, table, texts
-from ollama_server import FakeOllama, running_fake_ollama
+from ollama_server import FakeOllama, closed_port_url, running_fake_ollama
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
@@ -35,13 +34,6 @@ def fake(monkeypatch) -> Iterator[FakeOllama]:
     monkeypatch.delenv("OLLAMA_HOST", raising=False)
     with running_fake_ollama() as server:
         yield server
-
-
-def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 def labels_page(trained_app, host: str) -> AppTest:

@@ -2,7 +2,6 @@
 features it was asked about, the labels and tables stored (tests/core/interpret/test_labelling_*.py)."""
 
 import re
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,6 @@ class BaseRun:
 
 def ollama(fake: FakeOllama, **overrides: Any) -> OllamaConfig:
     return OllamaConfig(host=fake.url, **{"timeout_s": 5.0, **overrides})
-
-
-def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 def active_features(workspace: Workspace, run_id: str) -> list[int]:

@@ -15,6 +15,7 @@ Every chat request body is recorded in `requests`, and the Authorization header 
 import contextlib
 import json
 import re
+import socket
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -208,3 +209,11 @@ def running_fake_ollama(models: list[str] | None = None) -> Iterator[FakeOllama]
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def closed_port_url() -> str:
+    """The address of a loopback port that was free a moment ago: nothing answers there."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

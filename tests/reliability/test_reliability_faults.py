@@ -4,7 +4,6 @@ Every test ends by checking that what was stored before is intact and that the w
 """
 
 import shutil
-import socket
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from app_helpers import new_app, open_page, texts
-from ollama_server import running_fake_ollama
+from ollama_server import closed_port_url, running_fake_ollama
 from reliability_helpers import (
     BY_ID,
     SMALL_SAE,
@@ -260,12 +259,6 @@ def test_damaged_or_foreign_weights_are_refused_with_a_message(stored: Stored, t
 def labelling_state(stored: Stored) -> tuple[Workspace, pd.DataFrame]:
     workspace = Workspace(stored.path)
     return workspace, workspace.interpretations(stored.run_a)
-
-
-def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
 def test_unreachable_ollama_is_reported_before_anything_is_written(stored: Stored, labelling_state) -> None:

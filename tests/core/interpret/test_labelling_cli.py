@@ -4,7 +4,8 @@ import re
 
 import pandas as pd
 import pytest
-from labelling_run import active_features, closed_port_url
+from labelling_run import active_features
+from ollama_server import closed_port_url
 from reliability_helpers import run_cli
 
 from prisma_core import pipeline

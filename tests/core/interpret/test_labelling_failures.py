@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 from labelling_run import (
     active_features,
-    closed_port_url,
     document_vectors,
     evidence_of,
     interpretations,
@@ -22,7 +21,7 @@ from labelling_run import (
     shown_documents,
     store_snapshot,
 )
-from ollama_server import derived_answer
+from ollama_server import closed_port_url, derived_answer
 
 from prisma_core import pipeline
 from prisma_core.errors import LabellingError, NotFoundError

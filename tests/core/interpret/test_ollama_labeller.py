@@ -1,12 +1,11 @@
 import base64
 import re
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
 import pytest
-from ollama_server import FakeOllama, running_fake_ollama
+from ollama_server import FakeOllama, closed_port_url, running_fake_ollama
 
 from prisma_core.errors import LabellingError
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
@@ -50,13 +49,6 @@ def make_labeller(fake_ollama: FakeOllama) -> Iterator[Callable[..., OllamaLabel
         yield lambda **overrides: stack.enter_context(
             OllamaLabeller(OllamaConfig(host=fake_ollama.url, **{"timeout_s": 5.0, **overrides}))
         )
-
-
-def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 def test_label_feature_returns_a_validated_label_with_model_and_prompt_version(fake_ollama, make_labeller):
