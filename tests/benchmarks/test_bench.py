@@ -31,7 +31,7 @@ from bench import (
     scale,
     search,
 )
-from bench.app_memory import TreeSampler, process_tree, status_mb, tree_rss_mb
+from bench.memory_sampler import TreeSampler, process_tree, status_mb, tree_rss_mb
 from prisma_core.embed import EmbedConfig, cpu_has_native_bf16, model_key, openvino_installed
 
 
