@@ -13,7 +13,7 @@ Search: exact numpy cosine search over vectors held in memory (`prisma_core.expl
 `Workspace.search_documents` (LanceDB), query by query in turn, at the run's 10,000 vectors and at 200,000.
 
 .venv/bin/python -m bench.app_latency            # 10,000 documents, 5 rounds, 2 first paints per app
-.venv/bin/python -m bench.app_latency --quick    # 300 documents, 2 rounds, 1 first paint, 2,000 vectors
+.venv/bin/python -m bench.app_latency --quick    # 100 documents, 2 epochs, 2 rounds, 1 first paint, 2,000 vectors
 
 With --views it times instead what an analyst waits for when opening a trained run, on the shared corpora (BBC News
 and MTSamples, two datasets each trained with the command line's defaults; --workspace names one already built): on a
@@ -46,7 +46,10 @@ from prisma_core.store import Workspace
 
 NAME = "app_latency"
 TITLE = "11. App latency: first paint, page switches and search with 10,000 documents"
-DOCS, QUICK_DOCS = 10_000, 300
+DOCS, QUICK_DOCS = 10_000, 100
+QUICK_RUN_FLAGS = ("--epochs", "2")
+"""The quick run's workspaces train for 2 epochs (the baseline's 384 features for 20 epochs took minutes): the pages
+and searches it times need a trained run, not a good one."""
 ROUNDS, QUICK_ROUNDS = 5, 2
 PAINTS = 2
 BASELINE = "474d402"
@@ -117,9 +120,11 @@ def corpus(n_docs: int) -> pd.DataFrame:
     return everything.head(n_docs).reset_index(drop=True)
 
 
-def trained_workspace(folder: Path, n_docs: int, code: Path = common.REPO, name: str = "") -> Path:
-    """A workspace holding n_docs documents and a run trained with the defaults; built once by the command line of
-    the checkout `code` (`name` tells another checkout's workspace apart)."""
+def trained_workspace(
+    folder: Path, n_docs: int, code: Path = common.REPO, name: str = "", flags: tuple[str, ...] = ()
+) -> Path:
+    """A workspace holding n_docs documents and a run trained with the defaults but for `flags` (of the command line's
+    `run`); built once by the command line of the checkout `code` (`name` tells another checkout's workspace apart)."""
     path = (folder / f"app_latency_{n_docs}{name and '_' + name}").resolve()
     if path.exists() and Workspace(path).runs():
         return path
@@ -127,11 +132,8 @@ def trained_workspace(folder: Path, n_docs: int, code: Path = common.REPO, name:
     folder.mkdir(parents=True, exist_ok=True)
     corpus(n_docs).to_csv(csv, index=False)
     command = [sys.executable, "-m", "prisma_core", "run", "--workspace", str(path), "--text-column", "text"]
-    subprocess.run(
-        [*command, "--id-column", "id", "--title-column", "title", "--name", f"{n_docs:,} news and notes", str(csv)],
-        check=True,
-        cwd=code,
-    )
+    columns = ["--id-column", "id", "--title-column", "title", "--name", f"{n_docs:,} news and notes"]
+    subprocess.run([*command, *columns, *flags, str(csv)], check=True, cwd=code)
     return path
 
 
@@ -341,13 +343,13 @@ def search(workspace_path: Path, scratch: Path, quick: bool) -> list[dict[str, A
 def run(
     quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache", baseline: str = BASELINE
 ) -> dict[str, Any]:
-    n_docs = QUICK_DOCS if quick else DOCS
-    workspace = trained_workspace(cache_dir, n_docs)
+    n_docs, flags = (QUICK_DOCS, QUICK_RUN_FLAGS) if quick else (DOCS, ())
+    workspace = trained_workspace(cache_dir, n_docs, flags=flags)
     with tempfile.TemporaryDirectory(prefix="prisma_app_latency_") as folder:
         scratch = Path(folder)
         baseline_code = baseline_checkout(baseline, scratch / "baseline")
         apps = {
-            "baseline": (baseline_code, trained_workspace(cache_dir, n_docs, baseline_code, baseline)),
+            "baseline": (baseline_code, trained_workspace(cache_dir, n_docs, baseline_code, baseline, flags)),
             "prisma": (common.REPO, workspace),
         }
         rounds, paints = (QUICK_ROUNDS, 1) if quick else (ROUNDS, PAINTS)
