@@ -71,10 +71,10 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bench_cache")
 
 
-def test_embedding_quick_reports_ratios_truncation_and_cache_speedup() -> None:
+def test_embedding_quick_reports_ratios_truncation_and_cache_speedup(few_speed_documents: int) -> None:
     result = embedding.run(quick=True)
     throughput, truncation, cache = result["throughput"], result["truncation"], result["cache"]
-    assert throughput["documents"] == common.QUICK_SPEED_DOCS
+    assert throughput["documents"] == few_speed_documents
     assert positive(throughput["ratio"]) and all(positive(r) for r in throughput["block_ratios"])
     assert throughput["content_tokens"] > throughput["chunks"] > 0
     assert 0.9 <= throughput["agreement_cosine_mean"] <= 1.0 + 1e-6
