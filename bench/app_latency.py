@@ -6,14 +6,15 @@ The workspace is built headlessly with the command line's `run` (AG News test se
 side, interleaved: this checkout and the baseline commit's (`git archive`), each its own `streamlit run` server
 driven in headless Chromium, each on a workspace its own code built from the same documents (an older app cannot
 read the settings a newer run records). First paint: a fresh server each time, from opening the address to Home's
-heading on screen. Page switches: one server per app, every page opened ROUNDS times, the apps taking turns page by
-page, each switch timed in the browser from the click on the sidebar link to the page's heading and to the end of its
-script run; the first visit of a page fills its caches, so it is reported apart from the p50/p95 of the later visits.
+heading on screen (the last one on the server whose pages are then switched). Page switches: one server per app, every
+page opened ROUNDS times, the apps taking turns page by page, each switch timed in the browser from the click on the
+sidebar link to the page's heading and to the end of its script run; the first visit of a page fills its caches, so it
+is reported apart from the p50/p95 of the later visits.
 Search: exact numpy cosine search over vectors held in memory (`prisma_core.explore.DocumentVectors`) against
 `Workspace.search_documents` (LanceDB), query by query in turn, at the run's 10,000 vectors and at 200,000.
 
 .venv/bin/python -m bench.app_latency            # 10,000 documents, 5 rounds, 2 first paints per app
-.venv/bin/python -m bench.app_latency --quick    # 300 documents, 2 rounds, 1 first paint, 2,000 vectors
+.venv/bin/python -m bench.app_latency --quick    # 100 documents, 2 epochs, 2 rounds, 1 first paint, 2,000 vectors
 
 With --views it times instead what an analyst waits for when opening a trained run, on the shared corpora (BBC News
 and MTSamples, two datasets each trained with the command line's defaults; --workspace names one already built): on a
@@ -46,7 +47,10 @@ from prisma_core.store import Workspace
 
 NAME = "app_latency"
 TITLE = "11. App latency: first paint, page switches and search with 10,000 documents"
-DOCS, QUICK_DOCS = 10_000, 300
+DOCS, QUICK_DOCS = 10_000, 100
+QUICK_RUN_FLAGS = ("--epochs", "2")
+"""The quick run's workspaces train for 2 epochs (the baseline's 384 features for 20 epochs took minutes): the pages
+and searches it times need a trained run, not a good one."""
 ROUNDS, QUICK_ROUNDS = 5, 2
 PAINTS = 2
 BASELINE = "474d402"
@@ -117,9 +121,11 @@ def corpus(n_docs: int) -> pd.DataFrame:
     return everything.head(n_docs).reset_index(drop=True)
 
 
-def trained_workspace(folder: Path, n_docs: int, code: Path = common.REPO, name: str = "") -> Path:
-    """A workspace holding n_docs documents and a run trained with the defaults; built once by the command line of
-    the checkout `code` (`name` tells another checkout's workspace apart)."""
+def trained_workspace(
+    folder: Path, n_docs: int, code: Path = common.REPO, name: str = "", flags: tuple[str, ...] = ()
+) -> Path:
+    """A workspace holding n_docs documents and a run trained with the defaults but for `flags` (of the command line's
+    `run`); built once by the command line of the checkout `code` (`name` tells another checkout's workspace apart)."""
     path = (folder / f"app_latency_{n_docs}{name and '_' + name}").resolve()
     if path.exists() and Workspace(path).runs():
         return path
@@ -127,11 +133,8 @@ def trained_workspace(folder: Path, n_docs: int, code: Path = common.REPO, name:
     folder.mkdir(parents=True, exist_ok=True)
     corpus(n_docs).to_csv(csv, index=False)
     command = [sys.executable, "-m", "prisma_core", "run", "--workspace", str(path), "--text-column", "text"]
-    subprocess.run(
-        [*command, "--id-column", "id", "--title-column", "title", "--name", f"{n_docs:,} news and notes", str(csv)],
-        check=True,
-        cwd=code,
-    )
+    columns = ["--id-column", "id", "--title-column", "title", "--name", f"{n_docs:,} news and notes"]
+    subprocess.run([*command, *columns, *flags, str(csv)], check=True, cwd=code)
     return path
 
 
@@ -150,23 +153,29 @@ def first_paint(browser: Browser, workspace: Path, app_dir: Path, log: Path) -> 
     """Seconds from opening a fresh server's address to Home's heading on screen."""
     with streamlit_server(workspace, log, app_dir=app_dir) as (url, _):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        started = time.perf_counter()
-        page.goto(url)
-        page.get_by_role("heading", name=PAGES["Home"], exact=True).wait_for(timeout=FIRST_RUN_MS)
-        seconds = time.perf_counter() - started
+        seconds = paint(page, url)
         page.close()
     return seconds
 
 
-def open_home(page: Page, url: str) -> None:
-    """Home's first run over (a fresh server computes the map of the documents there), then the run watcher."""
+def paint(page: Page, url: str) -> float:
+    """Seconds from opening the address to Home's heading on screen."""
+    started = time.perf_counter()
     page.goto(url)
     page.get_by_role("heading", name=PAGES["Home"], exact=True).wait_for(timeout=FIRST_RUN_MS)
+    return time.perf_counter() - started
+
+
+def open_home(page: Page, url: str) -> float:
+    """Home's first run over (a fresh server computes the map of the documents there), then the run watcher; the
+    seconds to Home's heading (this server's first paint)."""
+    seconds = paint(page, url)
     page.wait_for_function(
         "() => document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state') === 'notRunning'",
         timeout=FIRST_RUN_MS,
     )
     page.evaluate(WATCH_RUNS)
+    return seconds
 
 
 def switch(page: Page, link: str) -> dict[str, float]:
@@ -183,19 +192,19 @@ def switch(page: Page, link: str) -> dict[str, float]:
 
 
 def browse(apps: dict[str, tuple[Path, Path]], scratch: Path, rounds: int, paints: int) -> dict[str, Any]:
-    """For each app (name -> its checkout and workspace), interleaved: first paints on fresh servers, then one server
-    per app whose pages are all opened `rounds` times, the apps taking turns page by page."""
+    """For each app (name -> its checkout and workspace), interleaved: `paints` first paints on fresh servers, the
+    last on one server per app whose pages are then all opened `rounds` times, the apps taking turns page by page."""
     paint_s: dict[str, list[float]] = {name: [] for name in apps}
     visits: dict[str, dict[str, list[dict[str, float]]]] = {name: {link: [] for link in PAGES} for name in apps}
     with chromium() as browser, ExitStack() as stack:
-        for attempt in range(paints):
+        for attempt in range(paints - 1):  # the last first paint is the browsing server's
             for name, (app_dir, workspace) in apps.items():
                 paint_s[name].append(first_paint(browser, workspace, app_dir, scratch / f"{name}_paint{attempt}.log"))
         pages = {}
         for name, (app_dir, workspace) in apps.items():
             url, _ = stack.enter_context(streamlit_server(workspace, scratch / f"{name}.log", app_dir=app_dir))
             pages[name] = browser.new_page(viewport={"width": 1400, "height": 1000})
-            open_home(pages[name], url)
+            paint_s[name].append(open_home(pages[name], url))
         for _ in range(rounds):
             for link in [*list(PAGES)[1:], "Home"]:
                 for name, page in pages.items():
@@ -341,13 +350,13 @@ def search(workspace_path: Path, scratch: Path, quick: bool) -> list[dict[str, A
 def run(
     quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache", baseline: str = BASELINE
 ) -> dict[str, Any]:
-    n_docs = QUICK_DOCS if quick else DOCS
-    workspace = trained_workspace(cache_dir, n_docs)
+    n_docs, flags = (QUICK_DOCS, QUICK_RUN_FLAGS) if quick else (DOCS, ())
+    workspace = trained_workspace(cache_dir, n_docs, flags=flags)
     with tempfile.TemporaryDirectory(prefix="prisma_app_latency_") as folder:
         scratch = Path(folder)
         baseline_code = baseline_checkout(baseline, scratch / "baseline")
         apps = {
-            "baseline": (baseline_code, trained_workspace(cache_dir, n_docs, baseline_code, baseline)),
+            "baseline": (baseline_code, trained_workspace(cache_dir, n_docs, baseline_code, baseline, flags)),
             "prisma": (common.REPO, workspace),
         }
         rounds, paints = (QUICK_ROUNDS, 1) if quick else (ROUNDS, PAINTS)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bench import common
-from bench.quality import _duplicates, _label_scores, _prisma_levels, _recovery
+from bench.quality_scores import duplicates, label_scores, prisma_levels, recovery
 
 NAME = "bounded_quality"
 TITLE = "12b. Quality of the bounded analysis: in memory vs read in batches, on one run"
@@ -75,11 +75,10 @@ def run(corpus: str, sample: int, quick: bool = False) -> dict[str, Any]:
 
 
 def _levels(run: Any, vectors: np.ndarray, categories: np.ndarray) -> dict[str, dict[str, float]]:
-    levels = _prisma_levels(run)
-    scores = _label_scores(run, vectors, levels)
+    levels = prisma_levels(run)
+    scores = label_scores(run, vectors, levels)
     return {
-        level: _recovery(members, categories)
-        | {"duplicate_labels": _duplicates(labels), "label_score": scores[level][0]}
+        level: recovery(members, categories) | {"duplicate_labels": duplicates(labels), "label_score": scores[level][0]}
         for level, (members, labels) in levels.items()
     }
 

@@ -46,9 +46,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from bench import common
+from bench.quality_scores import baselines, duplicates, label_scores, one_hot, prisma_levels, recovery, stability
 
 NAME = "quality"
 TITLE = "7. Quality: recovery of known categories (themes, families, features vs k-means, probe, BERTopic)"
@@ -67,10 +67,8 @@ PARENT_COLUMN = "parent"
 LEVEL_TARGETS = {"theme": 0.95, "subtheme": 1.0}
 """Recovery at a level as a share of k-means with K known on that level's labels."""
 MIN_AGREEMENT = 0.90
-SHUFFLE_SEED = 0
 SEEDS = (0, 1, 2)
 SAE_SETTINGS = ("n_features", "k", "epochs", "nested_levels", "n_trainings")
-DECODER_MATCH = 0.7
 STABILITY_TARGETS = {"recurring_by_documents": 0.70, "recurring": 0.50, "fvu_gap": 0.10, "theme_agreement": 0.90}
 
 
@@ -107,8 +105,8 @@ def _corpus(name: str, cache: Path, quick: bool, bertopic: bool) -> dict[str, An
 
     runs, timings = _seeded_runs(workspace, dataset_id)
     run = runs[0]
-    levels = _prisma_levels(run)
-    scores = _label_scores(run, vectors, levels)
+    levels = prisma_levels(run)
+    scores = label_scores(run, vectors, levels)
     result: dict[str, Any] = {
         "n_documents": len(categories),
         "n_categories": len(np.unique(categories)),
@@ -117,19 +115,19 @@ def _corpus(name: str, cache: Path, quick: bool, bertopic: bool) -> dict[str, An
         "fvu_train": run.record.metrics["fvu_train"],
         "dead_fraction": run.record.metrics["dead_fraction"],
         "sae": {k: run.record.config["sae"][k] for k in SAE_SETTINGS if k in run.record.config["sae"]},
-        "stability": _stability(runs) | {f"{step}_seconds": seconds for step, seconds in timings.items()},
+        "stability": stability(runs) | {f"{step}_seconds": seconds for step, seconds in timings.items()},
         "levels": {},
         "theme_labels": run.theme_info["label"].tolist(),
         "theme_levels": _theme_levels(name, run, metadata, vectors),
     }
     for level, (members, labels) in levels.items():
-        result["levels"][level] = _recovery(members, categories) | {
-            "duplicate_labels": _duplicates(labels),
+        result["levels"][level] = recovery(members, categories) | {
+            "duplicate_labels": duplicates(labels),
             "label_score": scores[level][0],
             "label_score_shuffled": scores[level][1],
         }
-    for baseline, members in _baselines(vectors, categories, run.record.embedding_key, bertopic, workspace, dataset_id):
-        result["levels"][baseline] = _recovery(members, categories)
+    for baseline, members in baselines(vectors, categories, run.record.embedding_key, bertopic, workspace, dataset_id):
+        result["levels"][baseline] = recovery(members, categories)
     return result
 
 
@@ -150,59 +148,6 @@ def _seeded_runs(workspace: Any, dataset_id: str) -> tuple[list[Any], dict[str, 
     return runs, {"train": float(np.mean(train)), "pipeline": float(np.mean(whole))}
 
 
-def _stability(runs: list[Any]) -> dict[str, float]:
-    """How the seeds' runs agree: recurring features, decoder match, theme agreement, and the FVU gap."""
-    from sklearn.metrics import adjusted_rand_score
-
-    from prisma_core.recurrence import recurrence
-
-    found = recurrence([run.codes for run in runs])
-    pairs = [(a, b) for a in range(len(runs)) for b in range(a + 1, len(runs))]
-    strongest = [run.themes.strongest() for run in runs]
-    subtheme = [run.subthemes.assignment for run in runs]
-    fvu_train = np.mean([run.record.metrics["fvu_train"] for run in runs])
-    fvu_holdout = np.mean([run.record.metrics["fvu_holdout"] for run in runs])
-    return {
-        "recurring": found.share,
-        "recurring_by_documents": found.share_by_documents,
-        "median_best_correlation": found.median_best_correlation,
-        "decoder_match": _decoder_match(runs),
-        "theme_agreement": float(np.mean([adjusted_rand_score(strongest[a], strongest[b]) for a, b in pairs])),
-        "subtheme_agreement": float(np.mean([adjusted_rand_score(subtheme[a], subtheme[b]) for a, b in pairs])),
-        "fvu_train": float(fvu_train),
-        "fvu_holdout": float(fvu_holdout),
-        "fvu_gap": float(fvu_holdout - fvu_train),
-        "features": float(np.mean([run.codes.shape[1] for run in runs])),
-    }
-
-
-def _decoder_match(runs: list[Any]) -> float:
-    """Share of firing features whose direction is within cosine DECODER_MATCH of a feature of every other run."""
-    shares = []
-    for i, run in enumerate(runs):
-        firing = np.diff(run.codes.tocsc().indptr) > 0
-        best = np.min([(run.directions @ other.directions.T).max(axis=1) for j, other in enumerate(runs) if j != i], 0)
-        shares.append(float((best[firing] >= DECODER_MATCH).mean()))
-    return float(np.mean(shares))
-
-
-def _prisma_levels(run: Any) -> dict[str, tuple[sp.csr_matrix, list[str]]]:
-    """level -> (membership [n_documents, n_units] 0/1, the units' labels)."""
-    from prisma_core import analysis
-    from prisma_core.pipeline import family_matrix
-
-    strong = analysis.strong_codes(run.codes)
-    live = np.flatnonzero(np.diff(strong.tocsc().indptr) > 0)
-    family_members = (strong @ family_matrix([f.members for f in run.families], run.codes.shape[1])) > 0
-    feature_labels = run.features.set_index("feature_id")["label"]
-    return {
-        "theme": (run.themes.members(), run.theme_info["label"].tolist()),
-        "subtheme": (_one_hot(np.maximum(run.subthemes.assignment, 0)), run.subtheme_info["label"].tolist()),
-        "family": (sp.csr_matrix(family_members, dtype=np.float32), [f.label for f in run.families]),
-        "feature": (sp.csr_matrix(strong[:, live] > 0, dtype=np.float32), feature_labels.loc[live].tolist()),
-    }
-
-
 def _theme_levels(name: str, run: Any, metadata: pd.DataFrame, vectors: np.ndarray) -> dict[str, Any]:
     """Per level the labels describe: the categories' number, the number chosen, recovery of the level and of
     k-means K and the probe on the same labels; and the share of documents that fit a theme well."""
@@ -211,15 +156,15 @@ def _theme_levels(name: str, run: Any, metadata: pd.DataFrame, vectors: np.ndarr
         "subtheme_count": run.subthemes.n_subthemes,
     }
     chosen = {"theme": run.themes.n_themes, "subtheme": run.subthemes.n_subthemes}
-    members = {"theme": run.themes.members(), "subtheme": _one_hot(np.maximum(run.subthemes.assignment, 0))}
+    members = {"theme": run.themes.members(), "subtheme": one_hot(np.maximum(run.subthemes.assignment, 0))}
     for level, categories in _labelled_levels(name, run, metadata).items():
-        baselines = dict(_baselines(vectors, categories, run.record.embedding_key, False, None, ""))
+        reference = dict(baselines(vectors, categories, run.record.embedding_key, False, None, ""))
         found[level] = {
             "true": len(np.unique(categories)),
             "chosen": chosen[level],
-            "prisma": _recovery(members[level], categories)["best_f1"],
-            "k-means K": _recovery(baselines["k-means K"], categories)["best_f1"],
-            "probe": _recovery(baselines["probe (ceiling)"], categories)["best_f1"],
+            "prisma": recovery(members[level], categories)["best_f1"],
+            "k-means K": recovery(reference["k-means K"], categories)["best_f1"],
+            "probe": recovery(reference["probe (ceiling)"], categories)["best_f1"],
         }
     return found
 
@@ -233,83 +178,6 @@ def _labelled_levels(name: str, run: Any, metadata: pd.DataFrame) -> dict[str, n
         return {"theme": metadata[PARENT_COLUMN].astype(str).to_numpy(), "subtheme": labels}
     broad = len(np.unique(labels)) <= max_themes(len(labels))
     return {LABEL_LEVEL.get(name, "theme" if broad else "subtheme"): labels}
-
-
-def _recovery(members: sp.spmatrix, categories: np.ndarray) -> dict[str, float]:
-    names, category = np.unique(categories, return_inverse=True)
-    truth = sp.csr_matrix(
-        (np.ones(len(category)), (np.arange(len(category)), category)), shape=(len(category), len(names))
-    )
-    member = sp.csr_matrix(members, dtype=np.float64)
-    member.data[:] = 1.0
-    overlap = (truth.T @ member).toarray()  # [categories, units]
-    unit_size = np.asarray(member.sum(axis=0)).ravel()
-    category_size = np.asarray(truth.sum(axis=0)).ravel()
-    f1 = 2 * overlap / np.maximum(unit_size[None, :] + category_size[:, None], 1)
-    shown = unit_size > 0
-    purity = overlap.max(axis=0)[shown].sum() / max(unit_size[shown].sum(), 1)
-    return {
-        "best_f1": float(f1.max(axis=1).mean()),
-        "purity": float(purity),
-        "coverage": float((np.diff(member.indptr) > 0).mean()),
-        "shown": int(shown.sum()),
-    }
-
-
-def _duplicates(labels: list[str]) -> int:
-    counts = pd.Series(labels).value_counts()
-    return int(counts[counts > 1].sum())
-
-
-def _label_scores(run: Any, vectors: np.ndarray, levels: dict) -> dict[str, tuple[float, float]]:
-    """level -> (mean embedding score of the labels, mean score of the same labels shuffled across units)."""
-    from prisma_core.interpret.label_scores import label_embedding_scores
-
-    config = run.settings.embed
-    scores = {}
-    rng = np.random.default_rng(SHUFFLE_SEED)
-    for level, (members, labels) in levels.items():
-        units = list(range(len(labels)))
-        real = label_embedding_scores(units, labels, members, vectors, config).scores
-        shuffled = label_embedding_scores(units, list(rng.permutation(labels)), members, vectors, config).scores
-        scores[level] = (float(np.nanmean(real)), float(np.nanmean(shuffled)))
-    return scores
-
-
-def _baselines(
-    vectors: np.ndarray, categories: np.ndarray, embedding_key: str, bertopic: bool, workspace: Any, dataset_id: str
-) -> list[tuple[str, sp.csr_matrix]]:
-    from sklearn.cluster import KMeans
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import cross_val_predict
-
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    n_categories = len(np.unique(categories))
-    kmeans = KMeans(n_categories, n_init=10, random_state=0).fit_predict(unit)
-    probe = cross_val_predict(LogisticRegression(max_iter=2000, C=10.0), unit, categories, cv=5)
-    found = [("k-means K", _one_hot(kmeans)), ("probe (ceiling)", _one_hot(np.unique(probe, return_inverse=True)[1]))]
-    if bertopic:
-        texts = workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
-        found.append(("BERTopic", _one_hot(_bertopic_topics(texts, vectors))))
-    return found
-
-
-def _bertopic_topics(texts: list[str], vectors: np.ndarray) -> np.ndarray:
-    """BERTopic with default settings on the same vectors; outliers (-1) form one unit of their own."""
-    from bertopic import BERTopic
-
-    from prisma_core.embed import EmbedConfig, load_model
-
-    config = EmbedConfig()
-    model = BERTopic(embedding_model=load_model(config.model, "cpu", "fp32"))
-    topics, _ = model.fit_transform(texts, vectors)
-    return np.asarray(topics) + 1
-
-
-def _one_hot(labels: np.ndarray) -> sp.csr_matrix:
-    return sp.csr_matrix(
-        (np.ones(len(labels)), (np.arange(len(labels)), labels)), shape=(len(labels), labels.max() + 1)
-    )
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -1,0 +1,96 @@
+"""What the app memory benchmarks do in the browser: a fresh server of the app with its memory sampled, the
+one-click demo, and a session that uploads a CSV of real documents, embeds, trains and visits the pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from playwright.sync_api import Browser, Page, expect
+
+from bench import common
+from bench.app_driver import PAGE_MS, go, settle, streamlit_server
+from bench.memory_sampler import TreeSampler
+
+DEMO_DOCS, QUICK_DEMO_DOCS = 400, 80
+UPLOAD_DOCS, QUICK_UPLOAD_DOCS = 2000, 200
+LONG_WORK_MS = 10_800_000  # three hours: on the shared 2-core machine at load 20 the 400-note demo took over 30 minutes
+FIRST_RUN_MS = 300_000  # a fresh server's first run imports torch and the app: slow on a shared CPU
+UPLOAD_PAGES = ["Home", "Features", "Families", "Labels", "Explore", "Glossary", "Datasets", "Embeddings", "Train SAE"]
+EXPLORE_TABS = ["Search", "Concept query", "Compare groups", "Map", "Downloads"]
+
+
+def scenario(
+    browser: Browser, scratch: Path, name: str, drive, app_dir: Path = common.REPO, **env: str
+) -> dict[str, Any]:
+    """Run `drive(page, sampler)` against a fresh server of the app in `app_dir`; the memory report of its process
+    tree."""
+    workspace = scratch / f"{name}_workspace"
+    with streamlit_server(workspace, scratch / f"{name}.log", app_dir=app_dir, **env) as (url, process):
+        sampler = TreeSampler(process.pid)
+        with sampler.running():
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            with sampler.during("first page"):
+                page.goto(url)
+                page.get_by_role("heading", name="Prisma", exact=True).wait_for(timeout=FIRST_RUN_MS)
+                settle(page)
+            drive(page, sampler)
+            page.close()
+            return sampler.report() | {"notes": sampler.notes}
+
+
+def demo_session(page: Page, sampler: TreeSampler) -> None:
+    with sampler.during("demo (embed, train, labels, families)"):
+        page.get_by_role("button", name="Run with defaults").click()
+        expect(page.get_by_role("heading", name="Features", exact=True)).to_be_visible(timeout=LONG_WORK_MS)
+        settle(page)
+    for title in ["Families", "Explore"]:
+        with sampler.during(title):
+            go(page, title)
+            if title == "Families":
+                page.frame_locator("iframe[title='streamlit_agraph.agraph']").locator("canvas").first.wait_for(
+                    timeout=PAGE_MS
+                )
+
+
+def upload_csv(path: Path, n_docs: int) -> Path:
+    """n_docs real documents, half AG News and half BBC articles, as a CSV (text, category) at path."""
+    corpora = common.CORPORA_DIR
+    half = n_docs // 2
+    ag_news = pd.read_parquet(corpora / "ag_news_test.parquet").sample(n_docs - half, random_state=0)
+    bbc = pd.read_parquet(corpora / "bbc_news.parquet").sample(half, random_state=0)
+    frame = pd.concat([ag_news, bbc])[["id", "text", "label"]].rename(columns={"label": "category"})
+    frame.to_csv(path, index=False)
+    return path
+
+
+def upload_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int, pages: list[str] = UPLOAD_PAGES) -> None:
+    with sampler.during("upload and create the dataset"):
+        go(page, "Datasets")
+        page.get_by_role("region", name="Files", exact=True).get_by_test_id(
+            "stFileUploaderDropzoneInput"
+        ).set_input_files(csv)
+        expect(page.get_by_text("Preview (first 20 rows)")).to_be_visible(timeout=PAGE_MS)
+        settle(page)
+        page.get_by_role("button", name="Create dataset").click()
+        expect(page.get_by_text(f"{n_docs:,} documents from 1 file(s).")).to_be_visible(timeout=PAGE_MS)
+        settle(page)
+    with sampler.during("embed"):
+        go(page, "Embeddings")
+        page.get_by_role("button", name=f"Embed {n_docs:,} documents").click()
+        done = page.get_by_text("is embedded with this model: you can train an SAE.")
+        expect(done).to_be_visible(timeout=LONG_WORK_MS)
+        settle(page)
+    with sampler.during("train (suggested settings, keyword labels, families)"):
+        go(page, "Train SAE")
+        page.get_by_role("button", name="Train", exact=True).click()
+        expect(page.get_by_role("heading", name="Runs on this dataset")).to_be_visible(timeout=LONG_WORK_MS)
+        settle(page)
+    for title in pages:
+        with sampler.during(title):
+            go(page, title)
+            if title == "Explore":
+                for tab in EXPLORE_TABS:
+                    page.get_by_role("tab", name=tab).click()
+                    settle(page)
