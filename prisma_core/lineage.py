@@ -1,6 +1,6 @@
-"""Stage records: every stage (ingest, embedding, training, families, themes, labelling) leaves one, written after
-its artefacts, naming its parent (dataset -> embedding -> run -> families, themes, labels), its settings, the
-package versions and the time."""
+"""Stage records: every stage (ingest, embedding, training, keywords, themes, families, labelling) leaves one, written
+after its artefacts, naming its parent (dataset -> embedding -> run's training -> keywords, themes, families, their
+rebuilds, labels), its settings, the package versions and the time."""
 
 from __future__ import annotations
 

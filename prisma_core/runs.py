@@ -23,6 +23,7 @@ from prisma_core.run_settings import RunSettings, run_settings
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
+from prisma_core.store.stages import REBUILT_STAGES, shown_counts
 from prisma_core.subthemes import SubThemes
 from prisma_core.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
 
@@ -83,21 +84,17 @@ def reliability(found_in: object, n_trainings: int) -> str:
     return f"found in {int(found_in)} of {n_trainings} trainings"
 
 
-REBUILT_STAGES = ("families", "themes")
-"""Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows."""
-
-
 def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRecord:
-    """The run record with the settings and counts of what it shows now: the newest rebuild of its families or
-    themes replaces what training used, and the newest placement of added documents its document count. `stages`:
-    the run's stage records, oldest first."""
+    """The run record with the settings and counts of what it shows now: the newest record of its families and of
+    its themes (the training's, or a rebuild's since) gives theirs, and the newest placement of added documents its
+    document count. `stages`: the run's stage records, oldest first."""
     own = [stage for stage in stages if stage.run_id == record.run_id]
     rebuilt = [stage for stage in own if stage.stage in REBUILT_STAGES]
     config = record.config | {stage.stage: stage.config for stage in rebuilt}
     metrics = record.metrics.copy()
     for stage in own:
         if stage.stage in REBUILT_STAGES:
-            metrics |= stage.summary
+            metrics |= shown_counts(stage.summary)
         elif stage.stage == PLACED_STAGE:
             metrics["n_documents"] = stage.summary["n_documents"]
     return replace(record, config=config, metrics=metrics)

@@ -2,8 +2,9 @@
 
 Each function takes configs and a progress callback, writes its artefacts to the store and returns what the caller
 needs to show. The UI and the CLI call these and nothing deeper: `dataset` (ingest, embed, add documents),
-`placement` (added documents placed in the runs), `training` (train, rebuild themes or families), `chain` (ingest ->
-embed -> train in one call), `export`, and the read model of `prisma_core.runs`.
+`placement` (added documents placed in the runs), `training` (train, rebuild themes or families; the stages after
+the SAE are in `run_stages`), `chain` (ingest -> embed -> train in one call), `export`, and the read model of
+`prisma_core.runs`.
 """
 
 from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train

@@ -15,6 +15,7 @@ from prisma_core.store.datasets import Datasets
 from prisma_core.store.ids import check_id
 from prisma_core.store.retry import plain_reason, retry
 from prisma_core.store.schemas import RunRecord, StageRecord
+from prisma_core.store.stages import AFTER_SAE_STAGES, REBUILT_STAGES, TRAINING_STAGE, shown_counts
 
 if TYPE_CHECKING:
     import lancedb
@@ -96,21 +97,29 @@ class Repairs(Datasets):
         )
 
     def _restore_run_record(self, run_id: str) -> str:
-        """A hidden run's record, rebuilt from its training stage record (which holds its configuration, metrics
-        and versions) and its embedding's record (its embedding space); its training curves are not kept there."""
-        stage = self._records("stages", f"stage = 'training' AND run_id = '{check_id(run_id)}'", StageRecord)[-1]
+        """A hidden run's record, rebuilt from its stage records: its training's (its SAE's and embedding's settings,
+        metrics and versions), those of the stages after its SAE written with it (their settings and counts) and its
+        embedding's (its embedding space); its training curves are not kept there."""
+        where = f"stage = '{TRAINING_STAGE}' AND run_id = '{check_id(run_id)}'"
+        stage = self._records("stages", where, StageRecord)[-1]
         parents = self._records("stages", f"record_id = '{check_id(stage.parent_id)}'", StageRecord)
         embedding_key = parents[0].summary.get("embedding_key") if parents else None
         if not embedding_key:
             return f"run {run_id}: its record is missing from the runs table and its embedding is not recorded"
+        later = [
+            record
+            for record in self._records("stages", f"run_id = '{check_id(run_id)}'", StageRecord)
+            if record.stage in AFTER_SAE_STAGES and record.created_at < stage.created_at  # not the rebuilds since
+        ]
+        counts = [shown_counts(record.summary) for record in later if record.stage in REBUILT_STAGES]
         self.add_run(
             RunRecord(
                 run_id=run_id,
                 dataset_id=stage.dataset_id,
                 created_at=stage.created_at,
                 embedding_key=embedding_key,
-                config=stage.config,
-                metrics=stage.summary,
+                config=stage.config | {record.stage: record.config for record in later},
+                metrics=stage.summary | {name: value for count in counts for name, value in count.items()},
                 history=[],
                 weights_dir=str(self.root / "runs" / run_id),
                 versions=stage.versions,
@@ -118,7 +127,7 @@ class Repairs(Datasets):
         )
         return (
             f"run {run_id}: its record was missing from the runs table (a lost version); restored from its training "
-            "stage record, without its training curves"
+            "stage records, without its training curves"
         )
 
     def _incomplete(self) -> list[str]:

@@ -14,6 +14,7 @@ from prisma_core.store.location import Location, is_object_store
 from prisma_core.store.maintenance import Maintenance
 from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.schemas import RunRecord
+from prisma_core.store.stages import TRAINING_STAGE
 
 _RUN_TABLES = ("activations", "features", "interpretations", "families", "themes", "subthemes", "stages", "edits")
 CHANGING_RUN_TABLES = ("sae_runs", *(name for name in _RUN_TABLES if name not in ("activations", "stages")))
@@ -45,7 +46,7 @@ class Runs(Maintenance):
         folders = {folder.name for folder in (self.root / "runs").folders() if ID_PATTERN.match(folder.name)}
         if not folders:
             return []
-        trained = set(self._read("stages", "stage = 'training'", ["run_id"])["run_id"]) & folders
+        trained = set(self._read("stages", f"stage = '{TRAINING_STAGE}'", ["run_id"])["run_id"]) & folders
         return sorted(trained - set(self._read("sae_runs", "true", ["run_id"])["run_id"]))
 
     def _has_run_record(self, run_id: str) -> bool:

@@ -73,8 +73,8 @@ class StageRecord:
     """What one stage made from what: written after the stage's artefacts, so a stage that crashed leaves none."""
 
     record_id: str
-    stage: str  # ingest, embedding, training, families, themes, labelling
-    parent_id: str  # the record it was made from: dataset -> embedding -> run -> families, themes, labels
+    stage: str  # ingest, append, embedding, training, keywords, themes, families, labelling, documents (placed)
+    parent_id: str  # the record it was made from: dataset -> embedding -> run -> keywords, themes, families, labels
     dataset_id: str
     run_id: str  # "" for the stages before a run
     created_at: str

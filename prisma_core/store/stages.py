@@ -1,15 +1,33 @@
-"""Stage records: what each stage (ingest, embedding, training, families, themes, labelling) made from what."""
+"""Stage records: what each stage (ingest, embedding, training, keywords, themes, families, labelling) made from
+what."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import Any
 
 from prisma_core.store.ids import check_id
 from prisma_core.store.schemas import StageRecord, json_fields
 from prisma_core.store.tables import Tables
 
 _STAGE_JSON = json_fields(StageRecord)
+
+TRAINING_STAGE = "training"
+"""The record of a run's SAE (its id is the run's): the SAE's and the embedding's settings and the SAE's metrics."""
+AFTER_SAE_STAGES = ("keywords", "themes", "families")
+"""A training's stages after its SAE, each leaving a record (parent: the training's) named as the run's settings
+section its config is; their records are written before the training's. Runs trained before they had records hold
+every section in the training's record."""
+REBUILT_STAGES = ("families", "themes")
+"""Stages a run redoes without retraining: the newest record of each holds the settings of what the run shows, and
+its counts (`shown_counts`) are the run's."""
+
+
+def shown_counts(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a themes or families record counts, as the run's metrics: without its seconds (the run's `seconds` are
+    its SAE training's)."""
+    return {name: value for name, value in summary.items() if name != "seconds"}
 
 
 class Stages(Tables):

@@ -3,10 +3,73 @@ rebuild's record is what the run reports from then on."""
 
 from dataclasses import asdict
 
+import pytest
+from small_run import SMALL_SAE
+
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
+from prisma_core.errors import TrainingError
+from prisma_core.families import FamilyConfig
+from prisma_core.interpret.keywords import KeywordConfig
+from prisma_core.progress import Progress
+from prisma_core.run_settings import run_settings
 from prisma_core.sae import SAEConfig
+from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
+
+AFTER_SAE = {"keywords": KeywordConfig(), "themes": ThemeConfig(), "families": FamilyConfig()}
+"""The stages of a training after its SAE, with the settings the small run was trained with (the defaults)."""
+
+
+def test_a_trained_run_is_a_graph_of_stage_records(small_run):
+    workspace = Workspace(small_run.path)
+    run = workspace.run(small_run.run.run_id)
+    records = workspace.stages(run.dataset_id, run.run_id)
+    own = {record.stage: record for record in records if record.run_id == run.run_id}
+    assert sorted(own) == sorted(["training", *AFTER_SAE])  # one record per stage
+    training = own["training"]
+    assert training.record_id == run.run_id
+    assert training.config == {"sae": run.config["sae"], "embed": run.config["embed"]}  # only the SAE's settings
+    shown = ("n_themes", "n_subthemes", "n_families")  # counted by the themes' and the families' records
+    assert training.summary == {name: value for name, value in run.metrics.items() if name not in shown}
+    for stage, config in AFTER_SAE.items():
+        record = own[stage]
+        assert record.parent_id == run.run_id and record.dataset_id == run.dataset_id
+        assert record.config == asdict(config) == run.config[stage]  # the run's settings section of its name
+        assert record.summary["seconds"] > 0 and record.versions == training.versions
+        assert set(record.versions) >= {"prisma", "torch", "lancedb"} and all(record.versions.values())
+    assert training.summary["seconds"] > 0 and training.summary["n_documents"] == 60
+    assert own["keywords"].summary["n_labelled"] == len(workspace.features(run.run_id))
+    assert own["themes"].summary["n_themes"] == run.metrics["n_themes"] == len(workspace.themes(run.run_id))
+    assert own["families"].summary["n_families"] == run.metrics["n_families"] == len(workspace.families(run.run_id))
+    # the records of the stages after the SAE are written before the training's, which comes just before the run's
+    assert [record.stage for record in records][-4:] == ["keywords", "themes", "families", "training"]
+    assert set(small_run.run.seconds) == {"train", "analyse", "themes", "families"}
+    assert small_run.run.seconds["themes"] == own["themes"].summary["seconds"]
+    # read back, the settings and counts are the run record's own: a stage's seconds are not the run's
+    loaded = pipeline.load_run(workspace, run.run_id)
+    assert loaded.record.config == run.config and loaded.record.metrics == run.metrics
+    assert loaded.settings == run_settings(run, loaded.directions.shape[1])
+    assert loaded.settings.keywords == KeywordConfig() and loaded.settings.sae == SAEConfig(**run.config["sae"])
+
+
+def test_a_cancelled_training_leaves_no_stage_record_of_its_run(small_run, tmp_path):
+    workspace = small_run.copy(tmp_path / "workspace")
+    dataset_id, kept = small_run.dataset_id, small_run.run.run_id
+    before = workspace.stages(dataset_id)
+    reported: set[str] = set()
+
+    def report(event: Progress) -> None:
+        reported.add(event.stage)
+
+    def after_the_families() -> bool:  # cancelled once every stage after the SAE left its record
+        return "families" in reported
+
+    with pytest.raises(TrainingError, match="cancelled"):
+        pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=report, should_stop=after_the_families)
+    assert "families" in reported and [run.run_id for run in workspace.runs()] == [kept]
+    assert workspace.stages(dataset_id) == before
+    assert workspace.hidden_runs() == []
 
 
 def test_every_stage_record_names_the_record_it_was_made_from(small_run, tmp_path):
@@ -25,6 +88,10 @@ def test_every_stage_record_names_the_record_it_was_made_from(small_run, tmp_pat
         by_stage["training"].record_id == run_id and by_stage["training"].parent_id == by_stage["embedding"].record_id
     )
     assert by_stage["themes"].parent_id == run_id and by_stage["themes"].config["n_themes"] == n_themes + 1
+    trained, rebuilt_themes = [record for record in records if record.stage == "themes"]  # one more, same shape
+    assert trained.created_at < by_stage["training"].created_at < rebuilt_themes.created_at
+    assert rebuilt_themes.summary.keys() == trained.summary.keys() and rebuilt_themes.summary["seconds"] > 0
+    assert rebuilt_themes.summary["n_themes"] == n_themes + 1 and rebuilt_themes.run_id == run_id
     ids = {record.record_id for record in records}
     assert all(record.parent_id in ids for record in records if record.stage != "ingest")
     assert all(record.versions["prisma"] and record.created_at for record in records)
@@ -34,4 +101,7 @@ def test_every_stage_record_names_the_record_it_was_made_from(small_run, tmp_pat
     assert rebuilt.config["themes"]["n_themes"] == n_themes + 1 and rebuilt.metrics["n_themes"] == n_themes + 1
     assert reloaded.settings.themes == ThemeConfig(n_themes=n_themes + 1)  # the typed view reads the rebuild's too
     assert reloaded.settings.sae == run.settings.sae == SAEConfig(**rebuilt.config["sae"])  # the training's
+    assert (reloaded.settings.families, reloaded.settings.keywords) == (run.settings.families, run.settings.keywords)
+    n_subthemes = len(reloaded.subtheme_info)
+    assert rebuilt.metrics == run.record.metrics | {"n_themes": n_themes + 1, "n_subthemes": n_subthemes}
     assert workspace.run(run_id).config["themes"]["n_themes"] != n_themes + 1  # the training record is kept

@@ -191,7 +191,7 @@ def test_a_run_hidden_by_a_lost_runs_table_version_is_named_kept_and_restored(tw
     shutil.copytree(two_runs[0], tmp_path / "workspace")
     workspace = Workspace(tmp_path / "workspace")
     _, first, second = two_runs
-    metrics = workspace.run(second).metrics
+    config, metrics = workspace.run(second).config, workspace.run(second).metrics
     newest = min((workspace.path / "lancedb" / "sae_runs.lance" / "_versions").glob("*.manifest"))
     newest.unlink()  # LanceDB names versions so that the newest sorts first
     assert [run.run_id for run in workspace.runs()] == [first]
@@ -204,7 +204,7 @@ def test_a_run_hidden_by_a_lost_runs_table_version_is_named_kept_and_restored(tw
 
     assert cli_main("repair", workspace=workspace) == 0
     assert f"run {second}: its record was missing from the runs table" in capsys.readouterr().out
-    assert workspace.run(second).metrics == metrics
+    assert workspace.run(second).metrics == metrics and workspace.run(second).config == config
     assert cli_main("export", "--run", second, "--out", str(tmp_path / "export"), workspace=workspace) == 0
 
 
