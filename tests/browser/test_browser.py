@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import Browser, Frame, Locator, Page, expect
 
 from bench import app_driver
 from bench.app_driver import PAGE_MS, go, settle
@@ -64,18 +63,47 @@ def browser() -> Iterator[Browser]:
         yield launched
 
 
-def open_options(page: Page, combobox) -> Locator:
-    """Open a select box's options. A click landing during a rerun is dropped, as it would be for a person, who
-    would click again."""
+NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+"""Resolves once the browser has drawn two more frames, so the events of a scroll made before have been dispatched."""
+GRAPH_PAINTED = """() => {
+    const canvas = document.querySelector('canvas');
+    if (!canvas) return false;
+    const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+    let painted = 0;
+    for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
+    return painted > 1000;
+}"""
+"""Whether the family graph's canvas has more than 1,000 painted pixels (run in the graph's frame)."""
+
+
+def click_in_view(page: Page, target: Locator) -> None:
+    """Click `target` once, after it is scrolled into view and that scroll's events are dispatched. Playwright's
+    own click scrolls and presses in the same frame, so the browser fires the scroll event after the press; a
+    select box (react-aria, in Streamlit 1.67) closes its options on any scroll of the page, so the options the
+    press opened closed at once: the lost click of the browser tests (the app was idle, no rerun involved)."""
+    target.scroll_into_view_if_needed()
+    page.evaluate(NEXT_FRAMES)
+    target.click()
+
+
+def open_options(page: Page, combobox: Locator) -> Locator:
+    """Open a select box's options with one click."""
+    click_in_view(page, combobox)
     options = page.locator("[role=option]")
-    for _ in range(3):
-        combobox.click()
-        try:
-            options.first.wait_for(timeout=10_000)
-            return options
-        except PlaywrightTimeoutError:
-            settle(page)
-    raise AssertionError("the options never opened after 3 clicks")
+    options.first.wait_for(timeout=PAGE_MS)
+    return options
+
+
+def graph_frame(page: Page) -> Frame:
+    """The family graph's frame (streamlit-agraph draws it on a canvas in an iframe), once its canvas exists."""
+    page.frame_locator("iframe[title='streamlit_agraph.agraph']").locator("canvas").first.wait_for(timeout=PAGE_MS)
+    (frame,) = [frame for frame in page.frames if "streamlit_agraph" in frame.url]
+    return frame
+
+
+def wait_for_painted_graph(page: Page) -> None:
+    """Wait until the family graph is painted; a graph still blank after PAGE_MS fails the test."""
+    graph_frame(page).wait_for_function(GRAPH_PAINTED, timeout=PAGE_MS)
 
 
 def query_densest_feature(page: Page) -> None:
@@ -103,18 +131,12 @@ def assert_clean(page: Page) -> None:
 
 
 def download(page: Page, button_name: str) -> Path:
-    """Click a download button until its file arrives: a click that lands while the page reruns (as it does after
-    switching tabs) is dropped by the browser, as it would be for a person, who would click again."""
+    """Click a download button once and return the file that arrives."""
     button = page.get_by_role("button", name=button_name)
     expect(button).to_be_enabled(timeout=PAGE_MS)
-    for _ in range(3):
-        try:
-            with page.expect_download(timeout=20_000) as started:
-                button.click()
-            return Path(started.value.path())
-        except PlaywrightTimeoutError:
-            settle(page)
-    raise AssertionError(f"{button_name}: no download after 3 clicks")
+    with page.expect_download(timeout=PAGE_MS) as started:
+        click_in_view(page, button)
+    return Path(started.value.path())
 
 
 def shoot(page: Page, name: str) -> None:
@@ -204,18 +226,7 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     shoot(page, "5_features")
 
     go(page, "Families")
-    graph = page.frame_locator("iframe[title='streamlit_agraph.agraph']")
-    graph.locator("canvas").first.wait_for(timeout=PAGE_MS)
-    page.wait_for_timeout(3000)  # let the layout settle before looking at the pixels
-    painted = graph.locator("canvas").first.evaluate(
-        """canvas => {
-            const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-            let painted = 0;
-            for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted++;
-            return painted;
-        }"""
-    )
-    assert painted > 1000, "the family graph canvas is blank"
+    wait_for_painted_graph(page)  # "the family graph canvas is blank" otherwise
     expect(page.locator("[data-testid=stSelectbox]").filter(has_text="Theme").first).to_be_visible()
     shoot(page, "6_families")
 
@@ -276,7 +287,6 @@ def test_the_demo_as_a_new_user_meets_it(browser, tmp_path):
         assert_clean(page)
         page.get_by_role("button", name="Run with defaults").click()
         expect(page.get_by_text("Demo: running")).to_be_visible(timeout=PAGE_MS)
-        page.wait_for_timeout(4000)
         shoot(page, "1_home_demo")
         expect(page.get_by_role("heading", name="Features", exact=True)).to_be_visible(timeout=LONG_WORK_MS)
         settle(page)
@@ -310,9 +320,7 @@ def test_the_demo_as_a_new_user_meets_it(browser, tmp_path):
         shoot(page, "5_features")
 
         go(page, "Families")
-        graph = page.frame_locator("iframe[title='streamlit_agraph.agraph']")
-        graph.locator("canvas").first.wait_for(timeout=PAGE_MS)
-        page.wait_for_timeout(3000)
+        wait_for_painted_graph(page)
         assert_clean(page)
         page.locator("iframe[title='streamlit_agraph.agraph']").scroll_into_view_if_needed()
         shoot(page, "6_families")
@@ -336,7 +344,6 @@ def test_the_demo_as_a_new_user_meets_it(browser, tmp_path):
         page.get_by_role("tab", name="Compare groups").click()
         settle(page)
         page.locator("[data-testid=stVegaLiteChart]").first.wait_for(timeout=PAGE_MS)
-        page.wait_for_timeout(1500)
         assert_clean(page)
         shoot(page, "7_explore_groups")
 

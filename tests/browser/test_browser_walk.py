@@ -23,7 +23,16 @@ import pytest
 from ollama_server import FakeOllama, running_fake_ollama
 from playwright.sync_api import Browser, Page, expect
 from reliability_helpers import run_cli
-from test_browser import ARTIFACTS, LONG_WORK_MS, assert_clean, assert_clean_log, shoot, streamlit_server
+from test_browser import (
+    ARTIFACTS,
+    LONG_WORK_MS,
+    assert_clean,
+    assert_clean_log,
+    graph_frame,
+    open_options,
+    shoot,
+    streamlit_server,
+)
 
 from bench import app_driver
 from bench.app_driver import PAGE_MS, go, settle
@@ -35,7 +44,9 @@ READABLE_PX = 12
 RECORD_CANVAS_TEXT = """(() => {
   const fillText = CanvasRenderingContext2D.prototype.fillText;
   window.__canvasText = [];
+  window.__lastDrawn = 0;
   CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+    window.__lastDrawn = performance.now();
     const size = /([0-9.]+)px/.exec(this.font);
     const t = this.getTransform();
     const scale = Math.hypot(t.a, t.b) / (window.devicePixelRatio || 1);
@@ -44,7 +55,10 @@ RECORD_CANVAS_TEXT = """(() => {
   };
 })();"""
 """Records every text a canvas draws with its size on screen in CSS pixels (font size times the canvas transform):
-what a person sees of the family graph's labels, which vis.js draws on a canvas."""
+what a person sees of the family graph's labels, which vis.js draws on a canvas; and when it last drew one."""
+DRAWN_AND_STILL = "() => window.__canvasText.length > 0 && performance.now() - window.__lastDrawn > 500"
+"""The graph has drawn its labels and drawn nothing for half a second: vis.js redraws every frame while its layout
+moves, so its layout has settled."""
 SPINNER = "[data-testid=stExpanderIconSpinner]"
 CHECK_MARK = "[data-testid=stExpanderIconCheck]"
 
@@ -69,14 +83,15 @@ def set_number(page: Page, label: str, value: int) -> None:
 
 def choose(page: Page, picker: str, option: str) -> None:
     """Pick an option of a select box (one click to open it, one on the option)."""
-    page.locator(f".st-key-{picker} [role=combobox]").click()
+    open_options(page, page.locator(f".st-key-{picker} [role=combobox]"))
     page.get_by_role("option", name=option, exact=True).click()
     settle(page)
 
 
 def graph_labels(page: Page) -> dict[str, float]:
-    """Each text the family graph drew last, with its size on screen in pixels."""
-    (frame,) = [frame for frame in page.frames if "streamlit_agraph" in frame.url]
+    """Each text the family graph drew last, with its size on screen in pixels, once its layout has settled."""
+    frame = graph_frame(page)
+    frame.wait_for_function(DRAWN_AND_STILL, timeout=PAGE_MS)
     return dict(frame.evaluate("window.__canvasText"))
 
 
@@ -138,10 +153,10 @@ def label_the_most_common_features(page: Page, fake: FakeOllama) -> None:
     expect(page.locator(SPINNER)).to_be_visible()
     expect(page.locator(CHECK_MARK)).to_have_count(0)
     shoot(page, "26_labels_running")
+    fake.delay_s = 0.0  # seen running: the rest at full speed
     labelled = re.compile(r"\d+ features labelled by llama3.2")  # at most 20: as many as the run has
     done = page.locator("[data-testid=stAlertContentSuccess]").filter(has_text=labelled)
     expect(done).to_be_visible(timeout=LONG_WORK_MS)
-    fake.delay_s = 0.0
     settle(page)
     shoot(page, "26_labels_done")
 
@@ -178,9 +193,6 @@ def test_the_analysts_walk_in_chromium(browser, fake, corpora_dir, tmp_path):
         assert_clean(page)
 
         go(page, "Families")
-        graph = page.frame_locator("iframe[title='streamlit_agraph.agraph']")
-        graph.locator("canvas").first.wait_for(timeout=PAGE_MS)
-        page.wait_for_timeout(3000)  # the layout settles
         drawn = graph_labels(page)
         assert drawn and min(drawn.values()) >= READABLE_PX, f"labels too small to read: {drawn}"
         shoot(page, "26_families_default")
