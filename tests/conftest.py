@@ -11,8 +11,8 @@ REPO = TESTS.parent
 CORPORA = Path(os.environ.get("PRISMA_CORPORA", REPO.parent / "shared" / "corpora"))
 MARKS_BY_PATH = {
     "app": ["slow"],
-    "benchmarks": ["slow"],
-    "browser": ["browser"],
+    "benchmarks": ["slow", "alone"],
+    "browser": ["browser", "alone"],
     "core/test_int8.py": ["slow"],  # quantizes the real model into a fresh cache: about a minute
     "reliability": ["slow"],
     "reliability/test_reliability_load.py": ["load"],
@@ -20,6 +20,9 @@ MARKS_BY_PATH = {
 """Markers given to every test under a folder or in a file of tests/ (pyproject.toml says what each marker means)."""
 SLOW_FIXTURES = {"bbc_workspace", "bbc_embeddings"}
 """A test that uses one of these waits for the whole BBC corpus to be embedded: it is slow."""
+SHARED_GROUPS = {"app": "app workspace", "core/interpret": "labelling run"}
+"""Folders whose tests share an expensive session fixture: with several workers (pytest-xdist's `--dist loadgroup`,
+as scripts/test.sh runs the suite) each group goes to one worker, so the fixture is built once."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -31,6 +34,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     item.add_marker(mark)
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker("slow")
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item, where)))
+
+
+def _worker_group(item: pytest.Item, where: str) -> str:
+    """The tests one worker runs together: those of one file, or of one shared session fixture."""
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "whole BBC corpus"
+    shared = [group for prefix, group in SHARED_GROUPS.items() if where.startswith(f"{prefix}/")]
+    return shared[0] if shared else where
 
 
 @pytest.fixture(autouse=True)
