@@ -35,9 +35,8 @@ def build_hostile_workspace(folder: Path, bbc: pd.DataFrame) -> Path:
     frame.loc[frame["label"] == HOSTILE_DESK, "label"] = HOSTILE[1]
     workspace = Workspace(folder)
     upload = [("hostile.csv", frame.to_csv(index=False).encode())]
-    dataset_id, _ = pipeline.ingest(workspace, upload, f"{HOSTILE[0]} news", IngestConfig(id_column="id"))
-    pipeline.embed_dataset(workspace, dataset_id)
-    run_id = pipeline.train_run(workspace, dataset_id, SMALL_SAE).run_id
+    dataset = pipeline.NewDataset(upload, f"{HOSTILE[0]} news", IngestConfig(id_column="id"))
+    run_id = pipeline.ingest_embed_train(workspace, dataset, sae_config=SMALL_SAE).run_id
     labels = [
         {
             "feature_id": feature,
