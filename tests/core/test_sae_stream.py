@@ -1,5 +1,5 @@
-"""Training and analysis from the vectors table a slice at a time (SAEConfig.vectors_memory_mb), on 300 real BBC
-articles embedded with the bundled model into a real LanceDB workspace."""
+"""Training and analysis from the vectors table a slice at a time (SAEConfig.vectors_memory_mb), on the openings of 300
+real BBC articles embedded with the bundled model into a real LanceDB workspace (the session's `bbc_openings`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from bbc_openings import PER_DESK, BbcOpenings
 
 from prisma_core import analysis, pipeline
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import training
 from prisma_core.runs import read_codes
 from prisma_core.sae import SAEConfig, feature_codes, load_sae, train_from, train_sae
@@ -24,7 +24,6 @@ from prisma_core.store import Workspace
 from prisma_core.store import vectors as vectors_module
 from prisma_core.store.vectors import StoredVectors
 
-PER_CATEGORY = 60
 CONFIG = SAEConfig(n_features=64, k=4, epochs=6, batch_size=32, seed=3)
 TINY_BOUND_MB = 0.05
 """About 17 vectors of 384 dimensions: every read is one batch of 32 documents."""
@@ -49,14 +48,10 @@ class _CountedReads:
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[Path, str]:
-    folder = tmp_path_factory.mktemp("stream")
-    corpus = folder / "bbc300.parquet"
-    bbc.groupby("label").head(PER_CATEGORY).to_parquet(corpus)
-    workspace = Workspace(folder / "workspace")
-    dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc 300", IngestConfig(id_column="id"))
-    pipeline.embed_dataset(workspace, dataset_id)
-    return workspace.path, dataset_id
+def embedded(tmp_path_factory: pytest.TempPathFactory, bbc_openings: BbcOpenings) -> tuple[Path, str]:
+    """The session's embedded openings, copied: a test here stores a run in the workspace."""
+    workspace = bbc_openings.copy(tmp_path_factory.mktemp("stream") / "workspace")
+    return workspace.path, bbc_openings.dataset_id
 
 
 def _stored(embedded: tuple[Path, str]) -> StoredVectors:
@@ -72,7 +67,7 @@ def test_stored_vectors_read_by_position_match_the_whole_table(
     whole = Workspace(path).vectors(dataset_id, model_key(EmbedConfig()))
     stored = _stored(embedded)
     positions = np.array([299, 0, 17, 17, 150])
-    assert stored.shape == whole.shape == (5 * PER_CATEGORY, 384)
+    assert stored.shape == whole.shape == (5 * PER_DESK, 384)
     np.testing.assert_array_equal(stored.rows(positions), whole[positions])
     np.testing.assert_array_equal(stored.all(), whole)
 
