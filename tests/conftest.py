@@ -102,6 +102,15 @@ def small_run(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
 
 
 @pytest.fixture(scope="session")
+def bbc_openings(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
+    """The openings of 300 BBC articles (60 per desk, 150 words each) ingested and embedded once per session
+    (tests/helpers/bbc_openings.py); tests that change the workspace take a copy, others read its vectors."""
+    from bbc_openings import build_bbc_openings
+
+    return build_bbc_openings(tmp_path_factory.mktemp("bbc_openings"), bbc)
+
+
+@pytest.fixture(scope="session")
 def bbc_workspace(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path):
     """A workspace holding the whole BBC corpus, embedded once per test session with the bundled model."""
     from prisma_core import pipeline

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from bbc_openings import BbcOpenings
 
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, embed_texts, model_key
-from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.keywords import (
     SEPARATOR,
     KeywordConfig,
@@ -29,7 +29,6 @@ from prisma_core.store import Workspace
 from prisma_core.store.vectors import StoredVectors
 from prisma_core.themes import NO_THEME, ThemeConfig, build_themes
 
-PER_CATEGORY = 60
 TEXT_BATCH = 50
 BOUNDED_SAE = SAEConfig(n_features=64, k=4, epochs=3, batch_size=32, vectors_memory_mb=0.01)
 """0.01 MB holds 6 vectors: every part of the run reads the 300 documents in batches."""
@@ -40,15 +39,11 @@ def embed(texts: list[str]) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def bbc300(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
-    """300 BBC articles (60 per category, cut to their openings) ingested and embedded."""
-    folder = tmp_path_factory.mktemp("bounded")
-    sample = bbc.groupby("label").head(PER_CATEGORY).reset_index(drop=True)
-    sample["text"] = [" ".join(text.split()[:150]) for text in sample["text"]]
-    sample.to_parquet(folder / "bbc300.parquet")
-    workspace = Workspace(folder / "workspace")
-    dataset_id, _ = pipeline.ingest(workspace, [folder / "bbc300.parquet"], "bbc 300", IngestConfig(id_column="id"))
-    pipeline.embed_dataset(workspace, dataset_id)
+def bbc300(tmp_path_factory: pytest.TempPathFactory, bbc_openings: BbcOpenings):
+    """300 BBC articles (60 per category, cut to their openings) ingested and embedded: the session's, copied, since
+    a run is stored in the workspace here."""
+    workspace = bbc_openings.copy(tmp_path_factory.mktemp("bounded") / "workspace")
+    dataset_id = bbc_openings.dataset_id
     return workspace, dataset_id, workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
 
 

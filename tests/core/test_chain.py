@@ -1,8 +1,10 @@
-"""The ingest -> embed -> train chain (`pipeline.ingest_embed_train`) on 40 real BBC articles with a tiny SAE."""
+"""The ingest -> embed -> train chain (`pipeline.ingest_embed_train`) on the openings of 40 real BBC articles with a
+tiny SAE."""
 
 import dataclasses
 
 import pandas as pd
+from bbc_openings import openings
 
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
@@ -21,7 +23,7 @@ def size(config: SAEConfig) -> dict[str, int]:
 
 
 def test_the_chain_stores_a_dataset_its_vectors_and_a_run_on_them(bbc: pd.DataFrame, tmp_path) -> None:
-    articles = bbc.groupby("label").head(8)
+    articles = openings(bbc.groupby("label").head(8))  # one model window each: the chain embeds them all the same
     articles.to_parquet(tmp_path / "bbc40.parquet")
     workspace = Workspace(tmp_path / "workspace")
     finished: list[object] = []

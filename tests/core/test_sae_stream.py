@@ -1,5 +1,6 @@
-"""Training and analysis from the vectors table a slice at a time (SAEConfig.vectors_memory_mb), on 300 real BBC
-articles embedded with the bundled model into a real LanceDB workspace."""
+"""Training and analysis from the vectors table a slice at a time (SAEConfig.vectors_memory_mb), on the openings of 300
+real BBC articles embedded with the bundled model into a real LanceDB workspace (the session's `bbc_openings`; the
+comparison of how well streamed training learns, on the same articles whole)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from bbc_openings import PER_DESK, BbcOpenings
 
 from prisma_core import analysis, pipeline
 from prisma_core.embed import EmbedConfig, model_key
@@ -24,7 +26,6 @@ from prisma_core.store import Workspace
 from prisma_core.store import vectors as vectors_module
 from prisma_core.store.vectors import StoredVectors
 
-PER_CATEGORY = 60
 CONFIG = SAEConfig(n_features=64, k=4, epochs=6, batch_size=32, seed=3)
 TINY_BOUND_MB = 0.05
 """About 17 vectors of 384 dimensions: every read is one batch of 32 documents."""
@@ -49,10 +50,19 @@ class _CountedReads:
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[Path, str]:
+def embedded(tmp_path_factory: pytest.TempPathFactory, bbc_openings: BbcOpenings) -> tuple[Path, str]:
+    """The session's embedded openings, copied: a test here stores a run in the workspace."""
+    workspace = bbc_openings.copy(tmp_path_factory.mktemp("stream") / "workspace")
+    return workspace.path, bbc_openings.dataset_id
+
+
+@pytest.fixture(scope="module")
+def whole_articles(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[Path, str]:
+    """The same 300 articles whole, embedded here: on their openings the streamed and in-memory trainings' FVUs differ
+    by 0.047 against the test's 0.05 (0.027 on whole articles), too close to hold on another CPU's vectors."""
     folder = tmp_path_factory.mktemp("stream")
     corpus = folder / "bbc300.parquet"
-    bbc.groupby("label").head(PER_CATEGORY).to_parquet(corpus)
+    bbc.groupby("label").head(PER_DESK).to_parquet(corpus)
     workspace = Workspace(folder / "workspace")
     dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc 300", IngestConfig(id_column="id"))
     pipeline.embed_dataset(workspace, dataset_id)
@@ -72,7 +82,7 @@ def test_stored_vectors_read_by_position_match_the_whole_table(
     whole = Workspace(path).vectors(dataset_id, model_key(EmbedConfig()))
     stored = _stored(embedded)
     positions = np.array([299, 0, 17, 17, 150])
-    assert stored.shape == whole.shape == (5 * PER_CATEGORY, 384)
+    assert stored.shape == whole.shape == (5 * PER_DESK, 384)
     np.testing.assert_array_equal(stored.rows(positions), whole[positions])
     np.testing.assert_array_equal(stored.all(), whole)
 
@@ -89,12 +99,12 @@ def test_moments_merged_over_slices_equal_those_of_the_whole(embedded: tuple[Pat
     assert slices.has_variance() and not Moments.of(np.repeat(vectors[:1], 5, axis=0)).has_variance()
 
 
-def test_streamed_training_reads_bounded_slices_and_learns_as_well(embedded: tuple[Path, str]) -> None:
+def test_streamed_training_reads_bounded_slices_and_learns_as_well(whole_articles: tuple[Path, str]) -> None:
     config = replace(CONFIG, vectors_memory_mb=TINY_BOUND_MB)
-    source = _CountedReads(_stored(embedded))
+    source = _CountedReads(_stored(whole_articles))
     assert not config.holds_in_memory(*source.shape) and CONFIG.holds_in_memory(*source.shape)
     streamed = train_from(source, config)
-    in_memory = train_from(_stored(embedded), CONFIG)
+    in_memory = train_from(_stored(whole_articles), CONFIG)
 
     # Each training reads the training documents twice, sampled (at most MEDIAN_SAMPLE for the initial centre, at
     # most INIT_SAMPLE for the initial directions), and the trainings' features are matched on one more sample of

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from bbc_openings import BbcOpenings
 from small_run import SMALL_SAE, SmallRun
 
 from prisma_core import pipeline
@@ -204,9 +205,18 @@ def test_a_run_counts_its_corpus_terms_once_for_features_themes_and_families(tra
     assert workspace.families(summary.run_id) and len(workspace.themes(summary.run_id)) == summary.n_themes
 
 
-def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_path, small_corpus, trained):
-    workspace = Workspace(tmp_path)
-    dataset_id, _ = pipeline.ingest(workspace, [small_corpus], "resumed", IngestConfig(id_column="id"))
+def openings_of_sixty(bbc_openings: BbcOpenings, folder: Path) -> tuple[Path, np.ndarray]:
+    """A parquet file of the openings of 60 BBC articles (12 per desk; one model window each, all an embedding test
+    of slices, windows and the cache needs), and their vectors embedded in one go (the session's bbc_openings)."""
+    articles = bbc_openings.corpus.groupby("label").head(12)
+    articles.to_parquet(folder / "openings60.parquet", index=False)
+    return folder / "openings60.parquet", bbc_openings.vectors()[articles.index]
+
+
+def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_path, bbc_openings):
+    corpus, whole = openings_of_sixty(bbc_openings, tmp_path)
+    workspace = Workspace(tmp_path / "ws")
+    dataset_id, _ = pipeline.ingest(workspace, [corpus], "resumed", IngestConfig(id_column="id"))
     reports: list[Progress] = []
 
     def interrupt_in_second_slice(event: Progress) -> None:
@@ -225,8 +235,6 @@ def test_an_interrupted_embedding_resumes_from_the_slices_already_stored(tmp_pat
 
     resumed = pipeline.embed_dataset(workspace, dataset_id, slice_documents=25)
     assert (resumed.n_computed, resumed.n_cached) == (35, 25)
-    trained_workspace, trained_dataset, _, _ = trained
-    whole = trained_workspace.vectors(trained_dataset, key)  # the same 60 articles embedded in one go
     resumed_vectors = workspace.vectors(dataset_id, key)
     cosine = np.einsum("ij,ij->i", resumed_vectors, whole) / np.linalg.norm(resumed_vectors, axis=1)
     assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
@@ -270,9 +278,10 @@ def test_documents_read_whole_are_stored_with_the_hash_of_their_own_text(tmp_pat
 
 
 def test_embedding_reads_a_window_of_texts_at_a_time_and_computes_a_repeated_text_once(
-    tmp_path, small_corpus, trained, monkeypatch
+    tmp_path, bbc_openings, monkeypatch
 ):
-    articles = pd.read_parquet(small_corpus)
+    corpus, whole = openings_of_sixty(bbc_openings, tmp_path)
+    articles = pd.read_parquet(corpus)
     again = articles.head(5).assign(id=lambda frame: frame["id"] + "-again")  # positions 60-64 repeat 0-4
     path = tmp_path / "repeated.parquet"
     pd.concat([articles, again]).to_parquet(path)
@@ -295,8 +304,6 @@ def test_embedding_reads_a_window_of_texts_at_a_time_and_computes_a_repeated_tex
     key = model_key(EmbedConfig())
     vectors = workspace.vectors(dataset_id, key)
     np.testing.assert_array_equal(vectors[60:], vectors[:5])
-    trained_workspace, trained_dataset, _, _ = trained
-    whole = trained_workspace.vectors(trained_dataset, key)
     cosine = np.einsum("ij,ij->i", vectors[:60], whole) / np.linalg.norm(vectors[:60], axis=1)
     assert (cosine / np.linalg.norm(whole, axis=1)).min() > 0.999
     assert [event.done for event in events] == sorted(event.done for event in events)

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from bbc_openings import BbcOpenings
 
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import SettingsError
@@ -35,16 +36,12 @@ def category_members(labels, extra_units: int = 1) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(labels), np.float32), (rows, cols)), shape=(5 + extra_units, len(labels)))
 
 
-WORDS_PER_DOCUMENT = 150
-"""Articles are cut to their opening (one model window): it names the topic, at under half the embedding CPU."""
-
-
 @pytest.fixture(scope="module")
-def bbc_sample(bbc):
-    """40 articles per BBC category, cut to their openings, and their real embeddings."""
-    sample = bbc.groupby("label").head(40).reset_index(drop=True)
-    sample["text"] = [" ".join(text.split()[:WORDS_PER_DOCUMENT]) for text in sample["text"]]
-    return sample, embed(sample["text"].tolist())
+def bbc_sample(bbc_openings: BbcOpenings):
+    """40 articles per BBC category, cut to their openings (one model window: it names the topic), and their real
+    embeddings: the first 40 of each desk of the session's embedded openings."""
+    sample = bbc_openings.corpus.groupby("label").head(40)
+    return sample.reset_index(drop=True), bbc_openings.vectors()[sample.index]
 
 
 def test_labels_name_planted_topics_with_unique_readable_terms(bbc_sample):

@@ -1,8 +1,8 @@
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 import pytest
+from bbc_openings import BbcOpenings
 from ollama_server import FakeOllama, running_fake_ollama
 
 from prisma_core.embed import EmbedConfig, embed_texts
@@ -19,7 +19,6 @@ from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.scoring import detection_score, holdout_split
 
 N_PER_SIDE = 50
-WORDS_PER_DOC = 128  # the opening of each article is enough to tell its topic and halves the CPU time
 
 
 @pytest.fixture
@@ -35,13 +34,15 @@ def unit_vectors(texts: list[str]) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def bbc_sport_and_other(bbc: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Embeddings [N_PER_SIDE, 384] of sport articles and of articles from the four other sections."""
-    sport = bbc[bbc["label"] == "sport"].sample(N_PER_SIDE, random_state=0)
-    other = bbc[bbc["label"] != "sport"].sample(N_PER_SIDE, random_state=0)
-    texts = [" ".join(text.split()[:WORDS_PER_DOC]) for text in pd.concat([sport, other])["text"]]
-    vectors = unit_vectors(texts)
-    return vectors[:N_PER_SIDE], vectors[N_PER_SIDE:]
+def bbc_sport_and_other(bbc_openings: BbcOpenings) -> tuple[np.ndarray, np.ndarray]:
+    """Unit-length embeddings [N_PER_SIDE, 384] of sport articles and of articles from the four other sections (their
+    openings: enough to tell the topic), from the session's embedded openings."""
+    desks = bbc_openings.corpus["label"]
+    sport = desks[desks == "sport"].sample(N_PER_SIDE, random_state=0).index
+    other = desks[desks != "sport"].sample(N_PER_SIDE, random_state=0).index
+    vectors = bbc_openings.vectors()
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return unit[sport], unit[other]
 
 
 def label_auc(label: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
