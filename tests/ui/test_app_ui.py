@@ -69,13 +69,13 @@ def test_the_embedding_model_is_let_go_when_the_last_job_ends(bbc):
     assert resolve_backend(config) == "openvino"  # the bundled model's default on this CPU
     texts = bbc["text"].head(4).tolist()
     registry, other_may_end = JobRegistry(), threading.Event()
-    registry.start("other", "Other", lambda progress: other_may_end.wait(30))
-    first = registry.wait(registry.start("embed", "Embed", lambda progress: embed_texts(texts, config))[0].key, 60)
+    registry.start("other", "Other", lambda progress: other_may_end.wait(600))  # runs until released below
+    first = registry.wait(registry.start("embed", "Embed", lambda progress: embed_texts(texts, config))[0].key, 600)
     assert openvino_backend._compiled.cache_info().currsize == 1  # another job still runs: the model stays
     other_may_end.set()
     registry.wait("other", 30)
     assert openvino_backend._compiled.cache_info().currsize == 0  # the last job ended: let go (about 200 MB)
-    again = registry.wait(registry.start("embed", "Embed", lambda progress: embed_texts(texts, config))[0].key, 60)
+    again = registry.wait(registry.start("embed", "Embed", lambda progress: embed_texts(texts, config))[0].key, 600)
     assert np.allclose(again.result, first.result, atol=1e-6)  # loaded again from the disk cache, same vectors
 
 
