@@ -20,9 +20,17 @@ MARKS_BY_PATH = {
 """Markers given to every test under a folder or in a file of tests/ (pyproject.toml says what each marker means)."""
 SLOW_FIXTURES = {"bbc_workspace", "bbc_embeddings"}
 """A test that uses one of these waits for the whole BBC corpus to be embedded: it is slow."""
-SHARED_GROUPS = {"app": "app workspace", "core/interpret": "labelling run"}
-"""Folders whose tests share an expensive session fixture: with several workers (pytest-xdist's `--dist loadgroup`,
-as scripts/test.sh runs the suite) each group goes to one worker, so the fixture is built once."""
+WHOLE_BBC = "whole BBC corpus"
+WORKER_GROUPS = {
+    "app/": "app workspace",  # `trained_app`, trained through the app
+    "core/interpret/": "labelling run",
+    **dict.fromkeys(["core/test_cli.py", "core/test_compare.py", "core/test_sae.py", "core/test_themes.py"], WHOLE_BBC),
+    "reliability/test_reliability_load.py": WHOLE_BBC,
+}
+"""Files (or folders) whose tests share an expensive session fixture. With several workers (`--dist loadgroup`, as
+scripts/test.sh runs the suite) a worker takes a whole group, so its fixture is built once; every other file is a
+group of its own. pytest-xdist's own `xdist_group` mark does not group under pytest 9 (it rewrites `item._nodeid`,
+which pytest 9 no longer reads), hence the scheduler below."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,15 +42,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     item.add_marker(mark)
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker("slow")
-        item.add_marker(pytest.mark.xdist_group(_worker_group(item, where)))
+            if worker_group(where) != WHOLE_BBC:
+                raise pytest.UsageError(f"{item.nodeid} needs the whole BBC corpus: add its file to WORKER_GROUPS")
 
 
-def _worker_group(item: pytest.Item, where: str) -> str:
-    """The tests one worker runs together: those of one file, or of one shared session fixture."""
-    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return "whole BBC corpus"
-    shared = [group for prefix, group in SHARED_GROUPS.items() if where.startswith(f"{prefix}/")]
-    return shared[0] if shared else where
+def worker_group(where: str) -> str:
+    """The group of the tests in `where` (a path under tests/): what one worker runs together."""
+    return next((group for prefix, group in WORKER_GROUPS.items() if where.startswith(prefix)), where)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadgroup` with the groups of WORKER_GROUPS: each group is one unit of work for one worker."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid.split("::")[0].removeprefix("tests/"))
+
+    return SharedFixtureScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
