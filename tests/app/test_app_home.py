@@ -106,6 +106,7 @@ def test_the_default_demo_runs_offline_on_the_notes_shipped_with_prisma(tmp_path
     monkeypatch.setattr(prisma_core.demo, "_download", no_network)
     monkeypatch.setenv("PRISMA_WORKSPACE", str(tmp_path))
     monkeypatch.delenv("PRISMA_DEMO_FILE", raising=False)
+    monkeypatch.setenv("PRISMA_DEMO_DOCS", "60")
     at = new_app()
     assert any("60 clinical notes written for this demo (fictional patients, CC0)" in t for t in texts(at.markdown))
     assert any(text.startswith("A larger demo: 60 clinical notes from [MTSamples]") for text in texts(at.caption))

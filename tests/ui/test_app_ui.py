@@ -10,6 +10,7 @@ from prisma_core.errors import TrainingError
 from prisma_core.interpret.keywords import UNNAMED_LABEL
 from prisma_core.interpret.labelling.storing import FAMILIES, THEMES
 from prisma_core.progress import Progress
+from ui import jobs
 from ui.jobs import JOB_NICENESS, JobRegistry
 from ui.progress import STAGE_NAMES
 from ui.text import feature_name, html_text, md, snippet
@@ -54,7 +55,8 @@ def test_failures_are_kept_with_a_message_for_the_analyst():
     assert registry.get("a").status == "failed" and registry.running() == []
 
 
-def test_jobs_run_below_the_pages_priority_and_the_server_keeps_its_own():
+def test_jobs_run_below_the_pages_priority_and_the_server_keeps_its_own(monkeypatch):
+    monkeypatch.setattr(jobs, "JOB_NICENESS", JOB_NICENESS)  # the product's niceness (the suite turns it off)
     registry, server = JobRegistry(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     job = registry.start("map", "Map", lambda progress: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))[0]
     assert registry.wait("map", 10) is job and job.result == min(server + JOB_NICENESS, 19)
