@@ -1,18 +1,19 @@
 """`python tests/helpers/reliability_cli_worker.py WORKSPACE START JSON`: another session running CLI commands.
 
 Runs the commands (a JSON list of argument lists, without `--workspace`) one after the other in one process,
-starting at the wall-clock time START (after the imports), and stops at the first that fails.
+once every process of the start line START is ready (start_line.py), and stops at the first that fails.
 """
 
 import json
 import sys
-import time
+
+from start_line import wait_at
 
 from prisma_core import cli
 
 
 def main(workspace_path: str, start: str, commands: str) -> int:
-    time.sleep(max(0.0, float(start) - time.time()))
+    wait_at(start)
     for command in json.loads(commands):
         status = cli.main([*command, "--workspace", workspace_path])
         if status:

@@ -1,12 +1,13 @@
 """`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START ITERATIONS REPEATS`: one session
 rebuilding families.
 
-Rebuilds the run's families with ITERATIONS rounds, REPEATS times in a row, starting at the wall-clock time START
-(after the imports).
+Rebuilds the run's families with ITERATIONS rounds, REPEATS times in a row, once every process of the start line
+START is ready (start_line.py).
 """
 
 import sys
-import time
+
+from start_line import wait_at
 
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig
@@ -15,7 +16,7 @@ from prisma_core.store import Workspace
 
 def main(workspace_path: str, run_id: str, start: str, iterations: str, repeats: str) -> int:
     workspace = Workspace(workspace_path)
-    time.sleep(max(0.0, float(start) - time.time()))
+    wait_at(start)
     for _ in range(int(repeats)):
         pipeline.rebuild_families(workspace, run_id, FamilyConfig(iterations=int(iterations)))
     return 0

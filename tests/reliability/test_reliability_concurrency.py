@@ -18,6 +18,7 @@ import pytest
 from app_helpers import new_app, open_page, texts
 from reliability_helpers import BY_ID, REPO, SMALL_SAE, Trained, bbc_subset, sae_flags, write_parquet
 from reliability_vector_writer import VECTOR_DIM, VECTOR_KEY
+from start_line import start_line
 
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
@@ -25,9 +26,6 @@ from prisma_core.families import FamilyConfig, find_families
 from prisma_core.store import WORKSPACE_ENV, NamedFamily, Workspace, vectors_table_name
 from ui.jobs import Job, JobRegistry
 from ui.state import job_registry
-
-START_DELAY_S = 25.0
-"""Workers start their work this long after being launched, once all have imported Prisma."""
 
 
 def start_worker(script: str, *args: str) -> subprocess.Popen:
@@ -52,7 +50,7 @@ def test_two_processes_saving_the_same_vectors_keep_one_complete_copy(tmp_path: 
         contents = [f"document {row} of dataset {number}" for row in range(30)]
         documents = pd.DataFrame({"doc_id": [str(row) for row in range(30)], "title": None, "text": contents})
         workspace.add_dataset(f"set {number}", documents, ["set.csv"], {})
-    start = str(time.time() + 8)
+    start = start_line(tmp_path / "start", 2)
     writers = [start_worker("reliability_vector_writer.py", str(workspace.path), start, str(v)) for v in (1, 2)]
 
     seen_complete: set[str] = set()
@@ -82,7 +80,7 @@ def raced(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[
     shared_id, _ = pipeline.ingest(
         workspace, [write_parquet(bbc_subset(bbc, 8), root / "shared.parquet")], config=BY_ID
     )
-    start = str(time.time() + START_DELAY_S)
+    start = start_line(root / "start", 2)
     workers = []
     for number, name in enumerate(("alice", "bob")):
         own = write_parquet(bbc_subset(bbc, 5, skip=8 + 5 * number), root / f"{name}.parquet")
@@ -199,13 +197,13 @@ def members_of(families: list[NamedFamily]) -> list[list[int]]:
     return [family.members for family in sorted(families, key=lambda f: f.family_id)]
 
 
-def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Trained) -> None:
+def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Trained, tmp_path: Path) -> None:
     # two rebuilds with different results (on these 60 articles tau changes nothing: the forest's edges weigh 1)
     expected = {n: [f.members for f in find_families(trained.codes, FamilyConfig(iterations=n))] for n in (1, 3)}
     assert len(expected[1]) != len(expected[3])
     workspace = Workspace(trained.path)
     allowed = [*expected.values(), members_of(workspace.families(trained.run_id))]
-    start = str(time.time() + 12)
+    start = start_line(tmp_path / "start", 2)
     writer = str(REPO / "tests" / "helpers" / "reliability_family_writer.py")
     writers = [
         subprocess.Popen(

@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 import pytest
 from reliability_helpers import REPO, SMALL_SAE, bbc_subset, sae_flags, write_parquet
 from s3_server import S3Server, seaweed_s3
+from start_line import start_line
 
 from prisma_core import cli, pipeline
 from prisma_core.embed import EmbedConfig, model_key
@@ -217,13 +218,13 @@ def test_a_misconfigured_object_store_gives_one_clear_message(
     assert expected in message
 
 
-def start_cli_worker(uri: str, commands: list[list[str]], start: float) -> subprocess.Popen:
+def start_cli_worker(uri: str, commands: list[list[str]], start: str) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
             str(REPO / "tests" / "helpers" / "reliability_cli_worker.py"),
             uri,
-            str(start),
+            start,
             json.dumps(commands),
         ],
         cwd=REPO,
@@ -237,7 +238,7 @@ def start_cli_worker(uri: str, commands: list[list[str]], start: float) -> subpr
 def test_two_writers_at_once_lose_nothing(s3_env: S3Server, tmp_path: Path, bbc: pd.DataFrame) -> None:
     """Two processes ingest, embed and train their own dataset in one bucket workspace at the same moment."""
     uri = f"s3://{s3_env.bucket}/two-writers"
-    start = time.time() + 10  # both start writing after their imports, at the same moment
+    start = start_line(tmp_path / "start", 2)  # both start writing after their imports, at the same moment
     workers = {}
     for number, name in enumerate(("alice", "bob")):
         own = write_parquet(bbc_subset(bbc, 5, skip=8 + 5 * number), tmp_path / f"{name}.parquet")
