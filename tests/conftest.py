@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from built_once import built_once
 from streamlit.runtime.pages_manager import PagesManager
 
 TESTS = Path(__file__).resolve().parent
@@ -114,30 +115,31 @@ def ag_news(corpora_dir: Path) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="session")
-def bbc_subset(bbc: pd.DataFrame) -> np.ndarray:
+def bbc_subset(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> np.ndarray:
     """Real embeddings [600, 384] of the first 600 BBC headlines (a few words each: cheap to embed, so the tests of
     training mechanics run in the fast tier)."""
     from prisma_core.embed import embed_texts
 
-    return embed_texts(bbc["title"].head(600).tolist())
+    return built_once(tmp_path_factory, "bbc_subset", lambda _: embed_texts(bbc["title"].head(600).tolist()))
 
 
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
-    """60 BBC articles ingested, embedded and trained with a small SAE through the pipeline, once per session
-    (tests/helpers/small_run.py); tests that change it take a copy."""
+    """60 BBC articles ingested, embedded and trained with a small SAE through the pipeline, once per test run
+    (tests/helpers/small_run.py, shared by the workers); tests that change it take a copy."""
     from small_run import build_small_run
 
-    return build_small_run(tmp_path_factory.mktemp("small_run"), bbc)
+    return built_once(tmp_path_factory, "small_run", lambda folder: build_small_run(folder, bbc))
 
 
 @pytest.fixture(scope="session")
 def bbc_openings(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
-    """The openings of 300 BBC articles (60 per desk, 150 words each) ingested and embedded once per session
-    (tests/helpers/bbc_openings.py); tests that change the workspace take a copy, others read its vectors."""
+    """The openings of 300 BBC articles (60 per desk, 150 words each) ingested and embedded once per test run
+    (tests/helpers/bbc_openings.py, shared by the workers); tests that change the workspace take a copy, others read
+    its vectors."""
     from bbc_openings import build_bbc_openings
 
-    return build_bbc_openings(tmp_path_factory.mktemp("bbc_openings"), bbc)
+    return built_once(tmp_path_factory, "bbc_openings", lambda folder: build_bbc_openings(folder, bbc))
 
 
 @pytest.fixture(scope="session")
