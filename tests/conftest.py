@@ -25,7 +25,7 @@ WHOLE_BBC = "whole BBC corpus"
 WORKER_GROUPS = {
     "app/": "app workspace",  # `trained_app`, trained through the app
     "core/interpret/": "labelling run",
-    **dict.fromkeys(["core/test_cli.py", "core/test_compare.py", "core/test_sae.py", "core/test_themes.py"], WHOLE_BBC),
+    **{f"core/test_{name}.py": WHOLE_BBC for name in ("cli", "compare", "sae", "sae_stream", "themes")},
     "reliability/test_reliability_load.py": WHOLE_BBC,
 }
 """Files (or folders) whose tests share an expensive session fixture. With several workers (`--dist loadgroup`, as

@@ -1,6 +1,6 @@
 """Training and analysis from the vectors table a slice at a time (SAEConfig.vectors_memory_mb), on the openings of 300
 real BBC articles embedded with the bundled model into a real LanceDB workspace (the session's `bbc_openings`; the
-comparison of how well streamed training learns, on the same articles whole)."""
+comparison of how well streamed training learns, on the same articles whole, from the session's whole-BBC workspace)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from bbc_openings import PER_DESK, BbcOpenings
+from cached_vectors import cache_vectors_from
 
 from prisma_core import analysis, pipeline
 from prisma_core.embed import EmbedConfig, model_key
@@ -57,15 +58,17 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, bbc_openings: BbcOpenings
 
 
 @pytest.fixture(scope="module")
-def whole_articles(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[Path, str]:
-    """The same 300 articles whole, embedded here: on their openings the streamed and in-memory trainings' FVUs differ
-    by 0.047 against the test's 0.05 (0.027 on whole articles), too close to hold on another CPU's vectors."""
+def whole_articles(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame, bbc_workspace) -> tuple[Path, str]:
+    """The same 300 articles whole: on their openings the streamed and in-memory trainings' FVUs differ by 0.047
+    against the test's 0.05 (0.027 on whole articles), too close to hold on another CPU's vectors. Their vectors come
+    from the session's whole-BBC workspace, through the embedding cache."""
     folder = tmp_path_factory.mktemp("stream")
     corpus = folder / "bbc300.parquet"
     bbc.groupby("label").head(PER_DESK).to_parquet(corpus)
     workspace = Workspace(folder / "workspace")
     dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc 300", IngestConfig(id_column="id"))
-    pipeline.embed_dataset(workspace, dataset_id)
+    assert cache_vectors_from(bbc_workspace[0], workspace, dataset_id) == 5 * PER_DESK
+    assert pipeline.embed_dataset(workspace, dataset_id).n_computed == 0
     return workspace.path, dataset_id
 
 
