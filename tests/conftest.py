@@ -12,8 +12,8 @@ REPO = TESTS.parent
 CORPORA = Path(os.environ.get("PRISMA_CORPORA", REPO.parent / "shared" / "corpora"))
 MARKS_BY_PATH = {
     "app": ["slow"],
-    "benchmarks": ["slow", "alone"],
-    "browser": ["browser", "alone"],
+    "benchmarks": ["slow"],
+    "browser": ["browser"],
     "core/test_int8.py": ["slow"],  # quantizes the real model into a fresh cache: about a minute
     "reliability": ["slow"],
     "reliability/test_reliability_load.py": ["load"],
@@ -24,14 +24,15 @@ SLOW_FIXTURES = {"bbc_workspace", "bbc_embeddings"}
 WHOLE_BBC = "whole BBC corpus"
 WORKER_GROUPS = {
     "app/": "app workspace",  # `trained_app`, trained through the app
+    **dict.fromkeys(["benchmarks/", "scale/"], "Ray head nodes"),  # one head node on the machine at a time
     "core/interpret/": "labelling run",
     **{f"core/test_{name}.py": WHOLE_BBC for name in ("cli", "compare", "sae", "sae_stream", "themes")},
     "reliability/test_reliability_load.py": WHOLE_BBC,
 }
-"""Files (or folders) whose tests share an expensive session fixture. With several workers (`--dist loadgroup`, as
-scripts/test.sh runs the suite) a worker takes a whole group, so its fixture is built once; every other file is a
-group of its own. pytest-xdist's own `xdist_group` mark does not group under pytest 9 (it rewrites `item._nodeid`,
-which pytest 9 no longer reads), hence the scheduler below."""
+"""Files (or folders) whose tests share an expensive session fixture, or must not run at the same time. With several
+workers (`--dist loadgroup`, as scripts/test.sh runs the suite) a worker takes a whole group, so its fixture is built
+once; every other file is a group of its own. pytest-xdist's own `xdist_group` mark does not group under pytest 9 (it
+rewrites `item._nodeid`, which pytest 9 no longer reads), hence the scheduler below."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

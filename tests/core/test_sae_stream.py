@@ -67,7 +67,7 @@ def whole_articles(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame, 
     bbc.groupby("label").head(PER_DESK).to_parquet(corpus)
     workspace = Workspace(folder / "workspace")
     dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc 300", IngestConfig(id_column="id"))
-    assert cache_vectors_from(bbc_workspace[0], workspace, dataset_id) == 5 * PER_DESK
+    cache_vectors_from(bbc_workspace[0], workspace, dataset_id)
     assert pipeline.embed_dataset(workspace, dataset_id).n_computed == 0
     return workspace.path, dataset_id
 
