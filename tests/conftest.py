@@ -35,7 +35,12 @@ once; every other file is a group of its own. pytest-xdist's own `xdist_group` m
 rewrites `item._nodeid`, which pytest 9 no longer reads), hence the scheduler below."""
 
 
+LONGEST_GROUPS = [WHOLE_BBC, "Ray head nodes", "app workspace", "labelling run"]
+"""Started first (longest first), so that no long group is left to run alone at the end of a run on two workers."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: longest_first(worker_group(item.path.relative_to(TESTS).as_posix())))
     for item in items:
         where = item.path.relative_to(TESTS).as_posix()
         for prefix, marks in MARKS_BY_PATH.items():
@@ -48,6 +53,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 raise pytest.UsageError(f"{item.nodeid} needs the whole BBC corpus: add its file to WORKER_GROUPS")
 
 
+def longest_first(group: str) -> int:
+    return LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
+
+
 def worker_group(where: str) -> str:
     """The group of the tests in `where` (a path under tests/): what one worker runs together."""
     return next((group for prefix, group in WORKER_GROUPS.items() if where.startswith(prefix)), where)
@@ -55,9 +64,11 @@ def worker_group(where: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`--dist loadgroup` with the groups of WORKER_GROUPS: each group is one unit of work for one worker."""
+    """`--dist loadgroup` with the groups of WORKER_GROUPS: each group is one unit of work for one worker, handed out
+    in the order of collection (the longest groups first), not by their number of tests."""
     if config.getvalue("dist") != "loadgroup":
         return None
+    config.option.loadscopereorder = False
     from xdist.scheduler import LoadScopeScheduling
 
     class SharedFixtureScheduling(LoadScopeScheduling):
