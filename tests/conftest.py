@@ -21,11 +21,16 @@ MARKS_BY_PATH = {
 """Markers given to every test under a folder or in a file of tests/ (pyproject.toml says what each marker means)."""
 SLOW_FIXTURES = {"bbc_workspace", "bbc_embeddings"}
 """A test that uses one of these waits for the whole BBC corpus to be embedded: it is slow."""
-WHOLE_BBC = "whole BBC corpus"
+WHOLE_BBC, RAY_HEAD_NODES, APP_WORKSPACE, LABELLING_RUN = (
+    "whole BBC corpus",
+    "Ray head nodes",
+    "app workspace",
+    "labelling run",
+)
 WORKER_GROUPS = {
-    "app/": "app workspace",  # `trained_app`, trained through the app
-    **dict.fromkeys(["benchmarks/", "scale/"], "Ray head nodes"),  # one head node on the machine at a time
-    "core/interpret/": "labelling run",
+    "app/": APP_WORKSPACE,  # `trained_app`, trained through the app
+    **dict.fromkeys(["benchmarks/", "scale/"], RAY_HEAD_NODES),  # one head node on the machine at a time
+    "core/interpret/": LABELLING_RUN,
     **{f"core/test_{name}.py": WHOLE_BBC for name in ("cli", "compare", "sae", "sae_stream", "themes")},
     "reliability/test_reliability_load.py": WHOLE_BBC,
 }
@@ -35,14 +40,15 @@ once; every other file is a group of its own. pytest-xdist's own `xdist_group` m
 rewrites `item._nodeid`, which pytest 9 no longer reads), hence the scheduler below."""
 
 
-LONGEST_GROUPS = [WHOLE_BBC, "Ray head nodes", "app workspace", "labelling run"]
+LONGEST_GROUPS = [WHOLE_BBC, RAY_HEAD_NODES, APP_WORKSPACE, LABELLING_RUN]
 """Started first (longest first), so that no long group is left to run alone at the end of a run on two workers."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: longest_first(worker_group(item.path.relative_to(TESTS).as_posix())))
+    where_in_tests = {item: item.path.relative_to(TESTS).as_posix() for item in items}
+    items.sort(key=lambda item: longest_first(worker_group(where_in_tests[item])))
     for item in items:
-        where = item.path.relative_to(TESTS).as_posix()
+        where = where_in_tests[item]
         for prefix, marks in MARKS_BY_PATH.items():
             if where == prefix or where.startswith(f"{prefix}/"):
                 for mark in marks:
