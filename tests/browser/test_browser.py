@@ -217,11 +217,12 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
     expect(page.locator(".st-key-features_themes_table")).to_be_visible()
     expect(page.get_by_role("heading", name="Theme 0:")).to_be_visible()
     expect(page.locator(".st-key-features_theme_features")).to_be_visible()
-    first_card = page.get_by_role("heading", name="Feature #").first.inner_text()
+    card = page.get_by_role("heading", name="Feature #").first
+    first_card = card.inner_text()
     open_options(page, page.locator(".st-key-feature_pick [role=combobox]")).nth(2).click()
+    # the rerun the choice starts may not have begun when settle() looks for it: wait for the card itself
+    expect(card).not_to_have_text(first_card, timeout=PAGE_MS)
     settle(page)
-    second_card = page.get_by_role("heading", name="Feature #").first.inner_text()
-    assert second_card != first_card
     expect(page.get_by_text("Documents where it is strongest")).to_be_visible()
     shoot(page, "5_features")
 
