@@ -21,7 +21,6 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
-import pandas as pd
 
 from bench import common
 from bench.quality_scores import duplicates, label_scores, prisma_levels, recovery
@@ -43,7 +42,7 @@ def run(corpus: str, sample: int, quick: bool = False) -> dict[str, Any]:
         source = common.CORPORA_DIR / f"{corpus}.parquet"
         if quick:
             subset = Path(folder) / "subset.parquet"
-            pd.read_parquet(source).sample(QUICK_DOCS, random_state=0).to_parquet(subset)
+            common.shuffled_documents(source).head(QUICK_DOCS).to_parquet(subset)
             source = subset
         workspace = Workspace(Path(folder) / "workspace")
         dataset_id, _ = pipeline.ingest(workspace, [source], corpus, IngestConfig("text", id_column="id"))

@@ -48,6 +48,13 @@ def bbc_texts(n_docs: int | None = None) -> list[str]:
     return texts if n_docs is None else texts[:n_docs]
 
 
+def shuffled_documents(path: Path, seed: int = 0) -> pd.DataFrame:
+    """A corpus's documents in a seeded random order, each text once (a repeated text is one vector to the embedding
+    cache). The quick modes of the quality, bounded-quality and placement benchmarks take the first ones, so they draw
+    the same documents and the placement benchmark finds the quality benchmark's vectors in its cache."""
+    return pd.read_parquet(path).drop_duplicates("text").sample(frac=1.0, random_state=seed)
+
+
 def speed_texts(quick: bool) -> list[str]:
     """The articles an embedding-speed comparison times."""
     return bbc_texts(QUICK_SPEED_DOCS if quick else SPEED_DOCS)

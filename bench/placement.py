@@ -53,8 +53,8 @@ def _corpus(name: str, cache: Path, quick: bool) -> dict[str, Any]:
     from prisma_core.ingest import IngestConfig
     from prisma_core.store import Workspace
 
-    frame = pd.read_parquet(common.CORPORA_DIR / f"{name}.parquet").drop_duplicates("text")
-    frame = frame.sample(frac=1.0, random_state=SEED)  # no repeated text: the added ones would be skipped
+    frame = common.shuffled_documents(common.CORPORA_DIR / f"{name}.parquet", SEED)  # each text once: a repeated
+    # added text would be skipped
     frame = frame.head(QUICK_DOCS) if quick else frame
     n_base = round(len(frame) * (1 - ADDED_SHARE))
     files = {

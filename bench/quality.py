@@ -93,7 +93,7 @@ def _corpus(name: str, cache: Path, quick: bool, bertopic: bool) -> dict[str, An
     if dataset is None:
         if quick:
             subset = cache / f"{dataset_name}.parquet"
-            pd.read_parquet(source).sample(QUICK_DOCS, random_state=0).to_parquet(subset)
+            common.shuffled_documents(source).head(QUICK_DOCS).to_parquet(subset)
             source = subset
         dataset_id, _ = pipeline.ingest(workspace, [source], dataset_name, IngestConfig("text", id_column="id"))
     else:

@@ -32,6 +32,7 @@ from bench import (
     search,
 )
 from bench.memory_sampler import TreeSampler, process_tree, status_mb, tree_rss_mb
+from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, cpu_has_native_bf16, model_key, openvino_installed
 
 
@@ -56,19 +57,25 @@ def few_speed_documents(monkeypatch: pytest.MonkeyPatch) -> int:
     return 6
 
 
-@pytest.fixture
-def fewer_articles(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The quality and placement benchmarks on 200 BBC articles instead of their quick modes' 400 and 300: their
-    claims (5 desks recovered, labels that beat shuffled ones, added articles placed like trained ones) hold there
-    with margin, at about half the training time (bench.int8 keeps quality's 400)."""
-    monkeypatch.setattr(quality, "QUICK_DOCS", 200)
-    monkeypatch.setattr(placement, "QUICK_DOCS", 200)
+FEWER_ARTICLES = 200
+"""The quality and placement benchmarks' tests run on 200 BBC articles instead of their quick modes' 400 and 300:
+their claims (5 desks recovered, labels that beat shuffled ones, added articles placed like trained ones) hold there
+with margin, at about half the training time (bench.int8 keeps quality's 400)."""
 
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """BBC vectors embedded once for the benchmarks that start from embeddings."""
     return tmp_path_factory.mktemp("bench_cache")
+
+
+@pytest.fixture(scope="module")
+def quality_on_fewer_articles(cache_dir: Path) -> dict:
+    """bench.quality's quick run on BBC, once: its test reads the result, and the placement benchmark, which draws the
+    same articles (`common.shuffled_documents`), finds their vectors in the workspace it leaves in cache_dir."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(quality, "QUICK_DOCS", FEWER_ARTICLES)
+        return quality.run(["bbc_news"], cache_dir, quick=True, bertopic=False)
 
 
 def test_embedding_quick_reports_ratios_truncation_and_cache_speedup(few_speed_documents: int) -> None:
@@ -202,10 +209,10 @@ def test_end_to_end_quick_runs_the_cli_cold_then_warm() -> None:
     assert f"target <= {end_to_end.TARGET_WARM_SECONDS:.0f} s: **{verdict(warm_met)}**" in text
 
 
-def test_quality_quick_scores_every_level_against_the_baselines(cache_dir: Path, fewer_articles: None) -> None:
-    result = quality.run(["bbc_news"], cache_dir, quick=True, bertopic=False)
+def test_quality_quick_scores_every_level_against_the_baselines(quality_on_fewer_articles: dict) -> None:
+    result = quality_on_fewer_articles
     corpus = result["corpora"]["bbc_news"]
-    assert corpus["n_documents"] == quality.QUICK_DOCS and corpus["n_categories"] == 5
+    assert corpus["n_documents"] == FEWER_ARTICLES and corpus["n_categories"] == 5
     levels = corpus["levels"]
     assert set(levels) == {"theme", "subtheme", "family", "feature", "k-means K", "probe (ceiling)"}
     assert levels["subtheme"]["shown"] >= levels["theme"]["shown"]  # sub-themes nest in the themes
@@ -224,11 +231,16 @@ def test_quality_quick_scores_every_level_against_the_baselines(cache_dir: Path,
 
 
 def test_placement_quick_places_added_articles_like_trained_ones_and_flags_foreign_ones(
-    cache_dir: Path, fewer_articles: None
+    cache_dir: Path, quality_on_fewer_articles: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(placement, "QUICK_DOCS", FEWER_ARTICLES)
+    embedded = []
+    embed_dataset = pipeline.embed_dataset
+    monkeypatch.setattr(pipeline, "embed_dataset", lambda *args: embedded.append(embed_dataset(*args)))
     result = placement.run(cache_dir, quick=True, corpora=("bbc_news",))
+    assert [summary.n_computed for summary in embedded] == [0, 0, 0]  # the quality benchmark's articles and vectors
     corpus = result["corpora"]["bbc_news"]
-    assert corpus["n_documents"] == placement.QUICK_DOCS and corpus["n_added"] == placement.QUICK_DOCS // 5
+    assert corpus["n_documents"] == FEWER_ARTICLES and corpus["n_added"] == FEWER_ARTICLES // 5
     assert corpus["accuracy_trained"] >= 0.8
     assert corpus["accuracy_added"] >= corpus["accuracy_trained"] - 0.1  # placed about as well as trained
     assert not corpus["similar"]["retrain_advised"], corpus["similar"]["reasons"]

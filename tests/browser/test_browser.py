@@ -115,7 +115,7 @@ def query_densest_feature(page: Page) -> None:
     page.keyboard.press("Escape")
     settle(page)
     matching = page.locator("[data-testid=stMetric]").filter(has_text="Matching documents")
-    expect(matching).to_be_visible()
+    expect(matching).to_be_visible(timeout=PAGE_MS)  # shown by the choice's rerun, which settle() may look before
     assert int(matching.locator("[data-testid=stMetricValue]").inner_text().replace(",", "")) > 0
     shoot(page, "7_explore_query")
 
