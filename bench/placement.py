@@ -53,8 +53,8 @@ def _corpus(name: str, cache: Path, quick: bool) -> dict[str, Any]:
     from prisma_core.ingest import IngestConfig
     from prisma_core.store import Workspace
 
-    frame = common.shuffled_documents(common.CORPORA_DIR / f"{name}.parquet", SEED)  # each text once: a repeated
-    # added text would be skipped
+    # each text once: an added text the base already holds would be skipped
+    frame = common.shuffled_documents(common.CORPORA_DIR / f"{name}.parquet", SEED)
     frame = frame.head(QUICK_DOCS) if quick else frame
     n_base = round(len(frame) * (1 - ADDED_SHARE))
     files = {

@@ -236,7 +236,12 @@ def test_placement_quick_places_added_articles_like_trained_ones_and_flags_forei
     monkeypatch.setattr(placement, "QUICK_DOCS", FEWER_ARTICLES)
     embedded = []
     embed_dataset = pipeline.embed_dataset
-    monkeypatch.setattr(pipeline, "embed_dataset", lambda *args: embedded.append(embed_dataset(*args)))
+
+    def embed_and_keep_the_summary(*args: object) -> object:
+        embedded.append(embed_dataset(*args))
+        return embedded[-1]
+
+    monkeypatch.setattr(pipeline, "embed_dataset", embed_and_keep_the_summary)
     result = placement.run(cache_dir, quick=True, corpora=("bbc_news",))
     assert [summary.n_computed for summary in embedded] == [0, 0, 0]  # the quality benchmark's articles and vectors
     corpus = result["corpora"]["bbc_news"]
