@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from cached_vectors import cache_vectors_from
 
 from prisma_core import cli, pipeline
 from prisma_core.ingest import IngestConfig
@@ -64,15 +65,17 @@ def snapshot(workspace: Workspace, versions: bool = True) -> dict[str, tuple[int
 
 
 class Trained:
-    """60 BBC articles with a `year` column mixing numbers and text, embedded and trained once."""
+    """60 BBC articles with a `year` column mixing numbers and text, embedded and trained once. They are the
+    session's small run's articles, so their vectors come from its workspace: none is embedded again."""
 
-    def __init__(self, root: Path, bbc: pd.DataFrame) -> None:
+    def __init__(self, root: Path, bbc: pd.DataFrame, vectors_from: Workspace) -> None:
         self.path = root / "workspace"
         workspace = Workspace(self.path)
         frame = bbc_subset(bbc, 12)[["id", "text"]].assign(year=[YEARS[i % 4] for i in range(60)])
         records = "\n".join(json.dumps(record) for record in frame.to_dict(orient="records"))
         self.dataset_id, _ = pipeline.ingest(workspace, [("news.jsonl", records.encode())], config=BY_ID)
-        pipeline.embed_dataset(workspace, self.dataset_id)
+        cache_vectors_from(vectors_from, workspace, self.dataset_id)
+        assert pipeline.embed_dataset(workspace, self.dataset_id).n_computed == 0
         self.run_id = pipeline.train_run(workspace, self.dataset_id, SMALL_SAE).run_id
         self.codes = pipeline.load_run(workspace, self.run_id).codes
 

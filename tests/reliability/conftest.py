@@ -12,10 +12,11 @@ from prisma_core.store import Workspace
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> Trained:
-    """60 BBC articles with a mixed `year` column, trained once per session and shared by the tests of several files
-    (as it was by all the tests of the one file they came from): no test changes what another one reads."""
-    return Trained(tmp_path_factory.mktemp("trained"), bbc)
+def trained(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame, small_run) -> Trained:
+    """60 BBC articles with a mixed `year` column, trained once per worker and shared by the tests of several files
+    (as it was by all the tests of the one file they came from): no test changes what another one reads. Some of them
+    change the workspace, so it is not shared between workers; its vectors come from the small run's."""
+    return Trained(tmp_path_factory.mktemp("trained"), bbc, vectors_from=Workspace(small_run.path))
 
 
 @pytest.fixture
