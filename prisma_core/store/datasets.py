@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from prisma_core.errors import NotFoundError, SettingsError, StoreError
+from prisma_core.errors import LostRowsError, NotFoundError, SettingsError, StoreError
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.maintenance import KEEP_VERSIONS_FOR
 from prisma_core.store.ownership import in_use, mark_owner, owner_is_gone
@@ -236,15 +236,29 @@ class Datasets(Runs):
         self._reclaim_space_if_due()
 
     def _listed_documents(self, dataset_id: str) -> str:
-        """The filter of the dataset's documents as its record counts them: not the rows an addition is writing, or
-        a killed one left behind (NotFoundError for a dataset that does not exist)."""
-        n_documents = self.dataset(dataset_id).n_documents
-        return f"dataset_id = '{check_id(dataset_id)}' AND position < {n_documents}"
+        """The filter of the dataset's documents as its record counts them (NotFoundError for a dataset that does
+        not exist)."""
+        return listed_documents(dataset_id, self.dataset(dataset_id).n_documents)
 
     def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Documents in stored order (`position` = row index used by embeddings and activations)."""
-        frame = self._read("documents", self._listed_documents(dataset_id), columns)
+        n_documents = self.dataset(dataset_id).n_documents
+        frame = self._read("documents", listed_documents(dataset_id, n_documents), columns)
+        if len(frame) < n_documents:
+            raise LostRowsError(lost_documents(dataset_id, len(frame), n_documents))
         return frame.sort_values("position").reset_index(drop=True) if "position" in frame else frame
+
+    def documents_left(self, dataset_id: str) -> int:
+        """How many of the dataset's documents are stored: fewer than its record counts only after a repair removed
+        a damaged file's rows."""
+        where = self._listed_documents(dataset_id)
+        with reading("documents"):
+            return self.db.open_table("documents").count_rows(where) if self._has_table("documents") else 0
+
+    def _raise_lost_documents(self, dataset_id: str) -> None:
+        raise LostRowsError(
+            lost_documents(dataset_id, self.documents_left(dataset_id), self.dataset(dataset_id).n_documents)
+        )
 
     def metadata(self, dataset_id: str) -> pd.DataFrame:
         """Metadata columns as a typed frame, one row per document in stored order.
@@ -269,6 +283,8 @@ class Datasets(Runs):
         only those rows: what the app shows of a large dataset. `columns` must include `position`."""
         positions = np.asarray(positions, dtype=np.int64)
         found = self._documents_where(dataset_id, "position", [str(int(p)) for p in np.unique(positions)], columns)
+        if not np.isin(positions, found["position"].to_numpy()).all():
+            self._raise_lost_documents(dataset_id)
         return found.set_index("position", drop=False).loc[positions].reset_index(drop=True)
 
     def documents_with_ids(
@@ -306,12 +322,31 @@ class Datasets(Runs):
     ) -> Iterator[pd.DataFrame]:
         """The dataset's documents, at most `rows` at a time, in no set order (select `position` to place them): one
         scan of the documents table that never holds the whole dataset."""
-        where = self._listed_documents(dataset_id)
+        n_documents = self.dataset(dataset_id).n_documents
         if not self._has_table("documents"):
             return
-        query = self.db.open_table("documents").search().where(where)
+        query = self.db.open_table("documents").search().where(listed_documents(dataset_id, n_documents))
+        n_read = 0
         for batch in self._batches("documents", query.select(list(columns)), rows):
+            n_read += batch.num_rows
             yield batch.to_pandas()
+        if n_read < n_documents:
+            raise LostRowsError(lost_documents(dataset_id, n_read, n_documents))
+
+
+def listed_documents(dataset_id: str, n_documents: int) -> str:
+    """The filter of a dataset's documents as its record counts them: not the rows an addition is writing, or a
+    killed one left behind."""
+    return f"dataset_id = '{check_id(dataset_id)}' AND position < {int(n_documents)}"
+
+
+def lost_documents(dataset_id: str, n_left: int, n_documents: int) -> str:
+    """What to say of a dataset a repair left with fewer documents than its record counts."""
+    return (
+        f"dataset {dataset_id}: {n_left:,} of its {n_documents:,} documents are left (the others were in a damaged "
+        f"file a repair removed); delete it (`python -m prisma_core delete --dataset {dataset_id}`, or on the Datasets "
+        "page) and ingest its files again"
+    )
 
 
 def _sql_text(value: str) -> str:
