@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.errors import SettingsError
-from prisma_core.interpret.secrets import Secret, host_problem, redact, server_text, split_host_credentials
+from prisma_core.interpret.secrets import (
+    Secret,
+    host_problem,
+    redact,
+    redact_secrets,
+    server_text,
+    split_host_credentials,
+)
 
 DEFAULT_HOST = "http://localhost:11434"
 API_KEY_ENV = "OLLAMA_API_KEY"
@@ -86,6 +93,11 @@ class OllamaConfig(CheckedConfig):
     def scrub(self, text: str) -> str:
         """`text` without any credential, of this config or in a URL or header a server echoed back (`redact`)."""
         return redact(text, self._secrets())
+
+    def reply_text(self, text: str) -> str:
+        """What the model answered (a label, a description) or the server listed (model names), without any form
+        of this config's credentials, before it is shown or stored: a server knows them and may send them back."""
+        return redact_secrets(text, self._secrets())
 
     def server_text(self, text: str) -> str:
         """What the server said (an error body), redacted and shortened, for a message that is shown and stored."""
