@@ -80,16 +80,17 @@ def add_documents(
     is given. Documents whose text the dataset holds already are skipped; an id it holds already gets a suffix
     ("7" -> "7#2"). The dataset's runs stay as they were until `place_new_documents` encodes the new documents."""
     config = config or _ingest_settings(workspace, dataset_id)
-    stream = _document_stream(files, config, progress)
-    known = workspace.documents(dataset_id, ["doc_id", "text_hash"])
-    new = _NewDocuments(set(known["doc_id"]), set(known["text_hash"]))
-    del known
-    n_added = workspace.append_documents(dataset_id, new.of(stream.documents()), stream.names)
-    if n_added:
-        workspace.remove_document_maps(dataset_id)  # drawn again, with the new documents, when next shown
-    n_documents = workspace.dataset(dataset_id).n_documents
-    summary = {"n_added": n_added, "n_documents": n_documents, "n_already_there": len(new.already_there)}
-    record_stage(workspace, "append", dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})
+    with workspace.adding_documents(dataset_id):  # before the dataset's documents are read: as this addition finds them
+        stream = _document_stream(files, config, progress)
+        known = workspace.documents(dataset_id, ["doc_id", "text_hash"])
+        new = _NewDocuments(set(known["doc_id"]), set(known["text_hash"]))
+        del known
+        n_added = workspace.append_documents(dataset_id, new.of(stream.documents()), stream.names)
+        if n_added:
+            workspace.remove_document_maps(dataset_id)  # drawn again, with the new documents, when next shown
+        n_documents = workspace.dataset(dataset_id).n_documents
+        summary = {"n_added": n_added, "n_documents": n_documents, "n_already_there": len(new.already_there)}
+        record_stage(workspace, "append", dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})
     return AddedDocuments(n_added, n_documents, new.already_there, new.renamed_ids, stream.report)
 
 

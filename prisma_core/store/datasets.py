@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ import pyarrow.compute as pc
 from prisma_core.errors import LostRowsError, NotFoundError, SettingsError, StoreError
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.maintenance import KEEP_VERSIONS_FOR
-from prisma_core.store.ownership import in_use, mark_owner, owner_is_gone
+from prisma_core.store.ownership import mark_owner, new_owner_note, owner_is_gone, process_is_gone
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
@@ -46,9 +47,12 @@ DOCUMENT_COLUMNS = ("doc_id", "title", "text", "text_hash")
 _INGESTS = "ingests"
 """In the workspace: a folder per ingest being written, naming its process (removed when it ends, however it ends
 short of a hard kill)."""
-_APPENDS = "appends"
-"""In the workspace: a folder per dataset documents are being added to, naming the process adding them (two additions
-at once would take the same positions)."""
+_ADDING: ContextVar[tuple[str, ...]] = ContextVar("prisma_adding_documents", default=())
+"""The datasets this thread (its context) holds for adding documents: an addition inside another one goes on."""
+BUSY_ADDING = (
+    "Documents are being added to this dataset by another session or command right now: add these once it is done. "
+    "Nothing was stored."
+)
 BATCH_ROWS = 16_384
 """Documents `Datasets.document_batches` reads at a time: about 15 MB of texts at 150 words each."""
 
@@ -134,15 +138,10 @@ class Datasets(Runs):
         how many. The dataset's record (count, sources, metadata columns) changes last, in one commit; if anything
         fails before, the rows written are deleted, and rows a killed append left behind are removed first. One
         addition per dataset at a time (StoreError while another process adds to it)."""
-        self.dataset(dataset_id)
-        marker = self.root / _APPENDS / check_id(dataset_id)
-        if in_use(marker):
-            raise StoreError(
-                "Documents are being added to this dataset by another session or command right now: add these once "
-                "it is done. Nothing was stored."
-            )
-        marker.make_folder()
-        mark_owner(marker)
+        with self.adding_documents(dataset_id):
+            return self._append_documents(dataset_id, batches, sources)
+
+    def _append_documents(self, dataset_id: str, batches: Iterable[pd.DataFrame], sources: Sequence[str]) -> int:
         record = self.dataset(dataset_id)  # read once the dataset is ours: as the last addition left it
         beyond = f"dataset_id = '{check_id(dataset_id)}' AND position >= {record.n_documents}"
         n_added, metadata_columns = 0, list(record.metadata_columns)
@@ -165,10 +164,44 @@ class Datasets(Runs):
             with contextlib.suppress(StoreError):
                 self._delete("documents", beyond)
             raise
-        finally:
-            with contextlib.suppress(OSError):
-                marker.remove()
         return n_added
+
+    @contextlib.contextmanager
+    def adding_documents(self, dataset_id: str) -> Iterator[None]:
+        """Holds the dataset for one addition of documents (reading, embedding and placing them): a second addition,
+        from another session, command or thread, is refused with StoreError until this one ends. The claim is one
+        compare-and-swap on the dataset's row (LanceDB applies concurrent updates one after the other, re-checking
+        the condition), so two additions can never both win it, on a local disk or in an object store; the claim of a
+        process that ended without giving it back (killed) is taken over."""
+        if dataset_id in _ADDING.get():
+            yield
+            return
+        note = self._claim_for_adding(dataset_id)
+        held = _ADDING.set((*_ADDING.get(), dataset_id))
+        try:
+            yield
+        finally:
+            _ADDING.reset(held)
+            with contextlib.suppress(StoreError):
+                self._swap_writer(dataset_id, note, "")
+
+    def _claim_for_adding(self, dataset_id: str) -> str:
+        self.dataset(dataset_id)  # NotFoundError for a dataset that does not exist
+        note = new_owner_note()
+        if self._swap_writer(dataset_id, "", note):
+            return note
+        current = self._read("datasets", f"dataset_id = '{check_id(dataset_id)}'", ["writer"])["writer"]
+        stale = str(current.iloc[0]) if len(current) and isinstance(current.iloc[0], str) else ""
+        if stale and _writer_is_gone(stale) and self._swap_writer(dataset_id, stale, note):
+            return note
+        raise StoreError(BUSY_ADDING)
+
+    def _swap_writer(self, dataset_id: str, expected: str, value: str) -> bool:
+        """Sets the dataset's writer to `value` if it is `expected` ("" for none); whether it did."""
+        held = f"writer = {_sql_text(expected)}" if expected else "(writer IS NULL OR writer = '')"
+        where = f"dataset_id = '{check_id(dataset_id)}' AND {held}"
+        table = self._table("datasets")  # a table from before writers were recorded gets the column
+        return retry(lambda: table.update(where=where, values={"writer": value}), self.uri).rows_updated > 0
 
     def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
         """The daily clean-up (see `Maintenance.reclaim_space`), after removing what killed ingests left behind."""
@@ -347,6 +380,13 @@ def lost_documents(dataset_id: str, n_left: int, n_documents: int) -> str:
         f"file a repair removed); delete it (`python -m prisma_core delete --dataset {dataset_id}`, or on the Datasets "
         "page) and ingest its files again"
     )
+
+
+def _writer_is_gone(note: str) -> bool:
+    try:
+        return process_is_gone(json.loads(note))
+    except ValueError:
+        return False
 
 
 def _sql_text(value: str) -> str:

@@ -53,6 +53,7 @@ class DatasetRecord:
     sources: list[str]
     report: dict[str, Any]
     metadata_columns: list[str]
+    writer: str = ""  # the process adding documents to it while it does (`Datasets.adding_documents`), else ""
 
 
 @dataclass(frozen=True)
