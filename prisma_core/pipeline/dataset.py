@@ -15,6 +15,7 @@ from prisma_core.embed import EmbedConfig, embed_documents, model_key
 from prisma_core.ingest import DocumentStream, IngestConfig, IngestReport, Source
 from prisma_core.ingest.documents import unique_ids
 from prisma_core.lineage import record_stage
+from prisma_core.names import MAX_NAME_CHARS, checked_name, snippet
 from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Workspace
@@ -43,9 +44,8 @@ def ingest(
     Parquet, CSV, TSV and JSON lines files on disk are read and stored `config.batch_rows` rows at a time, so memory
     does not grow with their size (see ingest/stream.py); uploads and other formats are read whole."""
     stream = _document_stream(files, config, progress)
-    dataset_id = workspace.add_dataset_batches(
-        name or Path(stream.names[0]).stem, stream.documents(), stream.names, lambda: asdict(stream.report)
-    )
+    name = checked_name(name, "The dataset's name") if name else snippet(Path(stream.names[0]).stem, MAX_NAME_CHARS)
+    dataset_id = workspace.add_dataset_batches(name, stream.documents(), stream.names, lambda: asdict(stream.report))
     report = stream.report
     summary = {"n_documents": report.n_documents, "files": report.files}
     record_stage(workspace, "ingest", "", dataset_id, asdict(config), summary, record_id=dataset_id)

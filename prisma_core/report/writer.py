@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from prisma_core import __version__
 from prisma_core.errors import StoreError
+from prisma_core.names import isolated
 from prisma_core.pipeline.export import outside_workspace
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import gather
@@ -18,12 +20,19 @@ from prisma_core.report.sections import SECTIONS, title
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
 
+
+def _as_text(value: object) -> object:
+    """Every text the page shows, isolated (`names.isolated`); the HTML the templates make is left as it is."""
+    return isolated(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 _TEMPLATES = Environment(
     loader=PackageLoader("prisma_core.report", "templates"),
     autoescape=True,  # every value is text: documents, labels, names and numbers alike
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=_as_text,
 )
 
 

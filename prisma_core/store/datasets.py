@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from prisma_core.errors import LostRowsError, NotFoundError, SettingsError, StoreError
+from prisma_core.names import checked_name
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.maintenance import KEEP_VERSIONS_FOR
 from prisma_core.store.ownership import mark_owner, new_owner_note, owner_is_gone, process_is_gone
@@ -101,7 +102,7 @@ class Datasets(Runs):
         at a time (every batch with the same columns), then the dataset record, with the
         report as it is once the batches are done. Until the record is added the rows are invisible; if anything
         fails, the batches' exceptions included, the rows written are deleted."""
-        name = name.strip() or "dataset"
+        name = checked_name(name, "The dataset's name")
         self._remove_abandoned_documents()
         dataset_id = new_id("ds")
         marker = self.root / _INGESTS / dataset_id
@@ -246,11 +247,9 @@ class Datasets(Runs):
 
     def rename_dataset(self, dataset_id: str, name: str) -> None:
         self.dataset(dataset_id)
+        name = checked_name(name, "The dataset's name")
         table = self.db.open_table("datasets")
-        retry(
-            lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}),
-            self.uri,
-        )
+        retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name}), self.uri)
 
     def delete_dataset(self, dataset_id: str) -> None:
         """Record first, then everything derived, so a crash half-way leaves no visible half-dataset."""
