@@ -41,9 +41,9 @@ class ScoreConfig(CheckedConfig):
 
     n_shown: int = setting(20, minimum=0, maximum=10_000)
     """Strongest activating documents kept out of scoring: a labeller may have seen them."""
-    min_positives: int = setting(5, minimum=1, maximum=10_000)
+    min_positives: int = setting(5, minimum=1, maximum=200)
     """Fewest activating documents to score on (held out if possible, else all of them)."""
-    max_positives: int = setting(200, minimum=1, maximum=100_000)
+    max_positives: int = setting(200, minimum=5, maximum=100_000)
     """Activating documents sampled per feature for the embedding score."""
     n_negatives: int = setting(500, minimum=1, maximum=100_000)
     """Non-activating documents sampled per feature for the embedding score."""
