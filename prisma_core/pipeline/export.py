@@ -45,8 +45,11 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
     """
     out = export_target(workspace, Path(out_dir))
     run = load_run(workspace, run_id)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".prisma-export-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".prisma-export-", dir=out.parent))
+    except OSError as error:
+        raise StoreError(cannot_stage("the export", out, error)) from error
     try:
         _write_export(workspace, run, staging)
         out.mkdir(exist_ok=True)
@@ -73,6 +76,11 @@ def export_target(workspace: Workspace, out: Path) -> Path:
                 "export to an empty or new folder."
             )
     return out
+
+
+def cannot_stage(what: str, target: Path, error: OSError) -> str:
+    """Why `what` cannot be written to `target`: its folder takes no new file (/proc, a read-only disk, no rights)."""
+    return f"Could not write {what} to {target}: no file can be made in {target.parent} ({error.strerror or error})."
 
 
 def outside_workspace(workspace: Workspace, out: Path, instead: str) -> Path:

@@ -20,7 +20,7 @@ from prisma_core.compare import PLAIN_WORDS
 from prisma_core.compare.prediction import Predictors, group_predictors
 from prisma_core.compare.prevalence import group_comparison, percent, q_text, range_text, ranked, summarise
 from prisma_core.explore import level_units
-from prisma_core.names import LEVEL_PLURALS, snippet, theme_names, unit_name, unit_names
+from prisma_core.names import LEVEL_PLURALS, level_word, snippet, theme_names, unit_name, unit_names
 from prisma_core.overview import (
     coverage_sentence,
     families_of_themes,
@@ -193,6 +193,12 @@ def comparison(contents: ReportContents) -> Section:
         return Section("groups", "Groups compared", "no_groups.html.j2", {"text": text})
     config, run = contents.config, contents.run
     units, unit_frame = level_units(run, config.level)
+    if units.shape[1] == 0:
+        text = (
+            f"Every {level_word(config.level)} of this run is hidden, so the groups of {contents.column} have no "
+            f"{LEVEL_PLURALS[config.level]} to be compared on: show one again to compare them."
+        )
+        return Section("groups", f"Groups compared: {contents.column}", "no_groups.html.j2", {"text": text})
     names = unit_names(config.level, unit_frame)
     result = group_comparison(units, contents.groups)
     result = ranked(result.assign(concept=result["feature_id"].map(names)), config.max_q)

@@ -13,7 +13,7 @@ from markupsafe import Markup
 from prisma_core import __version__
 from prisma_core.errors import StoreError
 from prisma_core.names import isolated
-from prisma_core.pipeline.export import outside_workspace
+from prisma_core.pipeline.export import cannot_stage, outside_workspace
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import gather
 from prisma_core.report.sections import SECTIONS, title
@@ -53,8 +53,11 @@ def write_report(workspace: Workspace, run: LoadedRun, out: str | Path, config: 
     """Writes the report to `out` (a file; written whole or not at all) and returns its resolved path."""
     target = report_target(workspace, Path(out))
     page = report_html(workspace, run, config)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=".prisma-report-", suffix=".html", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, staging = tempfile.mkstemp(prefix=".prisma-report-", suffix=".html", dir=target.parent)
+    except OSError as error:
+        raise StoreError(cannot_stage("the report", target, error)) from error
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(page)
@@ -71,4 +74,6 @@ def report_target(workspace: Workspace, out: Path) -> Path:
     out = outside_workspace(workspace, out, "write the report outside it")
     if out.is_dir():
         raise StoreError(f"{out} is a folder; name the report's file, e.g. {out / 'report.html'}.")
+    if out.exists() and not out.is_file():  # a device or a pipe (/dev/null): the report would replace it
+        raise StoreError(f"{out} is not a file (a device or a pipe); name a file to write the report to.")
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,11 @@ class Workspace(Vectors, Artefacts, Edits, Stages, Repairs):
         lancedb = import_lancedb()  # here, not at the top: commands that open no workspace (--help) do not pay it
 
         self.uri = resolve_workspace(where)
+        if any(unicodedata.category(char) == "Cc" for char in self.uri):
+            raise StoreError(
+                f"The workspace's address {self.uri!r} holds a line break or another control character, which the "
+                "storage engine cannot read: choose a folder name without one."
+            )
         remote = is_object_store(self.uri)
         self.settings = S3Settings.resolve(storage_options) if remote else None
         self.root = Location.of(self.uri, self.settings)
