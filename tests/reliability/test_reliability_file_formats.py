@@ -23,6 +23,7 @@ from prisma_core import pipeline
 from prisma_core.errors import IngestError
 from prisma_core.ingest import IngestConfig, preview_sources, read_sources
 from prisma_core.ingest.config import MAX_ROWS
+from prisma_core.ingest.encodings import text_encoding
 from prisma_core.ingest.readers import SHARED_STRINGS_PER_ROW
 from prisma_core.store import Workspace
 
@@ -250,6 +251,50 @@ def test_files_in_other_encodings_are_stored_as_the_right_text(
         dataset_id, report = pipeline.ingest(workspace, [source], config=IngestConfig(id_column="id"))
         assert workspace.documents(dataset_id)["text"].tolist() == expected
         assert f"not UTF-8, decoded as {detected}" in " ".join(report.warnings)
+
+
+RUSSIAN_NEWS = [
+    *("Футбольный клуб выиграл важный матч в воскресенье.", "Правительство объявило новые меры поддержки."),
+    *("Цены на нефть выросли на фоне новостей из Азии.", "Учёные представили результаты исследования климата."),
+    *("Музыканты выступили в филармонии в субботу.", "Банк снизил ключевую ставку до семи процентов."),
+    *("Жители города пожаловались на плохие дороги.", "Поезд прибыл на вокзал поздно ночью."),
+]
+
+
+def test_a_cp1251_table_of_russian_sentences_is_decoded_as_cp1251_whichever_rows_it_holds(tmp_path: Path) -> None:
+    """Mac Cyrillic decodes these bytes as cleanly (only the capitals differ: a quotation mark where the Ф of
+    "Футбольный" is); the encoding people actually save Russian text in wins."""
+    chosen = [
+        RUSSIAN_NEWS[i : i + 1] + RUSSIAN_NEWS[j : j + 1]
+        for i in range(len(RUSSIAN_NEWS))
+        for j in range(len(RUSSIAN_NEWS))
+        if i != j
+    ]
+    for rows in chosen:
+        data = ("text\n" + "".join(f"{row}\n" for row in rows)).encode("cp1251")
+        warnings: list[str] = []
+        assert data.decode(text_encoding("news.csv", data, "a text table", warnings)) == data.decode("cp1251"), rows
+        assert warnings == ["news.csv: not UTF-8, decoded as cp1251"]
+    on_disk = tmp_path / "news.csv"
+    on_disk.write_bytes(("text\n" + "".join(f"{row}\n" for row in RUSSIAN_NEWS[7::-7][::-1])).encode("cp1251"))
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [on_disk])
+    assert workspace.documents(dataset_id)["text"].tolist()[0] == "Футбольный клуб выиграл важный матч в воскресенье."
+
+
+def test_a_table_mixing_utf8_and_cp1252_lines_keeps_both_as_written(tmp_path: Path) -> None:
+    utf8 = ["Café crème à Zürich", "Müller sagt grüß Gott"]
+    western = ["Crème brûlée au château", "Señor Peña, año nuevo"]
+    data = ("text\n" + "".join(f'"{row}"\n' for row in utf8)).encode() + "".join(
+        f'"{row}"\n' for row in western
+    ).encode("cp1252")
+    on_disk = tmp_path / "joined.csv"
+    on_disk.write_bytes(data)
+    workspace = Workspace(tmp_path / "workspace")
+    for source in (on_disk, ("joined.csv", data)):  # read from disk in batches, and uploaded
+        dataset_id, report = pipeline.ingest(workspace, [source])
+        assert workspace.documents(dataset_id)["text"].tolist() == utf8 + western
+        assert "joined.csv: mixes UTF-8 with another encoding; its other lines decoded as cp1252" in report.warnings
 
 
 def workbook_with_shared_strings(n_strings: int) -> bytes:
