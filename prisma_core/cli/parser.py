@@ -42,6 +42,8 @@ EMBEDDING_ONLY = ("ray_address", "ray_workers")
 this machine, so it does not offer them."""
 
 
+CREATING_COMMANDS = ("ingest", "run")
+"""The commands that make a new workspace where none is; the others refuse a folder that does not exist."""
 DATASET_HELP = "dataset id (default: the newest)"
 RUN_HELP = "run id (default: the newest)"
 Commands = Any  # argparse's subparsers action (a private type)
@@ -152,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check_settings(args)
-        args.handler(Workspace(args.workspace), args)
+        args.handler(Workspace(args.workspace, create=args.command in CREATING_COMMANDS), args)
     except PrismaError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR

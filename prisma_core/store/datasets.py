@@ -224,6 +224,9 @@ class Datasets(Runs):
                 if (marker.modified() is None or owner_is_gone(marker)) and self._read("datasets", where).empty:
                     self._delete("documents", where)
                     marker.remove()
+            for marker in (self.root / _INGESTS).folders():  # an ingest killed before or after storing rows
+                if marker.name not in stored - kept and owner_is_gone(marker):
+                    marker.remove()
 
     def _dataset_ids_with_documents(self) -> set[str]:
         """The dataset ids the documents table holds rows of (one scan of that column)."""

@@ -55,7 +55,11 @@ class Workspace(Vectors, Artefacts, Edits, Stages, Repairs):
     store prefix). `uri` names the workspace (what reopens it); `path` is its local folder: the workspace itself, or
     for one in an object store a local folder for downloads and caches."""
 
-    def __init__(self, where: str | Path | None = None, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, where: str | Path | None = None, storage_options: Mapping[str, Any] | None = None, create: bool = True
+    ) -> None:
+        """`create=False`: a local workspace folder that does not exist is a StoreError (a mistyped path), not a
+        new empty workspace."""
         os.environ.setdefault(LANCEDB_LOG_ENV, "error")  # before lancedb starts its logger
         lancedb = import_lancedb()  # here, not at the top: commands that open no workspace (--help) do not pay it
 
@@ -69,6 +73,10 @@ class Workspace(Vectors, Artefacts, Edits, Stages, Repairs):
         self.settings = S3Settings.resolve(storage_options) if remote else None
         self.root = Location.of(self.uri, self.settings)
         self.path = local_folder_for(self.uri) if remote else Path(self.uri)
+        if not (remote or create or self.path.is_dir()):
+            raise StoreError(
+                f"There is no workspace at {self.uri}: check the path (`ingest` or `run` makes a new workspace)."
+            )
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             if remote:

@@ -5,6 +5,7 @@ and 3).
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from reliability_helpers import REPO, cli_main, error_lines
 
 from prisma_core import pipeline
 from prisma_core.errors import IngestError
-from prisma_core.ingest import IngestConfig, preview_sources, read_sources
+from prisma_core.ingest import IngestConfig, preview_paths, preview_sources, read_sources
 from prisma_core.ingest.config import MAX_ROWS
 from prisma_core.ingest.encodings import text_encoding
 from prisma_core.ingest.readers import SHARED_STRINGS_PER_ROW
@@ -345,3 +346,23 @@ def test_a_workbook_of_millions_of_shared_strings_is_refused_before_they_are_rea
     small = workbook_with_shared_strings(2)  # the same workbook with its two texts reads
     dataset_id, _ = pipeline.ingest(workspace, [("notes.xlsx", small)], config=IngestConfig(text_column="note 0"))
     assert workspace.documents(dataset_id)["text"].tolist() == ["note 1"]
+
+
+def test_a_device_a_pipe_and_a_folder_are_each_named_for_what_they_are(tmp_path: Path, capsys) -> None:
+    pipe = tmp_path / "notes.csv"
+    os.mkfifo(pipe)
+    folder = tmp_path / "more.csv"
+    folder.mkdir()
+    expected = {
+        "/dev/zero": "/dev/zero: is a device, not a file",
+        str(pipe): f"{pipe}: is a pipe or a socket, not a file; save what it gives to a file first",
+        str(folder): f"{folder}: is a folder, not a file; name the files in it, or a ZIP of them",
+        str(tmp_path / "gone.csv"): f"{tmp_path / 'gone.csv'}: file not found",
+    }
+    for path, message in expected.items():
+        assert cli_main("ingest", path, workspace=tmp_path / "workspace") == 2
+        assert error_lines(capsys.readouterr().err) == [f"error: {message}"]
+        with pytest.raises(IngestError) as raised:
+            preview_paths([path])  # what the command line previews to guess the id column
+        assert str(raised.value) == message
+    assert Workspace(tmp_path / "workspace").datasets() == []

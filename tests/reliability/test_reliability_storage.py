@@ -6,6 +6,9 @@ import dataclasses
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -360,3 +363,32 @@ def test_the_documents_of_a_killed_ingest_are_removed_by_the_next_ingest_and_the
     _, report = pipeline.ingest(workspace, [small_run.corpus], config=IngestConfig(id_column="id"))
     assert workspace.db.open_table("documents").count_rows() == report.n_documents == 60
     assert not list((workspace.path / "ingests").iterdir())
+
+
+def test_the_marker_of_an_ingest_killed_before_it_stored_anything_is_cleared_by_the_next_ingest(
+    tmp_path: Path, small_run
+) -> None:
+    workspace = Workspace(tmp_path / "workspace")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marker = workspace.path / "ingests" / "ds-20240101-000000-abcdef"
+    marker.mkdir(parents=True)  # what an ingest killed before its first batch leaves: its folder, naming its process
+    (marker / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)}))
+    live = workspace.path / "ingests" / "ds-20240101-000000-fedcba"
+    live.mkdir()
+    (live / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+
+    pipeline.ingest(workspace, [small_run.corpus], config=IngestConfig(id_column="id"))
+
+    assert sorted(path.name for path in (workspace.path / "ingests").iterdir()) == [live.name]  # a live one is kept
+
+
+def test_a_command_on_a_mistyped_workspace_path_creates_nothing(tmp_path: Path, capsys) -> None:
+    typo = tmp_path / "workspcae"
+    for command in (["repair"], ["list"], ["export", "--out", str(tmp_path / "out")], ["train"]):
+        assert cli_main(*command, workspace=typo) == 2
+        (message,) = error_lines(capsys.readouterr().err)
+        assert (
+            message
+            == f"error: There is no workspace at {typo}: check the path (`ingest` or `run` makes a new workspace)."
+        )
+    assert not typo.exists()
