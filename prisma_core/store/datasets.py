@@ -20,7 +20,7 @@ from prisma_core.errors import LostRowsError, NotFoundError, SettingsError, Stor
 from prisma_core.names import checked_name
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.maintenance import KEEP_VERSIONS_FOR
-from prisma_core.store.ownership import mark_owner, new_owner_note, owner_is_gone, process_is_gone
+from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
@@ -170,39 +170,18 @@ class Datasets(Runs):
     @contextlib.contextmanager
     def adding_documents(self, dataset_id: str) -> Iterator[None]:
         """Holds the dataset for one addition of documents (reading, embedding and placing them): a second addition,
-        from another session, command or thread, is refused with StoreError until this one ends. The claim is one
-        compare-and-swap on the dataset's row (LanceDB applies concurrent updates one after the other, re-checking
-        the condition), so two additions can never both win it, on a local disk or in an object store; the claim of a
-        process that ended without giving it back (killed) is taken over."""
+        from another session, command or thread, is refused with StoreError until this one ends (`Tables.holding`:
+        a compare-and-swap on the dataset's `writer`, as atomic in an object store as on a local disk)."""
         if dataset_id in _ADDING.get():
             yield
             return
-        note = self._claim_for_adding(dataset_id)
-        held = _ADDING.set((*_ADDING.get(), dataset_id))
-        try:
-            yield
-        finally:
-            _ADDING.reset(held)
-            with contextlib.suppress(StoreError):
-                self._swap_writer(dataset_id, note, "")
-
-    def _claim_for_adding(self, dataset_id: str) -> str:
         self.dataset(dataset_id)  # NotFoundError for a dataset that does not exist
-        note = new_owner_note()
-        if self._swap_writer(dataset_id, "", note):
-            return note
-        current = self._read("datasets", f"dataset_id = '{check_id(dataset_id)}'", ["writer"])["writer"]
-        stale = str(current.iloc[0]) if len(current) and isinstance(current.iloc[0], str) else ""
-        if stale and _writer_is_gone(stale) and self._swap_writer(dataset_id, stale, note):
-            return note
-        raise StoreError(BUSY_ADDING)
-
-    def _swap_writer(self, dataset_id: str, expected: str, value: str) -> bool:
-        """Sets the dataset's writer to `value` if it is `expected` ("" for none); whether it did."""
-        held = f"writer = {_sql_text(expected)}" if expected else "(writer IS NULL OR writer = '')"
-        where = f"dataset_id = '{check_id(dataset_id)}' AND {held}"
-        table = self._table("datasets")  # a table from before writers were recorded gets the column
-        return retry(lambda: table.update(where=where, values={"writer": value}), self.uri).rows_updated > 0
+        with self.holding("datasets", f"dataset_id = '{check_id(dataset_id)}'", "writer", BUSY_ADDING):
+            held = _ADDING.set((*_ADDING.get(), dataset_id))
+            try:
+                yield
+            finally:
+                _ADDING.reset(held)
 
     def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
         """The daily clean-up (see `Maintenance.reclaim_space`), after removing what killed ingests left behind."""
@@ -382,13 +361,6 @@ def lost_documents(dataset_id: str, n_left: int, n_documents: int) -> str:
         f"file a repair removed); delete it (`python -m prisma_core delete --dataset {dataset_id}`, or on the Datasets "
         "page) and ingest its files again"
     )
-
-
-def _writer_is_gone(note: str) -> bool:
-    try:
-        return process_is_gone(json.loads(note))
-    except ValueError:
-        return False
 
 
 def _sql_text(value: str) -> str:

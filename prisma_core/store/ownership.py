@@ -37,6 +37,14 @@ def owner_is_gone(folder: Location) -> bool:
     return process_is_gone(owner)
 
 
+def note_is_gone(note: str) -> bool:
+    """Whether the process an owner note (JSON, `new_owner_note`) names has ended."""
+    try:
+        return process_is_gone(json.loads(note))
+    except ValueError:
+        return False
+
+
 def process_is_gone(owner: dict) -> bool:
     """Whether the process an owner note names (host, pid) has ended: only known on its own machine."""
     if not isinstance(owner, dict) or owner.get("host") != socket.gethostname() or os.name == "nt":

@@ -13,17 +13,19 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
 from prisma_core.store.datasets import Datasets, lost_documents
 from prisma_core.store.ids import check_id
 from prisma_core.store.retry import plain_reason, retry
-from prisma_core.store.schemas import RunRecord, StageRecord
+from prisma_core.store.schemas import SCHEMAS, RunRecord, StageRecord
 from prisma_core.store.stages import AFTER_SAE_STAGES, REBUILT_STAGES, TRAINING_STAGE, rebuilt_counts, shown_counts
 from prisma_core.store.tables import reading
 
 if TYPE_CHECKING:
     import lancedb
 
+BUSY_REPAIRING = "Another repair of this workspace is running: wait for it to end, then run repair again if needed."
 CHECK_ROWS = 65_536
 """Rows read at a time when a table is checked in full."""
 _FILE_BITS = 32
@@ -51,11 +53,24 @@ class Repairs(Datasets):
     def repair(self) -> list[str]:
         """Removes the damaged files of every damaged table and restores every hidden run's record; one sentence per
         thing done or found that cannot be done, then one per run or dataset that lost rows (in this repair or an
-        earlier one: they are named until deleted)."""
-        report = [self._repair_table(name, reason) for name, reason in self.damaged_tables().items()]
-        report += [self._restore_dataset_record(dataset_id) for dataset_id in self.hidden_datasets()]
-        report += [self._restore_run_record(run_id) for run_id in self.hidden_runs()]
+        earlier one: they are named until deleted). One repair at a time (StoreError while another one runs): two
+        would each restore the same records, or restore a version the other has just repaired. A workspace with
+        nothing to repair is only read."""
+        if self.damaged_tables() or self.hidden_datasets() or self.hidden_runs():
+            self._add_locks()
+            with self.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
+                report = [self._repair_table(name, reason) for name, reason in self.damaged_tables().items()]
+                report += [self._restore_dataset_record(dataset_id) for dataset_id in self.hidden_datasets()]
+                report += [self._restore_run_record(run_id) for run_id in self.hidden_runs()]
+        else:
+            report = []
         return report + [sentence for sentences in self.losses().values() for sentence in sentences]
+
+    def _add_locks(self) -> None:
+        """The locks table, made with its one row in one commit (a table is made once: of two processes making it
+        at once, one makes it and the other opens it), so that the row a lock is taken on exists exactly once."""
+        rows = pa.table({"name": ["repair"], "holder": [""]}, schema=SCHEMAS["locks"])
+        retry(lambda: self.db.create_table("locks", data=rows, exist_ok=True), self.uri)
 
     def losses(self) -> dict[str, list[str]]:
         """Every dataset and run that holds fewer rows than its records say (what a repair removed), by id, each

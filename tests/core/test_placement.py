@@ -247,7 +247,8 @@ def test_documents_are_added_to_a_dataset_by_one_process_at_a_time(small_run: Sm
     assert workspace.dataset(small_run.dataset_id).n_documents == 60
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     killed = json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)})
-    assert workspace._swap_writer(small_run.dataset_id, "", killed)  # an addition killed before it gave it back
+    dataset = f"dataset_id = '{small_run.dataset_id}'"
+    assert workspace._swap("datasets", dataset, "writer", "", killed)  # an addition killed before it gave it back
     assert pipeline.add_documents(workspace, small_run.dataset_id, [path]).n_added == 15  # its process has ended
     assert workspace.dataset(small_run.dataset_id).writer == ""  # the claim leaves with the addition
 

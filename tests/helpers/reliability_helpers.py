@@ -190,4 +190,10 @@ def add_during_an_addition(where: str, dataset_id: str, first: Path, second: Pat
         assert earlier.poll() is None, earlier.communicate()
         time.sleep(0.05)
     (folder / "second" / "test.ready").touch()
-    return [(worker.wait(600), *worker.communicate()) for worker in (earlier, later)]
+    return [finished(worker) for worker in (earlier, later)]
+
+
+def finished(worker: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a worker, once it has ended."""
+    stdout, stderr = worker.communicate(timeout=timeout)
+    return worker.returncode, stdout, stderr

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,17 +22,21 @@ from reliability_helpers import (
     Running,
     Trained,
     cli_main,
+    cli_worker,
     error_lines,
+    finished,
     run_cli_with_file_limit,
     sae_flags,
     snapshot,
 )
+from start_line import start_line
 
 from prisma_core import cli, pipeline
 from prisma_core.errors import LostRowsError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig
 from prisma_core.store import WORKSPACE_ENV, Workspace
+from prisma_core.store.repair import BUSY_REPAIRING
 from ui.themes import ALL_THEMES
 
 # -- the app sees what the command line changed -----------------------------------------------------------------------
@@ -392,3 +397,51 @@ def test_a_command_on_a_mistyped_workspace_path_creates_nothing(tmp_path: Path, 
             == f"error: There is no workspace at {typo}: check the path (`ingest` or `run` makes a new workspace)."
         )
     assert not typo.exists()
+
+
+# -- round 4, this round's own probe: repairs killed, repairs at once --------------------------------------------------
+
+
+def test_two_repairs_at_once_restore_a_lost_record_once(two_runs, tmp_path: Path) -> None:
+    workspace = damaged_copy(two_runs, tmp_path / "workspace", "datasets", "truncated")  # its record is lost
+    start = start_line(tmp_path / "start", 2)
+    workers = [cli_worker(str(workspace.path), start, ["repair"]) for _ in range(2)]
+    results = [finished(worker) for worker in workers]
+
+    for status, _, stderr in results:
+        assert "Traceback" not in stderr and status in (0, 2), stderr[-2000:]
+        assert status == 0 or error_lines(stderr) == [f"error: {BUSY_REPAIRING}"]
+    restored = [stdout for _, stdout, _ in results if "restored from its ingest stage record" in stdout]
+    assert len(restored) == 1  # by one of them: the other found nothing left to do, or waited its turn
+    assert Workspace(workspace.path).db.open_table("datasets").count_rows() == 1
+    assert Workspace(workspace.path).damaged_tables() == {}
+
+
+def test_a_repair_is_refused_while_another_runs_and_a_killed_one_does_not_block_the_next(
+    two_runs, tmp_path: Path, capsys
+) -> None:
+    workspace = damaged_copy(two_runs, tmp_path / "workspace", "features", "removed")
+    held, holding = threading.Event(), threading.Event()
+
+    def another_repair() -> None:  # another session's repair, in a thread of its own
+        other = Workspace(workspace.path)
+        other._add_locks()
+        with other.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
+            holding.set()
+            held.wait(60)
+
+    thread = threading.Thread(target=another_repair)
+    thread.start()
+    assert holding.wait(60)
+    assert cli_main("repair", workspace=workspace) == 2
+    assert error_lines(capsys.readouterr().err) == [f"error: {BUSY_REPAIRING}"]
+    held.set()
+    thread.join(60)
+    assert set(workspace.damaged_tables()) == {"features"}  # nothing was done meanwhile
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout), "token": "x"})
+    assert workspace._swap("locks", "name = 'repair'", "holder", "", killed)  # a repair killed while it held it
+    assert cli_main("repair", workspace=workspace) == 0
+    assert capsys.readouterr().out.startswith("features: damaged (")
+    assert workspace.damaged_tables() == {}
