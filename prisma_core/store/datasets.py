@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -219,7 +220,8 @@ class Datasets(Runs):
         }
 
     def datasets(self) -> list[DatasetRecord]:
-        return self._records("datasets", "true", DatasetRecord)
+        records = self._records("datasets", "true", DatasetRecord)
+        return [record if isinstance(record.writer, str) else replace(record, writer="") for record in records]
 
     def dataset(self, dataset_id: str) -> DatasetRecord:
         for record in self.datasets():

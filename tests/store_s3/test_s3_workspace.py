@@ -323,3 +323,36 @@ def test_an_addition_started_while_another_embeds_and_places_stores_nothing(
     assert workspace.documents(chained.dataset_id)["position"].tolist() == list(range(40))
     assert workspace.db.open_table("documents").count_rows() == 40
     assert pipeline.load_run(workspace, chained.run_id).codes.shape[0] == 40
+
+
+def test_a_repair_in_a_bucket_removes_only_the_damaged_file(s3_env: S3Server, ag_news: pd.DataFrame, capsys) -> None:
+    uri = f"s3://{s3_env.bucket}/repair"
+    workspace, fs = Workspace(uri), s3_env.filesystem()
+    data = f"{s3_env.bucket}/repair/lancedb/documents.lance/data"
+    dataset_ids, written = [], []
+    for number in range(3):
+        before = objects(s3_env, "repair/lancedb/documents.lance/data") if number else set()
+        part = ag_news.iloc[20 * number : 20 * (number + 1)]
+        upload = [(f"part{number}.csv", part.to_csv(index=False).encode())]
+        dataset_ids.append(
+            pipeline.ingest(workspace, upload, config=IngestConfig(text_column="text", id_column="id"))[0]
+        )
+        written.append(objects(s3_env, "repair/lancedb/documents.lance/data") - before)
+    (middle,) = written[1]
+    content = fs.open_input_stream(f"{data}/{middle}").read()
+    with fs.open_output_stream(f"{data}/{middle}") as cut:  # the middle dataset's file, cut in half
+        cut.write(content[: len(content) // 2])
+
+    assert cli.main(["repair", "--workspace", uri]) == 0
+    repaired = capsys.readouterr().out.splitlines()
+    assert repaired[0].endswith("removed the 20 rows of its 1 damaged data file(s) and kept its 40 intact rows")
+    assert repaired[1].startswith(f"dataset {dataset_ids[1]}: 0 of its 20 documents are left")
+    workspace = Workspace(uri)
+    for dataset_id, number in ((dataset_ids[0], 0), (dataset_ids[2], 2)):
+        assert (
+            workspace.documents(dataset_id)["text"].tolist()
+            == ag_news["text"].iloc[20 * number : 20 * (number + 1)].tolist()
+        )
+    assert cli.main(["delete", "--dataset", dataset_ids[1], "--workspace", uri]) == 0
+    assert cli.main(["repair", "--workspace", uri]) == 0
+    assert capsys.readouterr().out.endswith("every table reads in full and every run is listed: nothing to repair\n")
