@@ -4,6 +4,7 @@ straight line the trend test fits. Coordinates only: the over_time template draw
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,7 +56,8 @@ def timeline_chart(shares: pd.DataFrame, names: list[str], trend_change: float |
         return round(TOP + (1 - share / end) * span_y, 1)
 
     rows = shares[shares["n_period"] > 0]
-    runs = np.split(rows, np.flatnonzero(np.diff(rows["period"].to_numpy()) > 1) + 1) if len(rows) else []
+    breaks = [0, *(np.flatnonzero(np.diff(rows["period"].to_numpy()) > 1) + 1), len(rows)]
+    runs = [rows.iloc[start:end] for start, end in itertools.pairwise(breaks) if end > start]
     lines = [" ".join(f"{x(r.period)},{y(r.share)}" for r in run.itertuples()) for run in runs]
     bands = [
         " ".join(
