@@ -118,7 +118,7 @@ def verdict_table(order: pd.DataFrame, found: LevelTrends, line: Timeline) -> pd
         {
             "concept": order["feature_id"].map(found.names),
             "verdict": order["verdict"],
-            "trend_change": order["trend_change"],
+            "trend_change": order["trend_change"] * 100,
             "trend_q": [q_text(q) if q == q else "" for q in order["trend_q"]],
             "from_share": order["from_share"],
             "to_share": order["to_share"],
@@ -137,9 +137,9 @@ def _columns(level: str, found: LevelTrends, line: Timeline) -> dict[str, st.col
         "concept": text(level_word(level).capitalize(), width="large"),
         "verdict": text("Over the whole span", help=PLAIN_WORDS["trend"]),
         "trend_change": number(
-            "Change over the span",
-            format="percent",
-            help="The straight line through the shares, first period to last, in percentage points.",
+            "Change over the span (points)",
+            format="%+.1f",
+            help="The straight line through the shares, from the first period to the last, in percentage points.",
         ),
         "trend_q": text("q (trend)", help=PLAIN_WORDS["q"]),
         "from_share": number(f"In {first}", format="percent", help="Share of the period's documents with it."),

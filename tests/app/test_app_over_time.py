@@ -53,7 +53,7 @@ def test_the_themes_over_the_suggested_months_with_their_verdicts(workspace, dat
     assert shown["concept"].tolist() == order["feature_id"].map(found.names).tolist()
     assert shown["verdict"].tolist() == order["verdict"].tolist()
     assert shown["trend_q"].tolist() == [q_text(q) for q in order["trend_q"]]
-    assert shown["trend_change"].tolist() == pytest.approx(order["trend_change"].tolist())
+    assert shown["trend_change"].tolist() == pytest.approx((order["trend_change"] * 100).tolist())  # in points
     assert {"rising", "falling"} <= set(shown["verdict"])  # the planted desks
     assert summarise(found.trends).sentence("theme", "themes") in texts(at.markdown)
     assert "6 documents without a date are left out." in texts(at.caption)
