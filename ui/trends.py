@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from prisma_core.compare import MAX_Q
 from prisma_core.compare.prevalence import q_text
 from prisma_core.explore import spreadsheet_csv
 from prisma_core.names import LEVEL_PLURALS, level_word
@@ -17,7 +16,7 @@ from prisma_core.trends import PERIODS, PLAIN_WORDS
 from prisma_core.trends.over_time import default_compared, ranked, summarise
 from prisma_core.trends.periods import Timeline, date_columns, suggested_period, timeline
 from ui import charts, levels
-from ui.compare import MAX_Q_CHOICES
+from ui.compare import q_threshold
 from ui.loaders import trends
 from ui.state import revision, workspace
 from ui.text import md
@@ -55,14 +54,7 @@ def over_time_view(run: LoadedRun, metadata: pd.DataFrame) -> None:
     if levels.available_units(run, level) is None:
         return
     compared = compared_periods(line, f"{column}_{period}")
-    max_q = st.select_slider(
-        "How sure must a change be to hold?",
-        MAX_Q_CHOICES,
-        value=MAX_Q,
-        format_func=lambda q: f"q below {q:g}",
-        key="trend_max_q",
-        help=PLAIN_WORDS["q"],
-    )
+    max_q = q_threshold("How sure must a change be to hold?", "trend_max_q", PLAIN_WORDS["q"])
     run_id = run.record.run_id
     found = trends(workspace().uri, run_id, revision(run_id), level, dates, period, compared)
     show_findings(found, line, max_q)

@@ -19,7 +19,6 @@ import scipy.sparse as sp
 from prisma_core.errors import StoreError
 from prisma_core.explore import spreadsheet_csv
 from prisma_core.pipeline.files import outside_workspace
-from prisma_core.pipeline.trends import trends_of, trends_table
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
 from prisma_core.store import NamedFamily, Workspace
 from prisma_core.trends.periods import date_columns
@@ -112,6 +111,8 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     documents = pd.concat([docs[["doc_id", "title"]], document_themes(run), metadata_frame], axis=1)
     documents.to_parquet(out / "documents.parquet", index=False)
     if date_columns(metadata_frame):
+        from prisma_core.pipeline.trends import trends_of, trends_table  # scipy.stats: not for every view's import
+
         (out / "trends.csv").write_text(spreadsheet_csv(trends_table(trends_of(run, metadata_frame))), encoding="utf-8")
     (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
     (out / "themes.json").write_text(json.dumps(_themes_for_export(run), indent=2))
