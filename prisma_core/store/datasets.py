@@ -358,7 +358,8 @@ def _stored_dates(column: pd.Series) -> pd.Series | None:
     if not isinstance(column.dtype, pd.StringDtype):
         return None
     values = column.dropna()
-    if values.empty or not values.str.fullmatch(STORED_DATE).all():
+    first = values.head(100)  # most text columns fail here, before every value is matched
+    if values.empty or not (first.str.fullmatch(STORED_DATE).all() and values.str.fullmatch(STORED_DATE).all()):
         return None
     try:
         return pd.to_datetime(column, format="ISO8601")
