@@ -130,7 +130,7 @@ def test_every_numeric_setting_of_every_command_has_a_bound_and_a_value_past_it_
         if command in ("ingest", "run", "add"):
             continue  # they need files: checked below
         too_many = str(int(maximum) * 10 + 1)
-        out = ["--out", str(tmp_path / "out")] if command in ("report", "export") else []
+        out = ["--out", str(tmp_path / "out")] if command in ("report", "export", "trends") else []
         assert cli_main(command, flag, too_many, *out, workspace=workspace) == 2, (command, flag)
         (message,) = error_lines(capsys.readouterr().err)
         assert f"{name} must be" in message and f"got {too_many}" in message, (command, flag, message)
