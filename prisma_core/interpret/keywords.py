@@ -70,13 +70,13 @@ class KeywordConfig(CheckedConfig):
     min_class_share: float = setting(0.15, above=0, maximum=1)
     """A candidate term must appear in at least this share of the class documents (of n_top_documents of them, for
     a larger class such as a theme's) and in at least two."""
-    n_candidates: int = setting(15, minimum=1, maximum=1_000)
+    n_candidates: int = setting(15, minimum=1, maximum=100_000)
     """Candidate terms per concept re-ranked with the embedding model."""
     diversity: float = setting(0.4, minimum=0, maximum=1)
     """Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms."""
     n_terms: int = setting(3, minimum=1, maximum=20)
     """Words or phrases in a label."""
-    n_description_terms: int = setting(8, minimum=1, maximum=100)
+    n_description_terms: int = setting(8, minimum=1, maximum=100_000)
     """Words or phrases listed in the description."""
 
 
