@@ -38,6 +38,7 @@ from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import LabellingError, WeightsError
 from prisma_core.interpret.labelling import LabelConfig, label_run
 from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.sae.config import MAX_EPOCHS
 from prisma_core.sae.io import WEIGHTS_FILE
 from prisma_core.store import WORKSPACE_ENV, Workspace
 
@@ -124,7 +125,7 @@ def test_killed_embedding_leaves_everything_stored_and_reruns_cleanly(stored: St
 
 @pytest.mark.parametrize(
     ("stage", "epochs", "leaves_rows"),
-    [(b"train_sae:", 3000, False), (b"label:", 3, True)],
+    [(b"train_sae:", MAX_EPOCHS, False), (b"label:", 3, True)],  # the most epochs: long enough to be killed
     ids=["while-training", "while-storing-features-and-labels"],
 )
 def test_killed_training_shows_no_half_run_and_a_rerun_completes(

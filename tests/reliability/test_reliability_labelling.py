@@ -150,7 +150,7 @@ def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Work
     run_id = workspace.run_or_latest().run_id
     before = len(workspace.interpretations(run_id))
     for label, description in (("x" * (MAX_LABEL_CHARS + 1), ""), ("fine", "y" * 1_000_000)):
-        with pytest.raises(SettingsError, match="shorten them"):
+        with pytest.raises(SettingsError, match="shorten it"):
             save_manual_label(workspace, run_id, 0, label, description)
     assert len(workspace.interpretations(run_id)) == before
 
