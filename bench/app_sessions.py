@@ -3,11 +3,12 @@ one-click demo, and a session that uploads a CSV of real documents, embeds, trai
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from bench import common
 from bench.app_driver import PAGE_MS, go, settle, streamlit_server
@@ -94,3 +95,67 @@ def upload_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int, pag
                 for tab in EXPLORE_TABS:
                     page.get_by_role("tab", name=tab).click()
                     settle(page)
+
+
+EDIT_LEVELS = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
+EDIT_ACTIONS = {
+    "rename": "Rename",
+    "hide": "Hide",
+    "pin": "Pin to the top",
+    "merge": "Merge other themes into it",
+    "split": "Split it into its sub-themes",
+}
+
+
+def edits_panel(page: Page) -> Locator:
+    """The Features page's *Your edits* panel, opened when it is folded."""
+    panel = page.get_by_test_id("stExpander").filter(has_text="Your edits").first
+    if panel.locator("details").get_attribute("open") is None:
+        panel.locator("summary").click()
+        settle(page)
+    return panel
+
+
+def choose_option(page: Page, combobox: Locator, index: int) -> str:
+    """Opens a select box and clicks its option at `index`; returns the option's text."""
+    combobox.scroll_into_view_if_needed()
+    combobox.click()
+    option = page.get_by_role("option").nth(index)
+    option.wait_for(timeout=PAGE_MS)
+    text = option.inner_text()
+    option.click()
+    settle(page)
+    return text
+
+
+def make_edit(page: Page, level: str, action: str, concept: int = 0, name: str = "") -> str:
+    """One edit made on the Features page's *Your edits* panel, as an analyst makes it: the level, the concept at
+    `concept` in the picker, the change (a rename's `name`; a merge takes the first other theme offered); returns
+    the concept's name as the picker showed it."""
+    panel = edits_panel(page)
+    panel.get_by_test_id("stRadio").filter(has_text="Level").get_by_text(EDIT_LEVELS[level], exact=True).click()
+    settle(page)
+    panel = edits_panel(page)
+    picked = choose_option(page, panel.locator(".st-key-edit_target [role=combobox]"), concept)
+    panel = edits_panel(page)
+    panel.get_by_test_id("stRadio").filter(has_text="Change").get_by_text(EDIT_ACTIONS[action], exact=True).click()
+    settle(page)
+    panel = edits_panel(page)
+    if action == "rename":
+        panel.get_by_label("New name", exact=True).fill(name)
+    if action == "merge":
+        choose_option(page, panel.get_by_test_id("stMultiSelect").locator("[role=combobox]"), 0)
+        page.keyboard.press("Escape")
+    panel.get_by_role("button", name="Save the change").click()
+    settle(page)
+    return picked
+
+
+def train_again(page: Page) -> None:
+    """Train SAE with the settings shown (the run's dataset trained again), until the job is over."""
+    go(page, "Train SAE")
+    page.get_by_role("button", name="Train", exact=True).click()
+    running = page.get_by_text(re.compile(r"Training on “.*”: running"))
+    expect(running).to_be_visible(timeout=PAGE_MS)
+    expect(running).to_have_count(0, timeout=LONG_WORK_MS)
+    settle(page)

@@ -22,6 +22,7 @@ from prisma_core.groups import (
     DATE_BUCKETS,
     MAX_GROUPS,
     column_note,
+    group_sizes,
     group_values,
     ordered_columns,
     pooled,
@@ -285,7 +286,7 @@ def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
 
 
 def grouping(name: str, column: pd.Series) -> pd.Series:
-    """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
+    """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)", listed last."""
     bucket = "year"
     if pd.api.types.is_datetime64_any_dtype(column):
         bucket = st.selectbox("Group dates by", list(DATE_BUCKETS), key="date_bucket")
@@ -317,7 +318,7 @@ def compare_tab() -> None:
     )
     groups = grouping(column, frame[column])
     level = levels.level_picker("compare_level")
-    sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
+    sizes = group_sizes(groups).rename_axis("group").reset_index(name="documents")
     st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
     compare_groups(run, column, groups, level, sizes["group"].tolist())
 

@@ -233,7 +233,7 @@ def _family_labels(run: LoadedRun) -> dict[int, str]:
 
 
 def _feature_labels(run: LoadedRun) -> dict[int, str]:
-    firing = run.features[run.features["density"] > 0]
+    firing = run.features[(run.features["density"] > 0) & ~run.features["hidden"]]
     return {int(f): str(label) for f, label in zip(firing["feature_id"], firing["label"], strict=True)}
 
 

@@ -119,17 +119,24 @@ def subtheme_documents(run: LoadedRun, subtheme_id: int, n: int) -> pd.DataFrame
     return pd.DataFrame({"position": positions[order], "score": score[order]})
 
 
+def nested_subthemes(run: LoadedRun, theme_id: int | None = None) -> pd.DataFrame:
+    """The sub-themes shown as a level inside their theme (of `theme_id`, or of every theme), in the run's order:
+    those of themes split into two or more. A theme's only sub-theme is the theme itself, not a level below it."""
+    info = run.subtheme_info
+    per_theme = info["theme_id"].map(info["theme_id"].value_counts())
+    nested = info[per_theme >= 2]
+    return nested if theme_id is None else nested[nested["theme_id"] == theme_id]
+
+
 def subthemes_table(
     run: LoadedRun, documents: DatasetDocuments, n_examples: int, theme_id: int | None = None
 ) -> pd.DataFrame:
-    """One row per sub-theme (of `theme_id`, or of every theme): subtheme, theme, label, documents, share (of the
-    collection), features (the labels of its N_STRONGEST features, strongest first), examples (the titles, else the
-    starts, of its most typical documents)."""
+    """One row per sub-theme (`nested_subthemes`: of `theme_id`, or of every theme): subtheme, theme, label,
+    documents, share (of the collection), features (the labels of its N_STRONGEST features, strongest first),
+    examples (the titles, else the starts, of its most typical documents)."""
     columns = ["subtheme", "theme", "label", "documents", "share", "features", "examples"]
     label_of = run.features.set_index("feature_id")["label"]
-    info = run.subtheme_info
-    if theme_id is not None:
-        info = info[info["theme_id"] == theme_id]
+    info = nested_subthemes(run, theme_id)
     if info.empty:
         return pd.DataFrame(columns=columns)
     tops = [subtheme_documents(run, int(s), n_examples)["position"] for s in info["subtheme_id"]]
@@ -216,5 +223,5 @@ def regroup_counts(run: LoadedRun) -> ThemeCounts:
     """At least 2 themes (or sub-themes), at most one per document and the settings' limits; a run without themes
     starts from THEMES_WITHOUT_ANY (or one theme per document for fewer documents)."""
     n_docs = run.codes.shape[0]
-    current = run.themes.n_themes if run.themes is not None else min(THEMES_WITHOUT_ANY, n_docs)
+    current = len(run.theme_info) if run.themes is not None else min(THEMES_WITHOUT_ANY, n_docs)
     return ThemeCounts(current, max(2, min(MAX_THEMES, n_docs)), max(2, min(MAX_SUBTHEMES, n_docs)))

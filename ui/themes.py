@@ -18,6 +18,7 @@ from prisma_core.overview import (
     coverage_sentence,
     families_of_themes,
     family_counts,
+    nested_subthemes,
     regroup_counts,
     shown_theme,
     subthemes_table,
@@ -128,7 +129,7 @@ def themes_overview(run: LoadedRun, key: str) -> int | None:
         f"{key}_themes_table_pick",
         open_theme,
     )
-    n_subthemes = len(run.subtheme_info)
+    n_subthemes = len(nested_subthemes(run))
     inside = f", split into {n_subthemes} sub-themes" if n_subthemes else ""
     st.caption(
         f"{len(table)} themes{inside}; a document can belong to more than one theme, so the shares may add up to "
@@ -239,6 +240,9 @@ def subthemes_view(run: LoadedRun, theme_id: int, key: str) -> None:
         st.info("This run was grouped before Prisma found sub-themes: regroup the themes below to find them.")
         return
     table = _subthemes_table(workspace().uri, run.record.run_id, revision(run.record.run_id), theme_id)
+    if table.empty:
+        st.caption("This theme is not split into narrower subjects: its documents make one subject.")
+        return
     st.markdown(f"**Sub-themes of this theme** ({len(table)}): the narrower subjects inside it")
     st.dataframe(
         table.drop(columns=["theme"]),
