@@ -33,6 +33,7 @@ from prisma_core.overview import (
 from prisma_core.pipeline import LoadedRun
 from prisma_core.progress import ProgressCallback
 from prisma_core.store import NamedFamily
+from ui.edits import edit_notices_view
 from ui.jobs import Job
 from ui.map import document_map_view
 from ui.progress import job_panel, start_job
@@ -176,7 +177,10 @@ def unfit_documents_view(run: LoadedRun, key: str) -> None:
 def home_themes() -> None:
     """Home: the themes of the selected run and the map of its documents; a clicked theme opens on Features."""
     run = selected_run()
-    if run is None or run.themes is None:
+    if run is None:
+        return
+    edit_notices_view(run, key="home")
+    if run.themes is None:
         return
     st.subheader("What this collection is about")
     if (picked := themes_overview(run, key="home")) is not None:
