@@ -52,12 +52,26 @@ def theme_families(run: LoadedRun, theme_id: int) -> list[NamedFamily]:
 
 
 def families_of_themes(run: LoadedRun) -> dict[int, list[NamedFamily]]:
-    """theme_id -> the families whose parent feature belongs to it, largest first (one pass over the families)."""
+    """theme_id -> the families it shows, largest first: those whose parent feature belongs to it and whose parent
+    fires with a child on at least `min_shared` of its documents (a family whose members meet elsewhere is no
+    family of this theme); NO_THEME -> the others."""
     theme_of = dict(zip(run.features["feature_id"].tolist(), run.features["theme_id"].tolist(), strict=True))
+    members = run.themes.members().tocsc() if run.themes is not None else None
+    active = sp.csc_matrix(run.codes > 0)
     grouped: dict[int, list[NamedFamily]] = {}
     for family in sorted(run.families, key=lambda f: -len(f.members)):
-        grouped.setdefault(int(theme_of.get(family.parent, NO_THEME)), []).append(family)
+        theme = int(theme_of.get(family.parent, NO_THEME))
+        if theme != NO_THEME and members is not None and not _meets_in(active, members[:, theme], family, run):
+            theme = NO_THEME
+        grouped.setdefault(theme, []).append(family)
     return grouped
+
+
+def _meets_in(active: sp.csc_matrix, theme_members: sp.csc_matrix, family: NamedFamily, run: LoadedRun) -> bool:
+    """Whether the family's parent fires with one of its children on enough of the theme's documents."""
+    children = [m for m in family.members if m != family.parent]
+    together = active[:, [family.parent]].multiply(active[:, children].sum(axis=1) > 0).multiply(theme_members > 0)
+    return together.sum() >= run.settings.families.min_shared
 
 
 def family_counts(run: LoadedRun) -> dict[int, int]:
