@@ -11,7 +11,7 @@ import pandas as pd
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from bench import common
-from bench.app_driver import PAGE_MS, go, settle, streamlit_server
+from bench.app_driver import PAGE_MS, go, open_expander, settle, streamlit_server
 from bench.memory_sampler import TreeSampler
 
 DEMO_DOCS, QUICK_DEMO_DOCS = 400, 80
@@ -109,29 +109,29 @@ EDIT_ACTIONS = {
 
 def edits_panel(page: Page) -> Locator:
     """The Features page's *Your edits* panel, opened when it is folded."""
-    panel = page.get_by_test_id("stExpander").filter(has_text="Your edits").first
-    if panel.locator("details").get_attribute("open") is None:
-        panel.locator("summary").click()
-        settle(page)
-    return panel
+    return open_expander(page, "Your edits")
 
 
-def choose_option(page: Page, combobox: Locator, index: int) -> str:
-    """Opens a select box and clicks its option at `index`; returns the option's text."""
+def choose_option(page: Page, combobox: Locator, option: int | str) -> str:
+    """Opens a select box and clicks its option at that index, or the option named so; returns the option's text."""
     combobox.scroll_into_view_if_needed()
     combobox.click()
-    option = page.get_by_role("option").nth(index)
-    option.wait_for(timeout=PAGE_MS)
-    text = option.inner_text()
-    option.click()
+    named = page.get_by_role("option", name=option, exact=True) if isinstance(option, str) else None
+    chosen = named.first if named is not None else page.get_by_role("option").nth(int(option))
+    chosen.wait_for(timeout=PAGE_MS)
+    text = chosen.inner_text()
+    chosen.click()
     settle(page)
     return text
 
 
-def make_edit(page: Page, level: str, action: str, concept: int = 0, name: str = "") -> str:
-    """One edit made on the Features page's *Your edits* panel, as an analyst makes it: the level, the concept at
-    `concept` in the picker, the change (a rename's `name`; a merge takes the first other theme offered); returns
-    the concept's name as the picker showed it."""
+def make_edit(
+    page: Page, level: str, action: str, concept: int | str = 0, name: str = "", merged: int | str = 0
+) -> str:
+    """One edit made on the Features page's *Your edits* panel, as an analyst makes it: the level, the concept (the
+    option at that index of the picker, or the option named so), the change (a rename's `name`; a merge takes the
+    `merged` theme, an index or a name among the others offered); returns the concept's name as the picker showed
+    it."""
     panel = edits_panel(page)
     panel.get_by_test_id("stRadio").filter(has_text="Level").get_by_text(EDIT_LEVELS[level], exact=True).click()
     settle(page)
@@ -144,7 +144,7 @@ def make_edit(page: Page, level: str, action: str, concept: int = 0, name: str =
     if action == "rename":
         panel.get_by_label("New name", exact=True).fill(name)
     if action == "merge":
-        choose_option(page, panel.get_by_test_id("stMultiSelect").locator("[role=combobox]"), 0)
+        choose_option(page, panel.get_by_test_id("stMultiSelect").locator("[role=combobox]"), merged)
         page.keyboard.press("Escape")
     panel.get_by_role("button", name="Save the change").click()
     settle(page)

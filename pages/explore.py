@@ -47,6 +47,9 @@ SHOWN_MATCHES = 200
 LARGE_DOWNLOAD_MATCHES = 50_000
 """Matching documents a concept query's download holds at most for a large dataset (their texts are read on click)."""
 ID_SUGGESTIONS = 20
+COMPARED_KEY = "compared_groups"
+"""(column, q threshold, date bucket) of the last comparison drawn on Compare groups: the report's defaults."""
+REPORT_COLUMN_KEY = "report_column"
 EXPORTS = [  # (button, file in the run's export folder, type)
     ("Activations per document and feature (Parquet)", "activations.parquet", None),
     ("Families (JSON)", "families.json", "application/json"),
@@ -321,6 +324,12 @@ def compare_tab() -> None:
     sizes = group_sizes(groups).rename_axis("group").reset_index(name="documents")
     st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
     compare_groups(run, column, groups, level, sizes["group"].tolist())
+    # kept beyond this tab's widgets (whose state goes when another tab is drawn): the report starts from them
+    st.session_state[COMPARED_KEY] = (
+        column,
+        st.session_state.get("max_q", MAX_Q),
+        st.session_state.get("date_bucket", "year"),
+    )
 
 
 def downloads_tab() -> None:
@@ -350,27 +359,23 @@ def report_download() -> None:
     )
     frame = metadata(ws.uri, dataset.dataset_id, dataset.n_documents)
     columns = ordered_columns(frame)
-    chosen = st.session_state.get("group_column")
+    compared, max_q, date_bucket = st.session_state.get(COMPARED_KEY, (None, MAX_Q, "year"))
     left, right = st.columns(2)
     column = None
     if columns:
+        if st.session_state.get(REPORT_COLUMN_KEY) not in columns:  # first drawn: the column compared last
+            st.session_state[REPORT_COLUMN_KEY] = compared if compared in columns else columns[0]
         column = left.selectbox(
             "Groups the report compares",
             columns,
-            index=columns.index(chosen) if chosen in columns else 0,
             format_func=lambda c: f"{c} ({column_note(frame[c])})",
-            key="report_column",
+            key=REPORT_COLUMN_KEY,
         )
     else:
         left.caption("This dataset has no metadata column to compare groups by: the report leaves the comparison out.")
     with right:
         level = levels.level_picker("report_level", default="theme")
-    config = ReportConfig(
-        column=column,
-        level=level,
-        max_q=st.session_state.get("max_q", MAX_Q),
-        date_bucket=st.session_state.get("date_bucket", "year"),
-    )
+    config = ReportConfig(column=column, level=level, max_q=max_q, date_bucket=date_bucket)
     points = map_positions(run)  # the app's map once drawn; until then the report draws its own
     workspace_now, run_now = ws, run
     download(
