@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # networkx (0.15 s) is imported where families are found: eve
     import networkx as nx
 
 _EPS = 1e-9
-CHANCE_SPREAD = 2.0
+CHANCE_SPREAD = 1.0
 """A pair fires together more often than chance when its count exceeds the count two independent features would
 share (f_i f_j / n_documents) by this many standard deviations of that count (a Poisson count's: its square root)."""
 _STAGE = "families"
