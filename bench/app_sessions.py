@@ -36,9 +36,24 @@ def scenario(
                 page.goto(url)
                 page.get_by_role("heading", name="Prisma", exact=True).wait_for(timeout=FIRST_RUN_MS)
                 settle(page)
-            drive(page, sampler)
+            try:
+                drive(page, sampler)
+            except Exception:
+                keep_evidence(page, scratch / f"{name}.log", name)
+                raise
             page.close()
             return sampler.report() | {"notes": sampler.notes}
+
+
+EVIDENCE = common.RESULTS_DIR / "failed"
+
+
+def keep_evidence(page: Page, log: Path, name: str) -> None:
+    """What the page showed when a scenario failed, and the server's log, kept in bench/results/failed/ (the
+    scenario's own folder is removed)."""
+    EVIDENCE.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(EVIDENCE / f"{name}.png"), full_page=True)
+    (EVIDENCE / f"{name}.log").write_text(log.read_text() if log.exists() else "")
 
 
 def demo_session(page: Page, sampler: TreeSampler) -> None:

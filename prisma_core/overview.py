@@ -234,8 +234,9 @@ class ThemeCounts:
 
 
 def regroup_counts(run: LoadedRun) -> ThemeCounts:
-    """At least 2 themes (or sub-themes), at most one per document and the settings' limits; a run without themes
-    starts from THEMES_WITHOUT_ANY (or one theme per document for fewer documents)."""
+    """At least 2 themes (or sub-themes), at most one per document and the settings' limits; the number now is the
+    number of themes shown (at least 2: every theme merged into one regroups into 2); a run without themes starts
+    from THEMES_WITHOUT_ANY (or one theme per document for fewer documents)."""
     n_docs = run.codes.shape[0]
-    current = len(run.theme_info) if run.themes is not None else min(THEMES_WITHOUT_ANY, n_docs)
+    current = max(2, len(run.theme_info)) if run.themes is not None else min(THEMES_WITHOUT_ANY, n_docs)
     return ThemeCounts(current, max(2, min(MAX_THEMES, n_docs)), max(2, min(MAX_SUBTHEMES, n_docs)))

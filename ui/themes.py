@@ -133,8 +133,8 @@ def themes_overview(run: LoadedRun, key: str) -> int | None:
     n_subthemes = len(nested_subthemes(run))
     inside = f", split into {n_subthemes} sub-themes" if n_subthemes else ""
     st.caption(
-        f"{len(table)} themes{inside}; a document can belong to more than one theme, so the shares may add up to "
-        "more than 100%."
+        f"{len(table)} theme{'' if len(table) == 1 else 's'}{inside}; a document can belong to more than one theme, "
+        "so the shares may add up to more than 100%."
     )
     unfit_documents_view(run, key)
     return picked

@@ -132,3 +132,18 @@ def test_a_notice_is_dismissed_in_one_click(trained_app):
     assert not at.exception
     assert not [text for text in texts(at.warning) if "pinned to the top" in text]
     assert edits.active_edits(workspace.edits(run_id)) == []  # dismissed: undone, still recorded
+
+
+def test_every_theme_merged_into_one_still_shows_the_features_page(trained_app):
+    """Merging every theme into one left the regroup box below its smallest number (2): the page failed."""
+    workspace, run_id = trained_app.workspace, trained_app.run_id
+    run = pipeline.load_run(workspace, run_id)
+    first, *others = (int(t) for t in run.theme_info["theme_id"])
+    merged = edits.merge_themes(workspace, run, first, others)
+    try:
+        at = open_page(new_app(trained_app.dataset_id, run_id), "features")
+        assert not at.exception and not texts(at.error)
+        assert at.number_input(key="n_themes").value == 2
+        assert any(text.startswith("1 theme;") or text.startswith("1 theme,") for text in texts(at.caption))
+    finally:
+        edits.undo(workspace, run_id, merged.edit_id)

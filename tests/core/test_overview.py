@@ -131,7 +131,8 @@ def test_a_documents_themes_come_most_probable_first(run):
 
 def test_a_run_is_regrouped_between_two_themes_and_one_per_document(run):
     counts = regroup_counts(run)
-    assert counts.current == run.themes.n_themes
+    assert counts.current == len(run.theme_info) == run.themes.n_themes
+    assert regroup_counts(replace(run, theme_info=run.theme_info.head(1))).current == 2  # every theme merged into one
     assert counts.most_themes == counts.most_subthemes == 60  # one per document, below the settings' limits
     assert regroup_counts(replace(run, themes=None)).current == THEMES_WITHOUT_ANY
     tiny = replace(run, themes=None, codes=run.codes[:1])
