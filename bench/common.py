@@ -83,6 +83,29 @@ def bbc_vectors(n_docs: int | None, cache_dir: Path) -> np.ndarray:
     return workspace.vectors(dataset_id, model_key(EmbedConfig()))
 
 
+def cache_corpus_vectors(workspace: Any, dataset_id: str, corpus: str) -> Any:
+    """Puts the shared corpus's vectors (CORPORA_DIR/<corpus>.vectors.parquet, computed by Prisma) of the dataset's
+    texts into the workspace's embedding cache, by text hash (the product's own cache, as
+    tests/helpers/cached_vectors.py fills it), and returns the embedding settings of their vector space: embedding the
+    dataset with them computes nothing."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from prisma_core.embed import EmbedConfig, model_key
+
+    table = pq.read_table(CORPORA_DIR / f"{corpus}.vectors.parquet", columns=["text_hash", "vector"])
+    key = table.schema.metadata[b"model_key"].decode()
+    backend, precision = key.split("|")[1].split("-")
+    config = EmbedConfig(backend=backend, precision=precision)
+    assert model_key(config) == key, (model_key(config), key)
+    hashes = workspace.documents(dataset_id, ["text_hash"])["text_hash"].unique()
+    found = table.filter(pc.is_in(table["text_hash"], value_set=pa.array(list(hashes), pa.string())))
+    vectors = np.stack(found["vector"].to_numpy(zero_copy_only=False)).astype(np.float32)
+    workspace.cache_text_vectors(key, found["text_hash"].to_pylist(), vectors)
+    return config
+
+
 def resample(vectors: np.ndarray, n: int, noise: float = 0.25, seed: int = 0) -> np.ndarray:
     """n synthetic vectors on the data's manifold: random convex mixtures of two real vectors plus Gaussian noise of
     `noise` times the per-dimension spread, [n, d] float32. No two rows repeat, unlike plain resampling."""

@@ -34,6 +34,7 @@ BENCHMARKS = [
     "scale",
     "ray_scaling",
     "report",
+    "trends",
 ]
 NOTES = """## Notes: conditions, gaps and what would close them
 

@@ -19,6 +19,7 @@ from prisma_core.ingest import (
     text_column_problem,
 )
 from prisma_core.ingest.columns import CHECKED_ROWS
+from prisma_core.ingest.dates import DateOrder, ambiguous_date_columns, to_dates
 from ui.growth import add_documents_section
 from ui.loaders import upload_preview
 from ui.navigation import route_here
@@ -78,7 +79,32 @@ def column_choice(frame: pd.DataFrame) -> IngestConfig | None:
         text_column=text_column,
         title_column=None if title_column == NO_TITLE else title_column,
         id_column=None if id_column == ROW_IDS else id_column,
+        date_order=date_order(frame),
     )
+
+
+def date_order(frame: pd.DataFrame) -> DateOrder:
+    """Asks how the dates are written when a column's first rows cannot tell (every day 12 or less): "auto" when
+    none is ambiguous or the analyst does not answer (the column is then kept as text)."""
+    ambiguous = ambiguous_date_columns(frame)
+    if not ambiguous:
+        return "auto"
+    example = str(frame[ambiguous[0]].dropna().iloc[0])
+    readings = {order: to_dates(pd.Series([example]), order).iloc[0] for order in ("day_first", "month_first")}
+    named = ", ".join(f"“{column}”" for column in ambiguous)
+    answer = st.radio(
+        f"How are the dates in {md(named)} written?",
+        list(readings),
+        index=None,
+        format_func=lambda order: (
+            f"{order.replace('_', ' ').capitalize()}: {example} is {readings[order].day} {readings[order]:%B %Y}"
+        ),
+        key="date_order",
+        horizontal=True,
+        help="Every day in the first rows is 12 or less, so these dates could be read either way. Unanswered, the "
+        "column is kept as text rather than as dates.",
+    )
+    return answer or "auto"
 
 
 def upload_section() -> None:

@@ -1,5 +1,5 @@
 """Explore: refract a document or any text into concepts, search by meaning, query by concepts, compare groups,
-and download everything."""
+follow concepts over time, and download everything."""
 
 from collections.abc import Callable
 
@@ -30,6 +30,7 @@ from prisma_core.groups import (
 )
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.writer import report_html
+from prisma_core.trends.periods import date_columns
 from ui import charts, levels
 from ui.cards import comes_back_words, feature_options
 from ui.compare import compare_groups
@@ -39,10 +40,11 @@ from ui.map import document_map_view, map_positions
 from ui.navigation import route_here
 from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
 from ui.text import feature_name, md, snippet
+from ui.trends import over_time_view
 
 route_here()
 
-TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
+TABS = ["Refract", "Search", "Concept query", "Compare groups", "Over time", "Map", "Downloads"]
 SHOWN_MATCHES = 200
 LARGE_DOWNLOAD_MATCHES = 50_000
 """Matching documents a concept query's download holds at most for a large dataset (their texts are read on click)."""
@@ -66,7 +68,7 @@ docs = dataset_documents(dataset.dataset_id)
 options = feature_options(run)
 
 st.title("Explore")
-explain("activation", "similarity", "lift", "q", "95% range")
+explain("activation", "similarity", "lift", "q", "95% range", "trend")
 
 
 RESULT_COLUMNS = {
@@ -332,6 +334,11 @@ def compare_tab() -> None:
     )
 
 
+def over_time_tab() -> None:
+    st.markdown("How often each concept appears in each period of a date column, and which rise or fall beyond chance.")
+    over_time_view(run, metadata(ws.uri, dataset.dataset_id, dataset.n_documents))
+
+
 def downloads_tab() -> None:
     st.markdown("Everything this run produced, to use elsewhere.")
     # The files are made when a button is clicked, outside the script run: everything they depend on is read here.
@@ -346,6 +353,8 @@ def downloads_tab() -> None:
     download("Labels (CSV)", lambda: features_csv(export_folder(uri, run_id, run_revision)), "labels.csv", "text/csv")
     for label, name, mime in EXPORTS:
         download(label, lambda name=name: exported(name), name, mime)
+    if date_columns(metadata(ws.uri, dataset.dataset_id, dataset.n_documents)):
+        download("Concepts over time, every level (CSV)", lambda: exported("trends.csv"), "trends.csv", "text/csv")
     st.caption("Matching documents of a concept query download from the Concept query tab.")
 
 
@@ -354,8 +363,9 @@ def report_download() -> None:
     on Compare groups by default, at the q threshold chosen there)."""
     st.markdown(
         "**A report to share**: one web page file with the themes, the map of the documents, the groups of a column "
-        "compared with their statistics, how reliable the concepts are and the settings that produced them. It "
-        "opens in any browser, without Prisma and without a network connection."
+        "compared with their statistics, the themes over time (for a dataset with dates), how reliable the concepts "
+        "are and the settings that produced them. It opens in any browser, without Prisma and without a network "
+        "connection."
     )
     frame = metadata(ws.uri, dataset.dataset_id, dataset.n_documents)
     columns = ordered_columns(frame)
@@ -375,7 +385,16 @@ def report_download() -> None:
         left.caption("This dataset has no metadata column to compare groups by: the report leaves the comparison out.")
     with right:
         level = levels.level_picker("report_level", default="theme")
-    config = ReportConfig(column=column, level=level, max_q=max_q, date_bucket=date_bucket)
+    dated = st.session_state.get("trend_column")
+    dated = dated if dated in date_columns(frame) else None
+    config = ReportConfig(
+        column=column,
+        level=level,
+        max_q=max_q,
+        date_bucket=date_bucket,
+        date_column=dated,
+        period=st.session_state.get(f"trend_period_{dated}", "auto") if dated else "auto",
+    )
     points = map_positions(run)  # the app's map once drawn; until then the report draws its own
     workspace_now, run_now = ws, run
     download(
@@ -394,7 +413,7 @@ def map_tab() -> None:
 
 
 for tab, draw in zip(
-    tabs, (refract_tab, search_tab, concept_query_tab, compare_tab, map_tab, downloads_tab), strict=True
+    tabs, (refract_tab, search_tab, concept_query_tab, compare_tab, over_time_tab, map_tab, downloads_tab), strict=True
 ):
     if tab.open:
         with tab:

@@ -151,6 +151,15 @@ def small_run(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
 
 
 @pytest.fixture(scope="session")
+def dated_run(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
+    """300 BBC articles with a column of dates in which business rises and tech falls, trained once per test run
+    from the shared corpus's cached vectors (tests/helpers/dated_run.py); tests that change it take a copy."""
+    from dated_run import build_dated_run
+
+    return built_once(tmp_path_factory, "dated_run", lambda folder: build_dated_run(folder, bbc))
+
+
+@pytest.fixture(scope="session")
 def bbc_openings(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
     """The openings of 300 BBC articles (60 per desk, 150 words each) ingested and embedded once per test run
     (tests/helpers/bbc_openings.py, shared by the workers); tests that change the workspace take a copy, others read

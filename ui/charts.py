@@ -111,3 +111,52 @@ def group_prevalence(frame: pd.DataFrame, concepts: Sequence[str], groups: Seque
             tooltip=["group:N", "concept:N", alt.Tooltip("prevalence:Q", format=".1%")],
         )
     )
+
+
+VERDICT_COLOURS = {"rising": "#1b7f3b", "falling": "#c77700"}
+"""How a concept's line is coloured by its verdict over the span (any other verdict: grey)."""
+STEADY_COLOUR = "#7f7f7f"
+
+
+def shares_over_time(frame: pd.DataFrame, concepts: Sequence[str], period: str) -> alt.Chart:
+    """One small chart per concept (in the given order): its share per period as a line, its 95% range as a band,
+    hollow points for periods with too few documents, coloured by its verdict. frame: concept, verdict,
+    period_start, period_name, n_period, n_documents, share, share_low, share_high, too_few."""
+    verdicts = sorted(set(frame["verdict"]))
+    colour = alt.Color(
+        "verdict:N",
+        title="over the whole span",
+        scale=alt.Scale(domain=verdicts, range=[VERDICT_COLOURS.get(v, STEADY_COLOUR) for v in verdicts]),
+        legend=alt.Legend(orient="top", labelLimit=0),
+    )
+    x = alt.X("period_start:T", title=period, axis=alt.Axis(labelOverlap=True))
+    tooltip = [
+        "concept:N",
+        alt.Tooltip("period_name:N", title=period),
+        alt.Tooltip("share:Q", format=".1%"),
+        alt.Tooltip("share_low:Q", title="95% range from", format=".1%"),
+        alt.Tooltip("share_high:Q", title="95% range to", format=".1%"),
+        alt.Tooltip("n_documents:Q", title="documents with it"),
+        alt.Tooltip("n_period:Q", title="documents in the period"),
+    ]
+    base = alt.Chart(frame[frame["n_period"] > 0])
+    band = base.mark_area(opacity=0.18).encode(x=x, y="share_low:Q", y2="share_high:Q", color=colour)
+    line = base.mark_line().encode(
+        x=x, y=alt.Y("share:Q", title="share of the period's documents", axis=alt.Axis(format="%")), color=colour
+    )
+    points = base.mark_point(size=36, filled=True).encode(
+        x=x,
+        y="share:Q",
+        color=colour,
+        fill=alt.condition("datum.too_few", alt.value("white"), colour),
+        tooltip=tooltip,
+    )
+    return (
+        alt.layer(band, line, points)
+        .properties(width=280, height=150)
+        .facet(
+            facet=alt.Facet("concept:N", title=None, sort=list(concepts), header=alt.Header(labelLimit=300)),
+            columns=2,
+        )
+        .resolve_scale(y="independent")
+    )

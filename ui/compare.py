@@ -41,14 +41,7 @@ def compare_groups(run: LoadedRun, column: str, groups: pd.Series, level: str, g
         return
     run_id = run.record.run_id
     result = comparison(workspace().uri, run_id, revision(run_id), level, groups)
-    max_q = st.select_slider(
-        "How sure must a difference be to hold?",
-        MAX_Q_CHOICES,
-        value=MAX_Q,
-        format_func=lambda q: f"q below {q:g}",
-        key="max_q",
-        help=PLAIN_WORDS["q"],
-    )
+    max_q = q_threshold("How sure must a difference be to hold?", "max_q", PLAIN_WORDS["q"])
     order = ranked(result, max_q)
     st.markdown(md(summarise(result, max_q).sentence(level)))
     top = order.groupby("group", sort=False).head(PER_GROUP)
@@ -71,6 +64,13 @@ def compare_groups(run: LoadedRun, column: str, groups: pd.Series, level: str, g
         on_click="ignore",
     )
     predicting(run, groups, level)
+
+
+def q_threshold(question: str, key: str, help_text: str) -> float:
+    """The q below which a finding holds, as the analyst sets it (MAX_Q by default)."""
+    return st.select_slider(
+        question, MAX_Q_CHOICES, value=MAX_Q, format_func=lambda q: f"q below {q:g}", key=key, help=help_text
+    )
 
 
 def statistics_table(frame: pd.DataFrame) -> pd.DataFrame:

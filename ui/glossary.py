@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from prisma_core.compare import PLAIN_WORDS
+from prisma_core.trends import PLAIN_WORDS as TREND_WORDS
 
 TERMS: dict[str, str] = {
     "feature": "A concept the model found in your documents, such as *chest pain* or *election campaign*. Each "
@@ -47,6 +48,7 @@ TERMS: dict[str, str] = {
     "lift": PLAIN_WORDS["lift"],
     "q": PLAIN_WORDS["q"],
     "95% range": PLAIN_WORDS["range"],
+    "trend": TREND_WORDS["trend"],
 }
 
 

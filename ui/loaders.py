@@ -17,6 +17,8 @@ from prisma_core.explore import DocumentVectors, level_units, named_units
 from prisma_core.feature_queries import densest_features
 from prisma_core.ingest import Source, preview_sources
 from prisma_core.interpret import labelling
+from prisma_core.pipeline.trends import LevelTrends, level_trends
+from prisma_core.trends.periods import timeline
 from ui.state import documents, run_at, workspace_at
 from ui.text import feature_name, snippet
 
@@ -107,6 +109,20 @@ def predictors(workspace_path: str, run_id: str, revision: int, level: str, grou
     if found is None:
         return None
     return replace(found, frame=named_units(found.frame, level, units))
+
+
+@st.cache_data(show_spinner="Following the concepts over time and testing every change…", max_entries=8)
+def trends(
+    workspace_path: str,
+    run_id: str,
+    revision: int,
+    level: str,
+    dates: pd.Series,
+    period: str,
+    compared: tuple[int, int] | None,
+) -> LevelTrends:
+    """level_trends of the run at this revision, over the periods of `dates`."""
+    return level_trends(run_at(workspace_path, run_id, revision), timeline(dates, period), level, compared)
 
 
 @st.cache_resource(show_spinner="Preparing the export…", max_entries=2)

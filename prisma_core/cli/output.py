@@ -14,6 +14,7 @@ from prisma_core.store import Workspace
 if TYPE_CHECKING:
     from prisma_core.ingest import IngestReport
     from prisma_core.pipeline import EmbedSummary, Finished, RunSummary
+    from prisma_core.pipeline.trends import ConceptTrends
     from prisma_core.run_quality import Placement
 
 
@@ -119,3 +120,32 @@ def print_themes(workspace: Workspace, run_id: str) -> None:
 def print_placements(placements: Sequence[Placement]) -> None:
     for placement in placements:
         print(f"run {placement.run_id}: {placement.verdict()}")
+
+
+SHOWN_CHANGES = 10
+"""Concepts that change named per level by `trends` (the CSV holds them all)."""
+
+
+def print_trends(run_id: str, found: ConceptTrends, max_q: float) -> None:
+    """The periods, then per level what was tested and the concepts that change, largest change first."""
+    from prisma_core.names import LEVEL_PLURALS, level_word
+    from prisma_core.trends.over_time import ranked, summarise
+
+    line = found.timeline
+    undated = f"; {line.n_undated:,} documents without a date left out" if line.n_undated else ""
+    print(
+        f"run {run_id}, dates of '{found.column}': {len(line.periods):,} {line.period}s from {line.names[0]} to "
+        f"{line.names[-1]}{undated}"
+    )
+    for level in found.levels:
+        summary = summarise(level.trends, max_q)
+        noun = level_word(level.level)
+        print(f"  {LEVEL_PLURALS[level.level]}: {summary.sentence(noun, LEVEL_PLURALS[level.level])}")
+        if summary.too_few_sentence():
+            print(f"    {summary.too_few_sentence()}")
+        changing = ranked(level.trends.tests, max_q)
+        for row in changing[changing["changes"]].head(SHOWN_CHANGES).itertuples():
+            print(
+                f"    {level.names[int(row.feature_id)]}: {row.verdict}, {row.trend_change * 100:+.0f} points over "
+                f"the span; {row.change_verdict} between the periods compared ({row.change * 100:+.0f} points)"
+            )

@@ -12,7 +12,15 @@ from prisma_core.cli.dataset_commands import cmd_add, cmd_embed, cmd_ingest, cmd
 from prisma_core.cli.edit_commands import cmd_carry, cmd_edit
 from prisma_core.cli.flags import add_config_flags, config_from_args, feature_ids, flag_prefix
 from prisma_core.cli.label_commands import cmd_label, cmd_score
-from prisma_core.cli.run_commands import cmd_export, cmd_families, cmd_report, cmd_run, cmd_themes, cmd_train
+from prisma_core.cli.run_commands import (
+    cmd_export,
+    cmd_families,
+    cmd_report,
+    cmd_run,
+    cmd_themes,
+    cmd_train,
+    cmd_trends,
+)
 from prisma_core.edit_config import CarryConfig, EditConfig
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import PrismaError
@@ -25,6 +33,7 @@ from prisma_core.report.config import ReportConfig
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
+from prisma_core.trends.config import TrendConfig
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -100,6 +109,10 @@ def _add_run_commands(commands: Commands) -> None:
     report = _command(commands, "report", help_text, cmd_report, ReportConfig)
     report.add_argument("--run", help=RUN_HELP)
     report.add_argument("--out", required=True, type=Path, help="the HTML file to write, e.g. report.html")
+    help_text = "how common each concept is per period of a date column, and which rise or fall beyond chance (CSV)"
+    trends = _command(commands, "trends", help_text, cmd_trends, TrendConfig)
+    trends.add_argument("--run", help=RUN_HELP)
+    trends.add_argument("--out", required=True, type=Path, help="the CSV file to write, e.g. trends.csv")
     _command(commands, "list", "list datasets and runs", cmd_list)
     help_text = "rename, merge, hide or pin a run's concepts, list its edits or undo one"
     edit = _command(commands, "edit", help_text, cmd_edit, EditConfig)

@@ -1,4 +1,4 @@
-"""Commands that make or rebuild a run, and write it out: run, train, themes, families, export, report."""
+"""Commands that make or rebuild a run, and write it out: run, train, themes, families, export, report, trends."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prisma_core.cli.flags import chosen_dataset, config_from_args, ingest_config
-from prisma_core.cli.output import ProgressBars, print_finished, print_themes, print_trained
+from prisma_core.cli.output import ProgressBars, print_finished, print_themes, print_trained, print_trends
 from prisma_core.embed import EmbedConfig
 from prisma_core.families import FamilyConfig
 from prisma_core.report.config import ReportConfig
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.themes import ThemeConfig
+from prisma_core.trends.config import TrendConfig
 
 if TYPE_CHECKING:
     from prisma_core.pipeline import Finished
@@ -103,3 +104,14 @@ def cmd_report(workspace: Workspace, args: argparse.Namespace) -> None:
     run = load_run(workspace, args.run)
     path = write_report(workspace, run, args.out, config_from_args(ReportConfig, args))
     print(f"report of run {run.record.run_id} written to {path} ({path.stat().st_size / 2**20:.1f} MB)")
+
+
+def cmd_trends(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core.pipeline.trends import write_trends
+    from prisma_core.runs import load_run
+
+    config = config_from_args(TrendConfig, args)
+    run = load_run(workspace, args.run)
+    path, found = write_trends(workspace, run, args.out, config)
+    print_trends(run.record.run_id, found, config.max_q)
+    print(f"every concept and period written to {path}")

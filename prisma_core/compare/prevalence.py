@@ -40,7 +40,7 @@ def group_comparison(units: sp.spmatrix, groups: pd.Series) -> pd.DataFrame:
     n_rest, prevalence_rest with rest_low and rest_high, difference (prevalence - prevalence_rest), lift (their
     ratio, the rest's share floored at one document), p_value and q_value; sorted by group, then difference.
     """
-    names, counts, sizes = _counts(units, groups)
+    names, counts, sizes = group_counts(units, groups)
     totals = counts.sum(axis=0)
     present = np.flatnonzero(totals > 0)
     group_idx, concept_idx = (a.ravel() for a in np.meshgrid(np.arange(len(names)), present, indexing="ij"))
@@ -66,7 +66,7 @@ def group_comparison(units: sp.spmatrix, groups: pd.Series) -> pd.DataFrame:
     return frame.sort_values(["group", "difference"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
-def _counts(units: sp.spmatrix, groups: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def group_counts(units: sp.spmatrix, groups: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(group names sorted, [n_groups, n_concepts] documents of each group with each concept, group sizes)."""
     labels = groups.astype("string").fillna(MISSING).to_numpy()
     names, group_of_doc = np.unique(labels, return_inverse=True)

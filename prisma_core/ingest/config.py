@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from prisma_core.config_docs import CheckedConfig, setting
+from prisma_core.ingest.dates import DateOrder
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (
     ".csv", ".tsv", ".xlsx", ".json", ".jsonl", ".parquet", ".txt", ".md", ".pdf", ".docx", ".zip",
@@ -39,3 +40,7 @@ class IngestConfig(CheckedConfig):
     batch_rows: int = setting(10_000, minimum=1)
     """Rows read and stored at a time from a Parquet, CSV, TSV or JSON lines file on disk: memory holds about one
     batch of texts, whatever the file's size."""
+    date_order: DateOrder = "auto"
+    """How dates like 04/05/2007 are written, where every day of a column is 12 or less so its values cannot tell:
+    day_first (4 May) or month_first (5 April); auto keeps such a column as text, with a warning. A column whose
+    values show their order (a 25/04/2007) is read in that order whatever this says."""

@@ -11,16 +11,15 @@ from prisma_core.ingest.columns import (
     CHECKED_ROWS,
     choose_columns,
     column_text,
-    string_values,
     text_column_problem,
     text_lengths,
 )
 from prisma_core.ingest.config import IngestConfig
+from prisma_core.ingest.dates import READING_WORDS, DateEvidence, to_dates
 from prisma_core.ingest.readers import check_rows
 from prisma_core.store.datasets import DOCUMENT_COLUMNS
 
 RESERVED_COLUMNS = (*DOCUMENT_COLUMNS, "source_file")
-_ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 _INTEGER_KINDS = frozenset("iu")
 
 
@@ -33,7 +32,7 @@ class TablePlan:
     id_column: str | None
     title_column: str | None
     renames: dict[str, str]  # metadata columns named like a reserved column -> the name they are kept as
-    date_columns: frozenset[str]  # text columns holding only ISO dates (as CSV and JSON store them)
+    date_columns: dict[str, str]  # columns read as dates -> how their dates are written (`dates.READING_WORDS`)
     source_file: str | None  # the file's name, as a metadata column, when several files are read
     metadata_kinds: dict[str, set[str]]  # metadata column (as kept) -> the numpy kinds of its batches ("i", "f"...)
 
@@ -50,8 +49,7 @@ class TableStats:
     lengths: Counter[str] = field(default_factory=Counter)
     worded: set[str] = field(default_factory=set)
     kinds: dict[str, set[str]] = field(default_factory=dict)
-    date_zones: dict[str, set[str]] = field(default_factory=dict)  # the time zones of columns read as ISO dates
-    not_dates: set[str] = field(default_factory=set)
+    dates: dict[str, DateEvidence] = field(default_factory=dict)  # per column: whether it holds dates, written how
     first_rows: pd.DataFrame | None = None  # of the first batch: what `text_column_problem` looks at
 
     def add(self, frame: pd.DataFrame) -> None:
@@ -67,8 +65,7 @@ class TableStats:
         self.worded |= worded
         for column in frame.columns:
             self.kinds.setdefault(column, set()).add(frame[column].dtype.kind)
-            if column not in self.not_dates:
-                self._add_dates(column, frame[column])
+            self.dates.setdefault(column, DateEvidence(str(column))).add(frame[column])
 
     def _refuse_lists(self, frame: pd.DataFrame) -> None:
         """A text, id or title column must hold single values: a list would be stored as its shortened print."""
@@ -79,17 +76,6 @@ class TableStats:
                     f"{self.name}: column '{column}' holds lists, not text; choose another column, or join each "
                     "list into one text first"
                 )
-
-    def _add_dates(self, column: str, values: pd.Series) -> None:
-        strings = string_values(values)
-        if len(strings) < values.notna().sum():
-            self.not_dates.add(column)
-        elif len(strings):
-            zone = _iso_date_zone(values, strings)
-            if zone is None:
-                self.not_dates.add(column)
-            else:
-                self.date_zones.setdefault(column, set()).add(zone)
 
     def plan(self, several: bool, warnings: list[str]) -> TablePlan:
         columns = list(self.columns)
@@ -102,26 +88,32 @@ class TableStats:
         metadata = [column for column in columns if column not in (text_column, id_column, title_column)]
         renames = {column: f"{column}_original" for column in metadata if column in RESERVED_COLUMNS}
         warnings.extend(f"{self.name}: column '{old}' kept as '{new}'" for old, new in renames.items())
-        dates = {
-            column for column in metadata if column not in self.not_dates and len(self.date_zones.get(column, ())) == 1
-        }
+        dates = self._date_columns(metadata, warnings)
         kinds = {renames.get(column, column): self.kinds[column] for column in metadata}
+        kinds.update({renames.get(column, column): {"M"} for column in dates})
         source_file = self.name if several else None
         if source_file:
             kinds["source_file"] = {"O"}
-        return TablePlan(
-            tuple(columns), text_column, id_column, title_column, renames, frozenset(dates), source_file, kinds
-        )
+        return TablePlan(tuple(columns), text_column, id_column, title_column, renames, dates, source_file, kinds)
 
-
-def _iso_date_zone(values: pd.Series, strings: pd.Series) -> str | None:
-    """The time zone of a column of ISO dates as parsed ("None" for dates without one), else None."""
-    if not (strings.head(100).str.fullmatch(_ISO_DATE).all() and strings.str.fullmatch(_ISO_DATE).all()):
-        return None
-    try:
-        return str(getattr(pd.to_datetime(values, format="ISO8601").dtype, "tz", None))
-    except (ValueError, TypeError, OverflowError):
-        return None  # e.g. mixed time zones: kept as text
+    def _date_columns(self, metadata: list[str], warnings: list[str]) -> dict[str, str]:
+        """The metadata columns read as dates, and how; a warning names each column whose dates are not ISO (to be
+        checked) and each whose day and month order the analyst must choose."""
+        order = self.config.date_order
+        dates = {}
+        for column in metadata:
+            evidence = self.dates[column]
+            if (reading := evidence.reading(order)) is not None:
+                dates[column] = reading
+                if reading != "iso":
+                    warnings.append(f"{self.name}: column '{column}' read as {READING_WORDS[reading]}")
+            elif evidence.ambiguous:
+                warnings.append(
+                    f"{self.name}: column '{column}' holds dates that could be written day first or month first "
+                    "(every day is 12 or less): kept as text. To read them as dates, say which order they are "
+                    "written in (the Datasets page asks; on the command line, --date-order day_first or month_first)"
+                )
+        return dates
 
 
 def row_ids(frame: pd.DataFrame, id_column: str | None, prefix: str, first_row: int) -> list[str]:
@@ -146,8 +138,8 @@ def table_documents(frame: pd.DataFrame, plan: TablePlan, ids: list[str], float_
     documents = pd.DataFrame({"doc_id": pd.Series(ids, dtype="str"), "title": titles, "text": text})
     chosen = {plan.text_column, plan.id_column, plan.title_column} - {None}
     metadata = frame.drop(columns=list(chosen)).reset_index(drop=True)
-    for column in plan.date_columns:
-        metadata[column] = pd.to_datetime(metadata[column], format="ISO8601")
+    for column, reading in plan.date_columns.items():
+        metadata[column] = to_dates(metadata[column], reading)
     metadata = metadata.rename(columns=plan.renames)
     if plan.source_file:
         metadata["source_file"] = plan.source_file

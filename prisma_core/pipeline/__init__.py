@@ -9,7 +9,8 @@ the SAE are in `run_stages`), `chain` (ingest -> embed -> train in one call), `e
 
 from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train
 from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
-from prisma_core.pipeline.export import APP_EXPORTS, EXPORT_FILES, EXPORT_MARKER, export_run, export_target
+from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
+from prisma_core.pipeline.files import APP_EXPORTS
 from prisma_core.pipeline.placement import Placement, grow_dataset, place_in_runs, place_new_documents
 from prisma_core.pipeline.training import (
     RunSummary,

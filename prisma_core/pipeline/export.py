@@ -17,8 +17,11 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from prisma_core.errors import StoreError
+from prisma_core.explore import spreadsheet_csv
+from prisma_core.pipeline.files import outside_workspace
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
 from prisma_core.store import NamedFamily, Workspace
+from prisma_core.trends.periods import date_columns
 
 EXPORT_FILES = (
     "features.parquet",
@@ -29,15 +32,16 @@ EXPORT_FILES = (
     "sae.safetensors",
     "config.json",
 )
+DATED_EXPORTS = ("trends.csv",)
+"""Written only for a dataset with a column of dates: how common each concept is per period (`pipeline.trends`)."""
 EXPORT_MARKER = ".prisma-export"
 """Written into every export folder: the files named in EXPORT_FILES there were written by an export."""
-APP_EXPORTS = "exports"
-"""The workspace folder the app exports into (for downloads): the one place inside a workspace an export may go."""
 
 
 def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) -> list[Path]:
     """Write features.parquet, activations.parquet, documents.parquet, families.json, themes.json, sae.safetensors,
-    config.json.
+    config.json; and trends.csv when the dataset has a column of dates (its first one, every level, the period its
+    span suggests).
 
     Everything is written to a temporary folder next to `out_dir` first and moved in once complete, so a failed
     export leaves nothing half-written. Refuses a folder inside the workspace (except the app's own `exports/`)
@@ -51,13 +55,16 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
         _write_export(workspace, run, staging)
         out.mkdir(exist_ok=True)
         (out / EXPORT_MARKER).touch()
-        for name in EXPORT_FILES:
+        written = [name for name in (*EXPORT_FILES, *DATED_EXPORTS) if (staging / name).exists()]
+        for name in written:
             (staging / name).replace(out / name)
+        for name in set(DATED_EXPORTS) - set(written):
+            (out / name).unlink(missing_ok=True)  # an earlier export's, of a run with dates
     except OSError as error:
         raise StoreError(f"Could not write the export to {out}: {error.strerror or error}.") from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return [out / name for name in EXPORT_FILES]
+    return [out / name for name in written]
 
 
 def export_target(workspace: Workspace, out: Path) -> Path:
@@ -66,21 +73,12 @@ def export_target(workspace: Workspace, out: Path) -> Path:
     if out.exists() and not out.is_dir():
         raise StoreError(f"{out} is a file; export to a folder.")
     if out.is_dir() and not (out / EXPORT_MARKER).exists():
-        taken = [name for name in EXPORT_FILES if (out / name).exists()]
+        taken = [name for name in (*EXPORT_FILES, *DATED_EXPORTS) if (out / name).exists()]
         if taken:
             raise StoreError(
                 f"{out} already holds {', '.join(taken)}, not written by a Prisma export; "
                 "export to an empty or new folder."
             )
-    return out
-
-
-def outside_workspace(workspace: Workspace, out: Path, instead: str) -> Path:
-    """The resolved path, refused (saying what to do `instead`) when it lies inside the workspace, where the runs'
-    files are, except in the app's own exports folder."""
-    out = out.expanduser().resolve()
-    if out.is_relative_to(workspace.path) and not out.is_relative_to(workspace.path / APP_EXPORTS):
-        raise StoreError(f"{out} is inside the workspace {workspace.path}; {instead}.")
     return out
 
 
@@ -113,6 +111,10 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
     metadata_frame = workspace.metadata(run.record.dataset_id)
     documents = pd.concat([docs[["doc_id", "title"]], document_themes(run), metadata_frame], axis=1)
     documents.to_parquet(out / "documents.parquet", index=False)
+    if date_columns(metadata_frame):
+        from prisma_core.pipeline.trends import trends_of, trends_table  # scipy.stats: not for every view's import
+
+        (out / "trends.csv").write_text(spreadsheet_csv(trends_table(trends_of(run, metadata_frame))), encoding="utf-8")
     (out / "families.json").write_text(json.dumps(_families_for_export(run.families), indent=2))
     (out / "themes.json").write_text(json.dumps(_themes_for_export(run), indent=2))
     (out / "sae.safetensors").write_bytes((run.weights / "sae.safetensors").read_bytes())

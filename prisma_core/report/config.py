@@ -31,3 +31,8 @@ class ReportConfig(CheckedConfig):
     map takes most of the time a report of a large collection takes). The app's report draws the app's map."""
     predict: bool = True
     """Also find the concepts that best predict the groups, scored on documents the model never saw."""
+    date_column: str | None = None
+    """Metadata column of dates the themes are followed over, with a small chart per theme that rises or falls
+    (default: the first column of dates; left out of a dataset without one)."""
+    period: Literal["auto", "day", "week", "month", "quarter", "year"] = "auto"
+    """How those dates are grouped (auto: the period their span suggests, as Explore's Over time picks it)."""

@@ -1,5 +1,6 @@
 """What the report is made from: the run as its caller loaded it, the dataset, its documents and metadata, the map
-of the documents, and the groups to compare (the report's sections read it; none of them reads the store again)."""
+of the documents, the groups to compare and the periods of a date column (the report's sections read it; none of them
+reads the store again)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pandas as pd
 from prisma_core.errors import NotFoundError
 from prisma_core.explore import DatasetDocuments, document_map
 from prisma_core.groups import group_values, pooled, useful_columns
+from prisma_core.pipeline.trends import column_timeline
 from prisma_core.report.config import ReportConfig
 from prisma_core.runs import LoadedRun
 from prisma_core.store import DatasetRecord, Workspace
+from prisma_core.trends.periods import Timeline, dated_column
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,8 @@ class ReportContents:
     map_points: pd.DataFrame  # position, x, y of the documents drawn on the map
     column: str | None  # the metadata column compared (None: the dataset has none)
     groups: pd.Series | None  # each document's group in that column (dates bucketed, the smallest groups pooled)
+    date_column: str | None  # the column of dates the themes are followed over (None: the dataset has none)
+    timeline: Timeline | None  # its periods
     written_at: str  # when the report was written (UTC, ISO 8601)
 
 
@@ -37,6 +42,8 @@ def gather(
     metadata = workspace.metadata(dataset.dataset_id)
     column = compared_column(metadata, config.column)
     groups = None if column is None else pooled(group_values(metadata[column], config.date_bucket))
+    date_column = dated_column(metadata, config.date_column)
+    line = None if date_column is None else column_timeline(metadata, date_column, config.period)
     if map_points is None:
         vectors = workspace.stored_vectors(dataset.dataset_id, run.record.embedding_key)
         map_points = document_map(vectors, max_points=config.map_points)
@@ -48,6 +55,8 @@ def gather(
         map_points=map_points,
         column=column,
         groups=groups,
+        date_column=date_column,
+        timeline=line,
         written_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
 

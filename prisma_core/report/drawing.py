@@ -110,7 +110,7 @@ def range_chart(rows: pd.DataFrame) -> RangeChart:
     """rows: concept (name), prevalence with prevalence_low/high, prevalence_rest with rest_low/high, holds; one
     line each, the axis from 0 to a round share above every range."""
     top = float(np.nanmax(rows[["prevalence_high", "rest_high"]].to_numpy(), initial=0.0))
-    end = _round_up(max(top, 0.01))
+    end = axis_end(max(top, 0.01))
     span = CHART_WIDTH - LABEL_WIDTH - 16
 
     def at(share: float) -> float:
@@ -126,19 +126,19 @@ def range_chart(rows: pd.DataFrame) -> RangeChart:
         )
         for i, row in enumerate(rows.itertuples())
     ]
-    ticks = [(at(share), f"{share:.0%}") for share in _ticks(end)]
+    ticks = [(at(share), f"{share:.0%}") for share in axis_ticks(end)]
     return RangeChart(CHART_WIDTH, AXIS_HEIGHT + ROW_HEIGHT * len(placed) + 4, LABEL_WIDTH, placed, ticks)
 
 
 STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0)
 
 
-def _round_up(share: float) -> float:
+def axis_end(share: float) -> float:
     """The smallest of 2%, 5%, 10%, 20%, ..., 100% at or above the share, in steps of a nice tick."""
     step = next(s for s in STEPS if share / s <= 5)
     return min(1.0, math.ceil(share / step - 1e-9) * step)
 
 
-def _ticks(end: float) -> Sequence[float]:
+def axis_ticks(end: float) -> Sequence[float]:
     step = next(s for s in STEPS if end / s <= 5)
     return [i * step for i in range(round(end / step) + 1)]

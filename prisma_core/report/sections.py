@@ -38,10 +38,16 @@ from prisma_core.overview import (
     theme_documents,
     themes_table,
 )
+from prisma_core.pipeline.trends import level_trends
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import ReportContents
 from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
+from prisma_core.report.timeline import timeline_chart
 from prisma_core.run_quality import comes_back, detail_captured, overfitting, quality_words, run_name
+from prisma_core.trends import NO_CHANGE, TOO_FEW
+from prisma_core.trends import PLAIN_WORDS as TREND_WORDS
+from prisma_core.trends.over_time import ranked as ranked_over_time
+from prisma_core.trends.over_time import summarise as summarise_over_time
 
 TITLE_CHARS = 140
 TEXT_CHARS = 400
@@ -259,6 +265,48 @@ def _prediction(found: Predictors, config: ReportConfig, units: pd.DataFrame) ->
     return {"sentence": found.sentence(), "rows": rows}
 
 
+def over_time(contents: ReportContents) -> Section | None:
+    """The themes followed over the periods of a date column: what was tested, and a small chart of each theme that
+    rises or falls (or changes between the first and the last period with enough documents)."""
+    line, run, max_q = contents.timeline, contents.run, contents.config.max_q
+    if line is None or run.themes is None or run.theme_info.empty:
+        return None
+    found = level_trends(run, line, "theme")
+    tests = ranked_over_time(found.trends.tests, max_q)
+    shares = found.trends.shares
+    changing = [
+        {
+            "name": found.names[int(row.feature_id)],
+            "verdict": row.verdict,
+            "trend": f"{row.trend_change * 100:+.0f} points from the first {line.period} to the last",
+            "change": row.change_verdict,
+            "q": q_text(float(np.fmin(row.trend_q, row.change_q))),
+            "colour": theme_colour(found.ids[int(row.feature_id)]),
+            "chart": timeline_chart(
+                shares[shares["feature_id"] == row.feature_id],
+                line.names,
+                row.trend_change if row.verdict not in (NO_CHANGE, TOO_FEW) else None,
+            ),
+        }
+        for row in tests[tests["changes"]].itertuples()
+    ]
+    summary = summarise_over_time(found.trends, max_q)
+    compared = found.trends.compared
+    context = {
+        "column": contents.date_column,
+        "summary": summary.sentence("theme", "themes"),
+        "too_few": summary.too_few_sentence(),
+        "span": f"{len(line.periods):,} {line.period}s from {line.names[0]} to {line.names[-1]}",
+        "undated": line.n_undated,
+        "compared": "" if compared is None else " and ".join(line.names[p] for p in compared),
+        "changing": changing,
+        "steady": [found.names[int(f)] for f in tests.loc[~tests["changes"], "feature_id"]],
+        "words": TREND_WORDS,
+        "max_q": f"{max_q:g}",
+    }
+    return Section("over-time", f"Over time: {contents.date_column}", "over_time.html.j2", context)
+
+
 def reliability(contents: ReportContents) -> Section:
     """How far the concepts can be trusted: the run's quality on documents kept aside, how many features came back
     in every training compared, and the labels' scores."""
@@ -326,6 +374,7 @@ SECTIONS: tuple[Callable[[ReportContents], Section | None], ...] = (
     themes,
     document_map,
     comparison,
+    over_time,
     reliability,
     settings,
 )

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from prisma_core import __version__
-from prisma_core.errors import StoreError
-from prisma_core.pipeline.export import outside_workspace
+from prisma_core.pipeline.files import file_target, write_whole
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import gather
 from prisma_core.report.sections import SECTIONS, title
@@ -43,23 +40,10 @@ def report_html(
 def write_report(workspace: Workspace, run: LoadedRun, out: str | Path, config: ReportConfig = ReportConfig()) -> Path:
     """Writes the report to `out` (a file; written whole or not at all) and returns its resolved path."""
     target = report_target(workspace, Path(out))
-    page = report_html(workspace, run, config)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=".prisma-report-", suffix=".html", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(page)
-        Path(staging).replace(target)
-    except OSError as error:
-        Path(staging).unlink(missing_ok=True)
-        raise StoreError(f"Could not write the report to {target}: {error.strerror or error}.") from error
-    return target
+    return write_whole(target, report_html(workspace, run, config))
 
 
 def report_target(workspace: Workspace, out: Path) -> Path:
     """The resolved file to write, once it is known to be safe: not a folder, not inside the workspace (except
     the app's own exports folder)."""
-    out = outside_workspace(workspace, out, "write the report outside it")
-    if out.is_dir():
-        raise StoreError(f"{out} is a folder; name the report's file, e.g. {out / 'report.html'}.")
-    return out
+    return file_target(workspace, out, "report", "report.html")

@@ -251,7 +251,7 @@ class Datasets(Runs):
 
         A column mixing numbers and text (a year that is sometimes "unknown") becomes a text column: every
         value is kept, and the frame can be written to Parquet or compared by group. Lists (a Parquet list column)
-        read as their JSON text, every item kept.
+        read as their JSON text, every item kept. Dates, stored as their text, are read back as dates.
         """
         parts = [  # parsed a batch at a time: a million documents' metadata never sits in memory as dicts
             pd.DataFrame([json.loads(m) for m in batch["metadata"]], index=batch["position"].to_numpy())
@@ -260,7 +260,10 @@ class Datasets(Runs):
         frame = pd.concat(parts).sort_index().reset_index(drop=True) if parts else pd.DataFrame()
         frame = frame.convert_dtypes()
         mixed = [column for column in frame.columns if frame[column].dtype == object]
-        return frame.assign(**{column: frame[column].map(_json_text).astype("string") for column in mixed})
+        frame = frame.assign(**{column: frame[column].map(_json_text).astype("string") for column in mixed})
+        return frame.assign(
+            **{column: dates for column in frame.columns if (dates := _stored_dates(frame[column])) is not None}
+        )
 
     def documents_at(
         self, dataset_id: str, positions: Sequence[int] | np.ndarray, columns: Sequence[str] = SHOWN_COLUMNS
@@ -344,6 +347,24 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return str(value)
+
+
+STORED_DATE = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[+-]\d{2}:\d{2})?"
+"""How a date is written into a document's metadata (a timestamp's text): read back as a date."""
+
+
+def _stored_dates(column: pd.Series) -> pd.Series | None:
+    """A text column every value of which is a stored date, as dates; None for any other column."""
+    if not isinstance(column.dtype, pd.StringDtype):
+        return None
+    values = column.dropna()
+    first = values.head(100)  # most text columns fail here, before every value is matched
+    if values.empty or not (first.str.fullmatch(STORED_DATE).all() and values.str.fullmatch(STORED_DATE).all()):
+        return None
+    try:
+        return pd.to_datetime(column, format="ISO8601")
+    except (ValueError, TypeError, OverflowError):
+        return None  # dates of several time zones: kept as text, as they were read
 
 
 def _json_text(value: Any) -> Any:

@@ -17,7 +17,7 @@ from prisma_core.store import WORKSPACE_ENV, Workspace
 from prisma_core.store.datasets import LARGE_DATASET_ENV, SHOWN_COLUMNS
 
 PAGES = ["home", "datasets", "embeddings", "train", "features", "families", "labels", "explore", "glossary"]
-EXPLORE_TABS = ["Refract", "Search", "Concept query", "Compare groups", "Map", "Downloads"]
+EXPLORE_TABS = ["Refract", "Search", "Concept query", "Compare groups", "Over time", "Map", "Downloads"]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from bench import (
     app_latency,
@@ -30,6 +31,7 @@ from bench import (
     sae_training,
     scale,
     search,
+    trends,
 )
 from bench.memory_sampler import TreeSampler, process_tree, status_mb, tree_rss_mb
 from prisma_core import pipeline
@@ -413,3 +415,24 @@ def test_report_quick_writes_the_report_at_two_levels_and_times_its_parts() -> N
     cpu_met = result["reports"]["theme"]["cpu_seconds"] < report.TARGET_SECONDS
     assert f"**{verdict(cpu_met)}** (a smaller run)" in text.split("The default report")[1]
     assert "| features |" in text
+
+
+def test_trends_quick_finds_the_planted_changes_and_almost_nothing_on_shuffled_dates(cache_dir: Path) -> None:
+    """600 BBC articles from the shared cached vectors (none embedded), the two largest themes planted to rise (3x
+    and 1.67x from the first month to the last), the third to fall: the strong rise and the fall are found in every
+    planting with about their planted size, flat themes are not reported, and shuffled dates find a change in no more
+    analyses than Benjamini-Hochberg allows."""
+    result = trends.run(cache_dir, quick=True)
+    found = trends.summary(result)
+    assert result["n_documents"] == trends.QUICK_DOCS and len(result["plantings"]) == trends.QUICK_PLANTINGS
+    strong = int(max(result["rising"], key=result["rising"].get))
+    for theme in (strong, result["falling"]):
+        entry = found["themes"][theme]
+        assert entry["recovered"] == 1.0
+        assert abs(entry["measured_change"] - entry["planted_change"]) < 0.06
+    assert found["flat_theme_reports"] <= 1
+    analyses = found["shuffled_analyses"]
+    assert analyses == trends.QUICK_DRAWS * len(trends.LEVELS)
+    assert found["shuffled_rate"] * analyses <= stats.binom.ppf(0.999, analyses, 0.05)
+    met = found["shuffled_rate"] <= 0.05
+    assert f"(target <= 5%): **{verdict(met)}**" in trends.markdown(result)

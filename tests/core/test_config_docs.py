@@ -23,6 +23,7 @@ from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.report.config import ReportConfig
 from prisma_core.sae import SAEConfig
 from prisma_core.themes import ThemeConfig
+from prisma_core.trends.config import TrendConfig
 
 
 def test_every_sae_setting_has_its_docstring():
@@ -80,7 +81,7 @@ def test_every_option_of_every_command_explains_itself_in_help():
         if not action.help or action.help.startswith("(default:")
     ]
     assert undocumented == []
-    assert len(commands.choices) == 16
+    assert len(commands.choices) == 17
 
 
 CONFIGS = [
@@ -94,6 +95,7 @@ CONFIGS = [
     LabelConfig,
     IngestConfig,
     ReportConfig,
+    TrendConfig,
 ]
 
 

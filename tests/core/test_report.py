@@ -3,13 +3,13 @@ the small real run (60 BBC articles, 12 per desk): what it shows, that it holds 
 in it is escaped, and where it refuses to write."""
 
 from dataclasses import replace
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from markupsafe import escape
+from report_page import Page
 
 from prisma_core.cli import main as cli_main
 from prisma_core.compare.prevalence import group_comparison, summarise
@@ -24,28 +24,6 @@ from prisma_core.store import Workspace
 
 RENAMED = 'Sport & athletics <desk> "quoted"'
 MARKUP = "<script>alert('label')</script>"
-
-
-class Page(HTMLParser):
-    """Every element of a page with its attributes, and its text as a reader sees it."""
-
-    def __init__(self, page: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.text: list[str] = []
-        self.feed(page)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-    def named(self, tag: str) -> list[dict[str, str | None]]:
-        return [attrs for name, attrs in self.tags if name == tag]
-
-    def reads(self) -> str:
-        return " ".join(" ".join(self.text).split())
 
 
 @pytest.fixture(scope="module")
