@@ -3,10 +3,10 @@ every consumer of the run is walked on the small real run, and the property asse
 counts a hidden or merged-away concept, and every name shown belongs to the id beside it (its statistics too).
 
 The consumers: the four levels' matrices (concept queries, comparisons), the comparison and the prediction of
-groups, the features lists and search, similar features, the diagnostics, the refraction of every document, what the
-collection is about (themes, sub-themes, families and features of each theme, documents that fit no theme, a
-document's themes), the export (every file and the labels CSV), the report (its sections and its page), and the
-comparison of two runs' concepts."""
+groups, the concepts over time, the features lists and search, similar features, the diagnostics, the refraction
+of every document, what the collection is about (themes, sub-themes, families and features of each theme,
+documents that fit no theme, a document's themes), the export (every file and the labels CSV), the report (its
+sections and its page), and the comparison of two runs' concepts."""
 
 from __future__ import annotations
 
@@ -50,12 +50,14 @@ from prisma_core.overview import (
     unfit_documents,
     unfit_documents_table,
 )
+from prisma_core.pipeline.trends import level_trends
 from prisma_core.report import sections
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import gather
 from prisma_core.report.writer import report_html
 from prisma_core.runs import load_run
 from prisma_core.store import EditRecord, Workspace
+from prisma_core.trends.periods import timeline
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,10 @@ EDITS: dict[str, Edit] = {
 }
 
 
+DATED = timeline(pd.Series(pd.date_range("2024-01-01", periods=60, freq="W")), "quarter")
+"""The small run's 60 documents given a week each: the periods Explore's Over time follows the concepts through."""
+
+
 @pytest.fixture(scope="module")
 def map_points(small_run: SmallRun) -> pd.DataFrame:
     workspace = Workspace(small_run.path)  # read only: the map is drawn, not saved
@@ -198,6 +204,9 @@ def _check_levels_and_comparisons(run: LoadedRun, truth: Truth, groups: pd.Serie
         assert predicted is not None
         for row in named_units(predicted.frame, level, units).itertuples():
             assert row.concept == truth.name(level, row.unit)
+        over_time = level_trends(run, DATED, level)  # Explore's Over time (one document a week)
+        assert over_time.ids == units["unit"].tolist()
+        assert all(over_time.names[c] == truth.name(level, unit) for c, unit in enumerate(over_time.ids))
 
 
 def _check_feature_lists(run: LoadedRun, truth: Truth) -> None:
