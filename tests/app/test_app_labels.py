@@ -321,19 +321,20 @@ def test_the_quality_summary_compares_with_shuffled_labels(trained_app):
 def test_a_worse_model_label_does_not_replace_the_keywords_and_the_analyst_can_still_choose_it(trained_app, fake):
     """Issue 45, item 4: labels scoring below chance ("field") replaced keyword labels scoring 0.89. The better
     label stays shown, the card and the Labels page say why, and one click shows the model's label anyway."""
-    features = densest(trained_app, 4, skip=25)
-    fake.responder = lambda request: json.dumps({"label": "Field", "description": "Documents about a field."})
+    features = densest(trained_app, 4)  # the densest not labelled yet: enough documents for a score
+    fake.responder = lambda request: json.dumps({"label": "knitting patterns", "description": "About knitting."})
     at = choose(labels_page(trained_app, fake.url), features)
     at.button(key="label_start").click().run()
     assert wait(trained_app.run_id).error is None
     at.run()
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id")
     kept = [f for f in features if run.at[f, "set_aside"] is not None]
-    assert kept, "a one-word label for every feature scores worse than most keyword labels"
-    assert all(run.at[f, "label"] != "Field" and run.at[f, "label_source"] == "keywords" for f in kept)
+    assert kept, "a label about knitting scores worse than the keywords of news features"
+    assert all(run.at[f, "label"] != "knitting patterns" and run.at[f, "label_source"] == "keywords" for f in kept)
     notes = texts(at.markdown)
     for feature in kept:
-        assert any(text.startswith(f"**#{feature}** The language model named this feature “Field”") for text in notes)
+        named = f"**#{feature}** The language model named this feature “knitting patterns”"
+        assert any(text.startswith(named) for text in notes)
 
     cards = open_page(at, "features")
     cards.selectbox(key="feature_pick").select(kept[0]).run()
@@ -343,4 +344,4 @@ def test_a_worse_model_label_does_not_replace_the_keywords_and_the_analyst_can_s
     labels.button(key=f"use_label_{kept[0]}").click().run()
     assert not labels.exception
     chosen = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id")
-    assert (chosen.at[kept[0], "label"], chosen.at[kept[0], "label_note"]) == ("Field", "")
+    assert (chosen.at[kept[0], "label"], chosen.at[kept[0], "label_note"]) == ("knitting patterns", "")

@@ -3,6 +3,7 @@ one theme at a time on Families, queries and group comparison at every level, th
 
 import json
 
+import numpy as np
 import pytest
 from app_helpers import new_app, open_page, table, tables, texts, wait_for_job
 
@@ -23,8 +24,17 @@ def run(trained_app):
 
 
 def theme_families(run, theme_id):
+    """The families a theme lists: their parent belongs to it and fires with a child on enough of its documents."""
     theme_of = run.features.set_index("feature_id")["theme_id"]
-    return sorted((f for f in run.families if theme_of[f.parent] == theme_id), key=lambda f: -len(f.members))
+    active = run.codes.toarray() > 0
+    in_theme = run.themes.members().toarray()[:, theme_id] > 0 if theme_id >= 0 else np.zeros(len(active), bool)
+
+    def meets(family) -> bool:
+        children = active[:, [m for m in family.members if m != family.parent]].any(axis=1)
+        return int((active[:, family.parent] & children & in_theme).sum()) >= run.settings.families.min_shared
+
+    listed = [f for f in run.families if theme_of[f.parent] == theme_id and meets(f)]
+    return sorted(listed, key=lambda f: -len(f.members))
 
 
 def assert_themes_table(shown, run, n_docs):
