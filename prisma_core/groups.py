@@ -59,10 +59,11 @@ def pooled(groups: pd.Series) -> pd.Series:
 
 
 def group_sizes(groups: pd.Series) -> pd.Series:
-    """Documents per group, the largest first, the pooled "(other)" and "(missing)" last."""
+    """Documents per group, the largest first, then "(missing)" and the pooled "(other)" (in the order comparisons
+    list them: `compare.prevalence.ranked`)."""
     counts = groups.value_counts()
     leftover = counts.index.isin(LEFTOVER_GROUPS)
-    return pd.concat([counts[~leftover], counts[leftover]])
+    return pd.concat([counts[~leftover], counts[leftover].sort_index()])
 
 
 def feature_order(feature_ids: pd.Series, names: pd.Series) -> list[str]:
