@@ -134,7 +134,9 @@ def test_the_themes_command_sets_both_numbers(regrouped):
     assert result.returncode == 0, result.stderr
     assert "3 themes, 6 sub-themes" in result.stdout
     assert len(re.findall(r"^    sub-theme \d+: ", result.stdout, re.MULTILINE)) == 6
-    assert re.search(r"(\d+ documents? \([\d.]+%\) fits? no theme well|Every document fits a theme well)", result.stdout)
+    assert re.search(
+        r"(\d+ documents? \([\d.]+%\) fits? no theme well|Every document fits a theme well)", result.stdout
+    )
 
 
 @pytest.mark.parametrize(
