@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, sync_playwright
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = [
@@ -102,3 +102,12 @@ def settle(page: Page, timeout_ms: int = PAGE_MS) -> None:
 def go(page: Page, title: str, timeout_ms: int = PAGE_MS) -> None:
     page.locator("[data-testid=stSidebar] [data-testid=stPageLink]").get_by_text(title, exact=True).click()
     settle(page, timeout_ms)
+
+
+def open_expander(page: Page, title: str) -> Locator:
+    """The expander whose title holds `title`, opened when it is folded (one click on its title)."""
+    expander = page.get_by_test_id("stExpander").filter(has_text=title).first
+    if expander.locator("details").get_attribute("open") is None:
+        expander.locator("summary").click()
+        settle(page)
+    return expander

@@ -1,6 +1,8 @@
 """The analyst's whole walk in ONE server (`python -m bench.app_memory --walk`): the demo, every page, an upload
-trained, every feature labelled by the tests' loopback Ollama, Compare groups and every download, every page again;
-the peak memory of each phase (what Streamlit Community Cloud's 1 GB must hold)."""
+trained, every feature labelled by the tests' loopback Ollama, four edits (a theme renamed, two merged, a feature
+hidden, a family pinned), Compare groups and every download (the report included), the dataset trained again (the
+edits carried), every page again; the peak memory of each phase (what Streamlit Community Cloud's 1 GB must
+hold)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from bench.app_sessions import (
     QUICK_UPLOAD_DOCS,
     UPLOAD_DOCS,
     demo_session,
+    make_edit,
     scenario,
+    train_again,
     upload_csv,
     upload_session,
 )
@@ -82,8 +86,16 @@ def walk_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int, ollam
     every_page(page, sampler, "after training")
     with sampler.during("label every feature, family and theme"):
         label_every_feature(page, ollama_url)
-    with sampler.during("compare groups and every download"):
+    with sampler.during("edits: a theme renamed, two merged, a feature hidden, a family pinned"):
+        go(page, "Features")
+        make_edit(page, "theme", "rename", name="My theme")
+        make_edit(page, "theme", "merge")
+        make_edit(page, "feature", "hide")
+        make_edit(page, "family", "pin")
+    with sampler.during("compare groups and every download (the report included)"):
         sampler.notes["downloads"] = ", ".join(compare_and_download(page, folder))
+    with sampler.during("train again (the edits carried to the new run)"):
+        train_again(page)
     every_page(page, sampler, "at the end")
 
 

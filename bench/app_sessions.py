@@ -3,14 +3,15 @@ one-click demo, and a session that uploads a CSV of real documents, embeds, trai
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from bench import common
-from bench.app_driver import PAGE_MS, go, settle, streamlit_server
+from bench.app_driver import PAGE_MS, go, open_expander, settle, streamlit_server
 from bench.memory_sampler import TreeSampler
 
 DEMO_DOCS, QUICK_DEMO_DOCS = 400, 80
@@ -35,9 +36,24 @@ def scenario(
                 page.goto(url)
                 page.get_by_role("heading", name="Prisma", exact=True).wait_for(timeout=FIRST_RUN_MS)
                 settle(page)
-            drive(page, sampler)
+            try:
+                drive(page, sampler)
+            except Exception:
+                keep_evidence(page, scratch / f"{name}.log", name)
+                raise
             page.close()
             return sampler.report() | {"notes": sampler.notes}
+
+
+EVIDENCE = common.RESULTS_DIR / "failed"
+
+
+def keep_evidence(page: Page, log: Path, name: str) -> None:
+    """What the page showed when a scenario failed, and the server's log, kept in bench/results/failed/ (the
+    scenario's own folder is removed)."""
+    EVIDENCE.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(EVIDENCE / f"{name}.png"), full_page=True)
+    (EVIDENCE / f"{name}.log").write_text(log.read_text() if log.exists() else "")
 
 
 def demo_session(page: Page, sampler: TreeSampler) -> None:
@@ -94,3 +110,67 @@ def upload_session(page: Page, sampler: TreeSampler, csv: Path, n_docs: int, pag
                 for tab in EXPLORE_TABS:
                     page.get_by_role("tab", name=tab).click()
                     settle(page)
+
+
+EDIT_LEVELS = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
+EDIT_ACTIONS = {
+    "rename": "Rename",
+    "hide": "Hide",
+    "pin": "Pin to the top",
+    "merge": "Merge other themes into it",
+    "split": "Split it into its sub-themes",
+}
+
+
+def edits_panel(page: Page) -> Locator:
+    """The Features page's *Your edits* panel, opened when it is folded."""
+    return open_expander(page, "Your edits")
+
+
+def choose_option(page: Page, combobox: Locator, option: int | str) -> str:
+    """Opens a select box and clicks its option at that index, or the option named so; returns the option's text."""
+    combobox.scroll_into_view_if_needed()
+    combobox.click()
+    named = page.get_by_role("option", name=option, exact=True) if isinstance(option, str) else None
+    chosen = named.first if named is not None else page.get_by_role("option").nth(int(option))
+    chosen.wait_for(timeout=PAGE_MS)
+    text = chosen.inner_text()
+    chosen.click()
+    settle(page)
+    return text
+
+
+def make_edit(
+    page: Page, level: str, action: str, concept: int | str = 0, name: str = "", merged: int | str = 0
+) -> str:
+    """One edit made on the Features page's *Your edits* panel, as an analyst makes it: the level, the concept (the
+    option at that index of the picker, or the option named so), the change (a rename's `name`; a merge takes the
+    `merged` theme, an index or a name among the others offered); returns the concept's name as the picker showed
+    it."""
+    panel = edits_panel(page)
+    panel.get_by_test_id("stRadio").filter(has_text="Level").get_by_text(EDIT_LEVELS[level], exact=True).click()
+    settle(page)
+    panel = edits_panel(page)
+    picked = choose_option(page, panel.locator(".st-key-edit_target [role=combobox]"), concept)
+    panel = edits_panel(page)
+    panel.get_by_test_id("stRadio").filter(has_text="Change").get_by_text(EDIT_ACTIONS[action], exact=True).click()
+    settle(page)
+    panel = edits_panel(page)
+    if action == "rename":
+        panel.get_by_label("New name", exact=True).fill(name)
+    if action == "merge":
+        choose_option(page, panel.get_by_test_id("stMultiSelect").locator("[role=combobox]"), merged)
+        page.keyboard.press("Escape")
+    panel.get_by_role("button", name="Save the change").click()
+    settle(page)
+    return picked
+
+
+def train_again(page: Page) -> None:
+    """Train SAE with the settings shown (the run's dataset trained again), until the job is over."""
+    go(page, "Train SAE")
+    page.get_by_role("button", name="Train", exact=True).click()
+    running = page.get_by_text(re.compile(r"Training on “.*”: running"))
+    expect(running).to_be_visible(timeout=PAGE_MS)
+    expect(running).to_have_count(0, timeout=LONG_WORK_MS)
+    settle(page)

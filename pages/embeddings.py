@@ -91,7 +91,12 @@ device = resolve_device(config.device)
 precision = resolve_config_precision(config)
 speed = f"{runtime} {precision}" + (", the fast path" if runtime == "OpenVINO" else "")  # faster than torch here
 where = f"the Ray cluster at **{md(config.ray_address)}**" if config.ray_address else f"**{device}**"
-st.caption(f"Runs on {where} with **{speed}**. Vector space: {md(vector_space(config))}")
+st.caption(f"Runs on {where}.")
+with st.expander("Advanced: how the documents are embedded"):
+    st.caption(
+        f"The model runs with **{speed}**. Its vectors are kept under the name *{md(vector_space(config))}*: "
+        "documents embedded again with the same model and settings reuse them."
+    )
 
 with st.expander("Token statistics: how documents split into windows"):
     if st.toggle("Count tokens", key="count_tokens"):

@@ -22,6 +22,7 @@ from prisma_core.groups import (
     DATE_BUCKETS,
     MAX_GROUPS,
     column_note,
+    group_sizes,
     group_values,
     ordered_columns,
     pooled,
@@ -48,6 +49,9 @@ SHOWN_MATCHES = 200
 LARGE_DOWNLOAD_MATCHES = 50_000
 """Matching documents a concept query's download holds at most for a large dataset (their texts are read on click)."""
 ID_SUGGESTIONS = 20
+COMPARED_KEY = "compared_groups"
+"""(column, q threshold, date bucket) of the last comparison drawn on Compare groups: the report's defaults."""
+REPORT_COLUMN_KEY = "report_column"
 EXPORTS = [  # (button, file in the run's export folder, type)
     ("Activations per document and feature (Parquet)", "activations.parquet", None),
     ("Families (JSON)", "families.json", "application/json"),
@@ -287,7 +291,7 @@ def level_matches(found: tuple[np.ndarray, pd.DataFrame] | None) -> None:
 
 
 def grouping(name: str, column: pd.Series) -> pd.Series:
-    """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
+    """Dates are bucketed; past MAX_GROUPS groups, the smallest are pooled as "(other)", listed last."""
     bucket = "year"
     if pd.api.types.is_datetime64_any_dtype(column):
         bucket = st.selectbox("Group dates by", list(DATE_BUCKETS), key="date_bucket")
@@ -319,9 +323,15 @@ def compare_tab() -> None:
     )
     groups = grouping(column, frame[column])
     level = levels.level_picker("compare_level")
-    sizes = groups.value_counts().rename_axis("group").reset_index(name="documents")
+    sizes = group_sizes(groups).rename_axis("group").reset_index(name="documents")
     st.dataframe(sizes, hide_index=True, key="group_sizes", column_config={"group": "Group", "documents": "Documents"})
     compare_groups(run, column, groups, level, sizes["group"].tolist())
+    # kept beyond this tab's widgets (whose state goes when another tab is drawn): the report starts from them
+    st.session_state[COMPARED_KEY] = (
+        column,
+        st.session_state.get("max_q", MAX_Q),
+        st.session_state.get("date_bucket", "year"),
+    )
 
 
 def over_time_tab() -> None:
@@ -359,16 +369,17 @@ def report_download() -> None:
     )
     frame = metadata(ws.uri, dataset.dataset_id, dataset.n_documents)
     columns = ordered_columns(frame)
-    chosen = st.session_state.get("group_column")
+    compared, max_q, date_bucket = st.session_state.get(COMPARED_KEY, (None, MAX_Q, "year"))
     left, right = st.columns(2)
     column = None
     if columns:
+        if st.session_state.get(REPORT_COLUMN_KEY) not in columns:  # first drawn: the column compared last
+            st.session_state[REPORT_COLUMN_KEY] = compared if compared in columns else columns[0]
         column = left.selectbox(
             "Groups the report compares",
             columns,
-            index=columns.index(chosen) if chosen in columns else 0,
             format_func=lambda c: f"{c} ({column_note(frame[c])})",
-            key="report_column",
+            key=REPORT_COLUMN_KEY,
         )
     else:
         left.caption("This dataset has no metadata column to compare groups by: the report leaves the comparison out.")
@@ -379,8 +390,8 @@ def report_download() -> None:
     config = ReportConfig(
         column=column,
         level=level,
-        max_q=st.session_state.get("max_q", MAX_Q),
-        date_bucket=st.session_state.get("date_bucket", "year"),
+        max_q=max_q,
+        date_bucket=date_bucket,
         date_column=dated,
         period=st.session_state.get(f"trend_period_{dated}", "auto") if dated else "auto",
     )

@@ -12,6 +12,7 @@ from prisma_core.pipeline import LoadedRun
 from prisma_core.store import NamedFamily
 from ui.cards import feature_card
 from ui.config_form import config_inputs
+from ui.edits import edit_notices_view
 from ui.family_graph import MAX_DRAWN, SEVERAL, family_view, graph_config, graph_elements
 from ui.glossary import explain
 from ui.navigation import route_here
@@ -34,6 +35,7 @@ st.markdown(
     "specific **children** fire. Families are trees built from how often features fire together: an arrow goes "
     "from the parent (filled box) to its children; a thicker border means more documents."
 )
+edit_notices_view(run, ("family",), key="families")
 
 
 def rebuild_form(run: LoadedRun) -> None:

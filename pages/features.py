@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ui.cards import FEATURE_COLUMNS, feature_card, feature_options, features_table, reliable_summary
-from ui.edits import edits_panel
+from ui.edits import edit_notices_view, edits_panel
 from ui.glossary import explain
 from ui.navigation import route_here
 from ui.state import current_feature, open_feature, require_run, revision
@@ -23,6 +23,7 @@ st.markdown(
     "documents apart; rename any feature on its card. Click a row (or use the picker below) to open a feature's card."
 )
 explain("feature", "trainings compared", "background feature", "activation", "label score", "never-firing features")
+edit_notices_view(run, ("theme", "subtheme", "feature"), key="features")
 st.subheader("Themes")
 themes_overview(run, key="features")
 theme_detail(run, key="features")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from prisma_core import edits
 from prisma_core.errors import PrismaError
 from prisma_core.interpret import labelling
 from prisma_core.interpret.labelling import (
@@ -15,6 +16,7 @@ from prisma_core.interpret.labelling import (
     ScoreSummary,
 )
 from prisma_core.interpret.labelling.estimate import counted, describe_plan, measured_pace
+from prisma_core.interpret.labelling.job import SetAside
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.names import theme_names
 from ui.cards import feature_options
@@ -36,6 +38,7 @@ SCOPES = {
     "chosen": "Chosen features",
 }
 SCOPE_KEY = "label_scope"
+RELABEL_KEY = "label_relabel"
 SEEN_KEY = "label_jobs_seen"
 
 route_here()
@@ -53,7 +56,7 @@ st.markdown(
 label_job_key, score_job_key = f"label:{run_id}", f"score:{run_id}"
 
 
-SINGULAR = {"features": "feature", "families": "family", "themes": "theme"}
+SINGULAR = {"features": "feature", "families": "family", "themes": "theme", "sub-themes": "sub-theme"}
 
 
 def describe(summary: LabelSummary, what: str) -> str:
@@ -89,9 +92,58 @@ def show_outcome(job: Job) -> None:
                 "A reply that is not valid JSON or gives no usable label was sent back with the reason before it "
                 "counted as a failure. Try a larger model, raise the timeout, or run again to retry the failures."
             )
+    set_aside_names([kept for _, summary in summaries for kept in summary.set_aside])
     left = sum(summary.n_remaining + summary.n_failed for _, summary in summaries)
-    if left:
+    if left and st.session_state.get(RELABEL_KEY, False):
+        st.info(
+            f"{left:,} still to label. *Label again* is ticked, so **Start** asks about everything chosen again, "
+            "what this batch labelled included: untick it to resume where the batch stopped."
+        )
+    elif left:
         st.info(f"{left:,} still to label: **Start** again resumes, skipping what is already labelled.")
+
+
+def set_aside_names(kept: list[SetAside]) -> None:
+    """Families, themes and sub-themes that kept their name because the model's scored worse; one click gives them
+    the model's name instead (an edit, undone on the Features page's *Your edits*)."""
+    if not kept:
+        return
+    with st.expander(f"{len(kept)} names kept because the model's scored worse"):
+        for index, aside in enumerate(kept):
+            left, right = st.columns([4, 1], vertical_alignment="center")
+            left.markdown(md(aside.sentence()))
+            if right.button("Use the model's name", key=f"use_name_{index}_{aside.kind}_{aside.group_id}"):
+                try:
+                    edits.rename(ws, run, aside.kind, aside.group_id, aside.label)
+                except PrismaError as error:
+                    st.error(md(error))
+                    return
+                bump_revision(run_id)
+                st.rerun()
+
+
+def set_aside_labels() -> None:
+    """Features whose model label is not shown because it scores worse than their keywords: which, and why, with one
+    click to show the model's label instead."""
+    kept = run.features[run.features["set_aside"].notna() & ~run.features["hidden"]]
+    if kept.empty:
+        return
+    with st.expander(f"{len(kept)} features keep their keywords: the model's label scored worse"):
+        st.caption(
+            "A label is shown when its score says it describes the feature at least as well as the other: the "
+            "model's label replaces the keywords unless it scores clearly lower, or no better than chance."
+        )
+        for row in kept.itertuples():
+            left, right = st.columns([4, 1], vertical_alignment="center")
+            left.markdown(f"**#{row.feature_id}** {md(row.label_note)}")
+            if right.button("Show the model's label", key=f"use_label_{row.feature_id}"):
+                try:
+                    ws.prefer_interpretation(run_id, int(row.feature_id), str(row.set_aside))
+                except PrismaError as error:
+                    st.error(md(error))
+                    return
+                bump_revision(run_id)
+                st.rerun()
 
 
 def refresh_once(job: Job | None) -> None:
@@ -122,7 +174,10 @@ def scope_picker() -> tuple[LabelScope, str]:
         names = theme_names(run.theme_info, run.theme_info["theme_id"])
         order = [int(t) for t in run.theme_info["theme_id"]]
         theme_id = st.selectbox("Theme", order, format_func=names.__getitem__, key="label_theme")
-        st.caption("The theme is named from the labels its features show now and the documents most about it.")
+        st.caption(
+            "The theme (and each of its sub-themes) is named from the labels its features show now and the documents "
+            "most about it."
+        )
         return LabelScope([], [], [theme_id]), f"theme {theme_id}"
     if scope == "family":
         if not run.families:
@@ -148,7 +203,7 @@ def scope_picker() -> tuple[LabelScope, str]:
         )
         return LabelScope(common["feature_id"].astype(int).tolist(), [], []), f"the {len(common)} most common features"
     with_families = st.checkbox("Then name every family", value=True, key="label_with_families")
-    with_themes = st.checkbox("Then name every theme", value=True, key="label_with_themes")
+    with_themes = st.checkbox("Then name every theme and sub-theme", value=True, key="label_with_themes")
     return LabelScope(None, None if with_families else [], None if with_themes else []), "all features"
 
 
@@ -224,7 +279,7 @@ if config is not None:
     scope, scope_title = scope_picker()
     relabel = st.checkbox(
         "Label again what this model already labelled",
-        key="label_relabel",
+        key=RELABEL_KEY,
         help="Each model adds its own interpretation; labels from other models and your own are kept either way.",
     )
     label_config = LabelConfig(relabel=relabel)
@@ -236,7 +291,7 @@ if config is not None:
         st.error(md(error))
         st.stop()
     st.markdown(plan_markdown(plan, seconds_per_request(job)))
-    resume = job is not None and job.status == "cancelled"
+    resume = job is not None and job.status == "cancelled" and not relabel
     if st.button(
         "Resume" if resume else "Start",
         type="primary",
@@ -270,5 +325,6 @@ if config is not None:
                 stop_aware=True,
             )
 
+set_aside_labels()
 quality_section()
 st.page_link(PAGES["features"], label="See the labels on the feature cards", icon=":material/arrow_forward:")

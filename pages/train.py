@@ -39,8 +39,27 @@ from ui.text import md
 route_here()
 
 
-MAIN_SETTINGS = ("n_features", "k", "n_trainings", "epochs", "batch_size", "lr", "seed")
-ADVANCED_SETTINGS = ("k_aux", "aux_alpha", "dead_after", "holdout_fraction", "grad_clip", "device")
+MAIN_SETTINGS = ("n_features", "n_trainings")
+ADVANCED_SETTINGS = (
+    "k",
+    "epochs",
+    "batch_size",
+    "lr",
+    "seed",
+    "k_aux",
+    "aux_alpha",
+    "dead_after",
+    "holdout_fraction",
+    "grad_clip",
+    "device",
+)
+ADVANCED_WORDS = (
+    "These settings change how the model learns; the values filled in suit this dataset. **k**: how many concepts "
+    "describe each document (more keeps more detail, fewer gives broader concepts). **Epochs**: how many times "
+    "training reads every document (too many on few documents makes the model learn them by heart). **Batch size** "
+    "and **step size**: how many documents each learning step reads, and how far it moves. **Seed**: any number; "
+    "the same number gives the same result. The others are safety settings that rarely need changing."
+)
 FAMILY_SETTINGS = ("tau", "iterations")
 SAE_HELP = field_help(SAEConfig)
 HEATMAP_FEATURES = 20
@@ -50,18 +69,11 @@ dataset = require_dataset()
 ws = workspace()
 st.title("Train a sparse autoencoder")
 st.markdown(
-    "The sparse autoencoder (SAE) learns a dictionary of **features**: directions in embedding space, each "
-    "meant to capture one concept. Every document is described by its **k** strongest features. The settings "
-    "below are suggested for the size of this dataset; the defaults are a good start."
+    "The sparse autoencoder (SAE) learns a dictionary of **features**: concepts found in the documents, each "
+    "document described by a handful of them. The settings below are suggested for the size of this dataset; the "
+    "defaults are a good start, and the technical ones wait under *Advanced settings*."
 )
-explain(
-    "sparse autoencoder (SAE)",
-    "k (features per document)",
-    "trainings compared",
-    "epoch",
-    "detail captured",
-    "overfitting",
-)
+explain("sparse autoencoder (SAE)", "trainings compared", "detail captured", "overfitting")
 
 embedding = embed_config()
 space = vector_space(embedding)
@@ -80,6 +92,7 @@ def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] 
     with st.form("train_form"):
         sae = config_inputs(suggested, MAIN_SETTINGS)
         with st.expander("Advanced settings"):
+            st.caption(ADVANCED_WORDS)
             sae |= config_inputs(suggested, ADVANCED_SETTINGS)
             st.markdown("**Feature families**")
             families = config_inputs(FamilyConfig(), FAMILY_SETTINGS, key_prefix="train_")
@@ -119,7 +132,6 @@ def runs_table(runs: list[RunRecord]) -> None:
                 "never_firing": m.get("dead_fraction"),
                 "features": n_features(run),
                 "comes_back": comes_back(run),
-                **trained_with(run_settings(run).sae),
                 "families": m.get("n_families"),
                 "seconds": m.get("seconds"),
                 "run": run.run_id,
@@ -147,16 +159,26 @@ def runs_table(runs: list[RunRecord]) -> None:
             "never_firing": number("Never-firing features", format="percent", help=TERMS["never-firing features"]),
             "features": number("Features", help="How many features the run kept."),
             "comes_back": st.column_config.TextColumn("Found in every training", help=TERMS["trainings compared"]),
-            "k": number("k", help=SAE_HELP["k"]),
-            "epochs": number("Epochs", help=SAE_HELP["epochs"]),
-            "batch": number("Batch size", help=SAE_HELP["batch_size"]),
-            "lr": number("Step size", format="%.2e", help=SAE_HELP["lr"]),
-            "seed": number("Seed", format="%d"),
             "families": number("Families"),
             "seconds": number("Training time (s)", format="%.0f"),
             "run": st.column_config.TextColumn("Run id"),
         },
     )
+    with st.expander("Advanced: the settings each run was trained with"):
+        st.caption(ADVANCED_WORDS)
+        settings = [{"name": run_name(run), **trained_with(run_settings(run).sae)} for run in reversed(runs)]
+        rows_table(
+            settings,
+            "runs_settings_table",
+            {
+                "name": st.column_config.TextColumn("Run", width="large"),
+                "k": number("k", help=SAE_HELP["k"]),
+                "epochs": number("Epochs", help=SAE_HELP["epochs"]),
+                "batch": number("Batch size", help=SAE_HELP["batch_size"]),
+                "lr": number("Step size", format="%.2e", help=SAE_HELP["lr"]),
+                "seed": number("Seed", format="%d"),
+            },
+        )
 
 
 def selected_run_section(run_id: str) -> None:

@@ -38,16 +38,30 @@ def apply_edits(run: LoadedRun, records: Sequence[EditRecord]) -> tuple[LoadedRu
         applied.append(edit)
     features, themes, theme_info = _hidden_features_out_of_themes(features, themes, theme_info)
     hidden = set(features.loc[features["hidden"], "feature_id"].tolist())
+    subtheme_info = subtheme_info.assign(features=[_shown(fs, hidden) for fs in subtheme_info["features"]])
     families = [kept for family in families if (kept := _without_features(family, hidden)) is not None]
     theme_info = theme_info.sort_values(["pinned", "theme_id"], ascending=[False, True], kind="stable")
     subtheme_info = subtheme_info.sort_values(["pinned", "subtheme_id"], ascending=[False, True], kind="stable")
     pinned = {e.target for e in applied if e.action == "pin" and e.level == "family"}
     families.sort(key=lambda family: family.family_id not in pinned)
-    edited = replace(run, features=features, themes=themes, theme_info=theme_info.reset_index(drop=True))
+    subthemes = _shown_subthemes(run, subtheme_info)
+    if subthemes is not None:
+        features = features.assign(subtheme_id=subthemes.feature_subtheme(features["theme_id"].to_numpy()))
+    shown = {"n_themes": len(theme_info), "n_subthemes": len(subtheme_info), "n_families": len(families)}
     edited = replace(
-        edited, subtheme_info=subtheme_info.reset_index(drop=True), subthemes=_shown_subthemes(run, subtheme_info)
+        run,
+        record=replace(run.record, metrics=run.record.metrics | shown),
+        features=features,
+        themes=themes,
+        theme_info=theme_info.reset_index(drop=True),
+        subtheme_info=subtheme_info.reset_index(drop=True),
+        subthemes=subthemes,
     )
     return replace(edited, families=families), Edited(tuple(applied), tuple(not_applied))
+
+
+def _shown(features: Sequence[int], hidden: set[int]) -> list[int]:
+    return [int(f) for f in features if int(f) not in hidden]
 
 
 @dataclass
@@ -226,7 +240,7 @@ def _hidden_features_out_of_themes(
         evidence[hidden] = 0.0
         themes = replace(themes, evidence=evidence)
         gone = set(hidden.tolist())
-        info = info.assign(features=[[f for f in fs if int(f) not in gone] for fs in info["features"]])
+        info = info.assign(features=[_shown(fs, gone) for fs in info["features"]])
     features = features.assign(theme_id=themes.feature_theme()[features["feature_id"].to_numpy()])
     return features, themes, info
 

@@ -50,11 +50,14 @@ class Matching:
 
     def clear(self, level: str) -> dict[int, int]:
         """Old id -> new id of the pairs that are clearly the same concept."""
-        pairs, at = (self.features, RECURS_AT) if level == "feature" else (self._groups(level), CLEAR_MATCH)
-        return {old: new for old, (new, similarity) in pairs.items() if similarity >= at or old in self.same_root}
+        at = RECURS_AT if level == "feature" else CLEAR_MATCH
+        pairs = self.pairs(level).items()
+        return {old: new for old, (new, similarity) in pairs if similarity >= at or old in self.same_root}
 
-    def _groups(self, level: str) -> dict[int, tuple[int, float]]:
-        return {"theme": self.themes, "subtheme": self.subthemes}.get(level, self.families)
+    def pairs(self, level: str) -> dict[int, tuple[int, float]]:
+        """Old id -> (new id, similarity) of every pair at `level`, clear or changed."""
+        levels = {"feature": self.features, "theme": self.themes, "subtheme": self.subthemes}
+        return levels.get(level, self.families)
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,17 @@ class CarryReport:
     to_run: str
     carried: list[tuple[EditRecord, EditRecord]] = field(default_factory=list)  # (the earlier edit, the new one)
     not_carried: list[tuple[EditRecord, str]] = field(default_factory=list)  # (the earlier edit, why)
+    before: list[EditRecord] = field(default_factory=list)  # carried (or dismissed) by an earlier carry
 
     def summary(self) -> list[str]:
-        """In words: "3 edits carried over" and one line per kind not carried ("2 renamed themes have no clear
-        match: “Politics”, “Sport”")."""
-        lines = [f"{len(self.carried)} of {len(self.carried) + len(self.not_carried)} edits carried over"]
+        """In words: "3 of 4 edits carried over" (and how many were carried before) and one line per kind not
+        carried ("2 renamed themes have no clear match: “Politics”, “Sport”")."""
+        tried = len(self.carried) + len(self.not_carried)
+        if tried == 0:
+            done = "1 edit" if len(self.before) == 1 else f"all {len(self.before)} edits"
+            return [f"Nothing new to carry: {done} of run {self.from_run} carried before."]
+        earlier = f" ({len(self.before)} carried before)" if self.before else ""
+        lines = [f"{len(self.carried)} of {tried} edits carried over{earlier}"]
         kinds: dict[tuple[str, str], list[str]] = {}
         for edit, why in self.not_carried:
             if why == NO_MATCH:
@@ -233,7 +242,7 @@ def _family_labels(run: LoadedRun) -> dict[int, str]:
 
 
 def _feature_labels(run: LoadedRun) -> dict[int, str]:
-    firing = run.features[run.features["density"] > 0]
+    firing = run.features[(run.features["density"] > 0) & ~run.features["hidden"]]
     return {int(f): str(label) for f, label in zip(firing["feature_id"], firing["label"], strict=True)}
 
 
@@ -258,13 +267,14 @@ def carry_edits(workspace: Workspace, from_run: str, to_run: str) -> CarryReport
     shown = load_run(workspace, to_run, previous=new)
     for edit in edits.active_edits(workspace.edits(from_run)):
         if f"{from_run}/{edit.edit_id}" in done:
+            report.before.append(edit)
             continue
         targets = _targets(edit, matching)
         if targets is None:
             report.not_carried.append((edit, NO_MATCH))
             continue
         try:
-            report.carried.append((edit, _redo(workspace, shown, edit, targets, f"{from_run}/{edit.edit_id}")))
+            report.carried.append((edit, redo(workspace, shown, edit, targets, f"{from_run}/{edit.edit_id}")))
         except SettingsError as error:
             report.not_carried.append((edit, str(error)))
         shown = load_run(workspace, to_run, previous=shown)
@@ -280,13 +290,15 @@ def _targets(edit: EditRecord, matching: Matching) -> list[int] | None:
     return None if any(t is None for t in found) else [int(t) for t in found]
 
 
-def _redo(workspace: Workspace, run: LoadedRun, edit: EditRecord, targets: list[int], origin: str) -> EditRecord:
+def redo(workspace: Workspace, run: LoadedRun, edit: EditRecord, targets: Sequence[int], origin: str) -> EditRecord:
+    """Makes `edit` (of this run or another) again on `run`'s concepts `targets` (a merge: the theme merged into,
+    then the others); `origin` names the earlier edit it comes from ("" for none)."""
     target = targets[0]
     if edit.action == "rename":
         value = edit.value
         return edits.rename(workspace, run, edit.level, target, value["name"], value.get("description", ""), origin)
     if edit.action == "merge":
-        return edits.merge_themes(workspace, run, target, targets[1:], origin)
+        return edits.merge_themes(workspace, run, target, list(targets[1:]), origin)
     if edit.action == "split":
         return edits.split_theme(workspace, run, target, origin)
     make = edits.hide if edit.action == "hide" else edits.pin
@@ -297,7 +309,7 @@ def apply_by_hand(workspace: Workspace, run: LoadedRun, edit: EditRecord, target
     """Makes an earlier run's edit on the concept the analyst picked in `run` (a rename, split, hide or pin)."""
     if edit.action == "merge":
         raise SettingsError("Merge the themes again on this run: pick the themes to merge.")
-    return _redo(workspace, run, edit, [int(target)], f"{edit.run_id}/{edit.edit_id}")
+    return redo(workspace, run, edit, [int(target)], f"{edit.run_id}/{edit.edit_id}")
 
 
 def previous_edited_run(workspace: Workspace, run_id: str) -> str | None:

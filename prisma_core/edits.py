@@ -36,6 +36,9 @@ LEVELS = ("theme", "subtheme", "family", "feature")
 ACTIONS = ("rename", "merge", "split", "hide", "pin")
 """What an edit does (an undo is one more record, `UNDO`)."""
 UNDO = "undo"
+DISMISS = "dismiss"
+"""A record of a run saying that an edit of an earlier run, which did not carry, is not wanted here (its
+`carried_from` names that edit): it is no longer announced, nor carried again."""
 SAME_CONCEPT = 0.5
 """Share of an edit's members (Jaccard) a regrouped theme or family must still hold to keep the edit."""
 
@@ -49,10 +52,10 @@ def author() -> str:
 
 
 def active_edits(records: Iterable[EditRecord]) -> list[EditRecord]:
-    """The edits that count, oldest first: every edit no undo cancelled (undos themselves excluded)."""
+    """The edits that count, oldest first: every edit no undo cancelled (undos and dismissals excluded)."""
     records = list(records)
     undone = {record.undoes for record in records if record.action == UNDO}
-    return [record for record in records if record.action != UNDO and record.edit_id not in undone]
+    return [record for record in records if record.action not in (UNDO, DISMISS) and record.edit_id not in undone]
 
 
 def members_of(run: LoadedRun, level: str, target: int) -> list[int]:
@@ -208,6 +211,13 @@ def _give_back_label(workspace: Workspace, run_id: str, edit: EditRecord) -> Non
         workspace.prefer_interpretation(run_id, edit.target, previous)
     else:
         workspace.clear_preference(run_id, edit.target)
+
+
+def dismiss(workspace: Workspace, run_id: str, earlier: EditRecord) -> EditRecord:
+    """Records that an earlier run's edit, which did not carry to this run, is not wanted here."""
+    record = _record(run_id, DISMISS, earlier.level, -1, {}, f"{earlier.run_id}/{earlier.edit_id}")
+    workspace.add_edits([record])
+    return record
 
 
 def describe(edit: EditRecord) -> str:

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.embed import embed_texts
 from prisma_core.errors import NotFoundError
+from prisma_core.names import unit_names
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, family_matrix
 from prisma_core.sae.weights import read_weights
@@ -199,6 +200,15 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
         units = shown[["feature_id", "label"]].set_axis(["unit", "label"], axis=1).reset_index(drop=True)
         return run.codes[:, shown["feature_id"].to_numpy()], units
     raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+
+
+def named_units(frame: pd.DataFrame, level: str, units: pd.DataFrame) -> pd.DataFrame:
+    """A result over a level's columns (its `feature_id`: a column of the `level_units` matrix, as `compare` gives
+    it) with each concept's id (`unit`) and name (`concept`), both read from the same column of `units`: a name never
+    slides onto its neighbour when concepts before it are hidden."""
+    columns = frame["feature_id"].to_numpy(np.int64)
+    names = unit_names(level, units)
+    return frame.assign(unit=units["unit"].to_numpy()[columns], concept=[names[int(c)] for c in columns])
 
 
 def _max_over_members(codes: sp.csr_matrix, membership: sp.csr_matrix) -> sp.csr_matrix:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # networkx (0.15 s) is imported where families are found: eve
     import networkx as nx
 
 _EPS = 1e-9
+CHANCE_SPREAD = 1.0
+"""A pair fires together more often than chance when its count exceeds the count two independent features would
+share (f_i f_j / n_documents) by this many standard deviations of that count (a Poisson count's: its square root)."""
 _STAGE = "families"
 _BLOCK_ENTRIES = 8_000_000
 _BLOCK_PAIRS = 8_000_000
@@ -61,6 +64,15 @@ class FamilyConfig(CheckedConfig):
     )
     """Smallest family reported, parent included (3 = a parent and at least two children; lone pairs would flood
     the list). The parents of smaller families are still removed before the next round."""
+    min_shared: int = setting(
+        3,
+        label="Documents shared",
+        minimum=1,
+        maximum=1000,
+        help="How many documents a child feature must share with its parent to join its family: one or two shared "
+        "documents are a coincidence, not a relation.",
+    )
+    """Fewest documents a pair of features must fire on together to be linked (see `cooccurrence_edges`)."""
 
 
 def feature_density(codes: sp.spmatrix | sp.sparray) -> np.ndarray:
@@ -75,15 +87,21 @@ def cooccurrence_edges(
     tau: float,
     density: np.ndarray | None = None,
     *,
+    min_shared: int = 1,
     block_entries: int = _BLOCK_ENTRIES,
     block_pairs: int = _BLOCK_PAIRS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Feature pairs (i, j), i < j, whose co-occurrence weight is at least tau, sorted by (i, j).
+    """Feature pairs (i, j), i < j, whose co-occurrence weight is at least tau, that fire together on at least
+    `min_shared` documents and more often than chance, sorted by (i, j).
 
     The SPEC's C_norm_ij = C_ij / (f_i + eps) ~ P(j | i) is asymmetric; the undirected weight of a pair is
     w_ij = max(C_norm_ij, C_norm_ji) = C_ij / (min(f_i, f_j) + eps): how strongly the sparser feature implies
     the denser one. That is the parent-child signal: a child fires almost only with its parent, so w ~ 1 even
-    though the parent fires mostly without that particular child.
+    though the parent fires mostly without that particular child. A dense feature (on 30% of documents) is
+    found beside any other about 30% of the time by chance alone, above tau: a pair must also fire together more
+    often than two independent features would (C_ij above f_i f_j / n_documents by CHANCE_SPREAD standard
+    deviations), and on `min_shared` documents or
+    more (a document or two in common is a coincidence: a "gamma rays" parent with a "decoding" child).
 
     C = AᵀA (A = binary activity) is counted from each document's pairs of active features, one block of
     features at a time: at most about `block_entries` counts and `block_pairs` pairs are held at once, and a
@@ -102,8 +120,9 @@ def cooccurrence_edges(
     later = _later_in_document(ranked)
     entries = _entries_by_feature(ranked)
     pairs = np.bincount(ranked.indices, weights=later, minlength=n_features).astype(np.int64)
+    linked = _Linked(ranked_density, codes.shape[0], tau, max(int(min_shared), 1))
     found = [
-        _block_edges(_block_counts(ranked, entries, later, start, stop, block_pairs), ranked_density, start, tau)
+        linked.edges(_block_counts(ranked, entries, later, start, stop, block_pairs), start)
         for start, stop in _feature_blocks(pairs, block_entries, block_pairs)
     ]
     i = by_rank[np.concatenate([rows for rows, _, _ in found])] if found else np.empty(0, np.int64)
@@ -129,7 +148,7 @@ def find_families(
     total = config.iterations + 1
     progress(Progress(_STAGE, 0, total, "Counting feature co-occurrences"))
     density = feature_density(codes)
-    i, j, weight = cooccurrence_edges(codes, config.tau, density)
+    i, j, weight = cooccurrence_edges(codes, config.tau, density, min_shared=config.min_shared)
     progress(
         Progress(
             _STAGE,
@@ -245,16 +264,25 @@ def _pair_counts(
     return np.bincount(keys, minlength=n_counts)
 
 
-def _block_edges(
-    counts: np.ndarray, ranked_density: np.ndarray, start: int, tau: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Ranked pairs (i, j) of one count block whose weight C_ij / (f_j + eps) is at least tau."""
-    sparser = ranked_density[start:] + _EPS
-    # A slightly loose test picks candidates cheaply over the dense block; the exact weight decides.
-    rows, cols = np.nonzero((counts > 0) & (counts >= tau * sparser * (1 - 1e-9)))
-    weight = counts[rows, cols] / sparser[cols]
-    strong = weight >= tau
-    return rows[strong] + start, cols[strong] + start, weight[strong]
+@dataclass(frozen=True)
+class _Linked:
+    """Which counted pairs are edges: weight at least tau, at least min_shared documents, above chance."""
+
+    ranked_density: np.ndarray  # [n_features] documents per feature, densest first
+    n_documents: int
+    tau: float
+    min_shared: int
+
+    def edges(self, counts: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ranked pairs (i, j) of one count block (rows: features from `start`, columns: j >= start)."""
+        sparser = self.ranked_density[start:] + _EPS
+        # A slightly loose test picks candidates cheaply over the dense block; the exact tests decide.
+        rows, cols = np.nonzero((counts >= self.min_shared) & (counts >= self.tau * sparser * (1 - 1e-9)))
+        together = counts[rows, cols]
+        weight = together / sparser[cols]
+        chance = self.ranked_density[rows + start] * self.ranked_density[cols + start] / max(self.n_documents, 1)
+        kept = (weight >= self.tau) & (together > chance + CHANCE_SPREAD * np.sqrt(chance))
+        return rows[kept] + start, cols[kept] + start, weight[kept]
 
 
 def _oriented_forest(i: np.ndarray, j: np.ndarray, weight: np.ndarray, density: np.ndarray) -> nx.DiGraph:

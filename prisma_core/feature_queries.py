@@ -22,8 +22,8 @@ def ranked_features(run: LoadedRun) -> pd.DataFrame:
 
 
 def densest_features(run: LoadedRun, n: int) -> pd.DataFrame:
-    """The n features active on the most documents (the diagnostics' heatmaps)."""
-    return run.features.sort_values("density", ascending=False).head(n)
+    """The n features shown (not hidden) active on the most documents (the diagnostics' heatmaps)."""
+    return run.features[~run.features["hidden"]].sort_values("density", ascending=False).head(n)
 
 
 def shown_feature(run: LoadedRun, chosen: int | None) -> int:
@@ -35,10 +35,12 @@ def shown_feature(run: LoadedRun, chosen: int | None) -> int:
 
 
 def nearest_active(run: LoadedRun, feature_id: int) -> pd.DataFrame:
-    """The closest features by decoder cosine among those that fire (dead features carry no meaning), at least
+    """The closest features by decoder cosine among those shown that fire (dead features carry no meaning), at least
     MIN_CLOSENESS close, at most NEAREST_FEATURES: feature_id, cosine, label (without a trailing copy of its
     feature's number), density."""
-    alive = run.features.loc[run.features["density"] > 0, ["feature_id", "label", "density"]]
+    alive = run.features.loc[
+        (run.features["density"] > 0) & ~run.features["hidden"], ["feature_id", "label", "density"]
+    ]
     nearest = analysis.nearest_features(run.directions, feature_id, len(run.features) - 1)
     nearest = nearest[nearest["cosine"] >= MIN_CLOSENESS].merge(alive, on="feature_id", how="inner")
     nearest = nearest.head(NEAREST_FEATURES)

@@ -12,6 +12,9 @@ TOO_MANY_SHARE = 0.5
 DATE_BUCKETS = {"year": "Y", "quarter": "Q", "month": "M"}
 """How dates can be grouped: bucket name -> pandas period code."""
 MISSING = "(missing)"
+OTHER = "(other)"
+LEFTOVER_GROUPS = (OTHER, MISSING)
+"""Groups that are not a value of the column (the smallest groups pooled, documents without a value): listed last."""
 
 
 def column_note(column: pd.Series) -> str:
@@ -48,11 +51,19 @@ def group_values(column: pd.Series, date_bucket: str = "year") -> pd.Series:
 
 
 def pooled(groups: pd.Series) -> pd.Series:
-    """Past MAX_GROUPS groups, the smallest are pooled as "(other)"."""
+    """Past MAX_GROUPS groups, the smallest are pooled as OTHER."""
     counts = groups.value_counts()
     if len(counts) <= MAX_GROUPS:
         return groups
-    return groups.where(groups.isin(counts.index[: MAX_GROUPS - 1]), "(other)")
+    return groups.where(groups.isin(counts.index[: MAX_GROUPS - 1]), OTHER)
+
+
+def group_sizes(groups: pd.Series) -> pd.Series:
+    """Documents per group, the largest first, then "(missing)" and the pooled "(other)" (in the order comparisons
+    list them: `compare.prevalence.ranked`)."""
+    counts = groups.value_counts()
+    leftover = counts.index.isin(LEFTOVER_GROUPS)
+    return pd.concat([counts[~leftover], counts[leftover].sort_index()])
 
 
 def feature_order(feature_ids: pd.Series, names: pd.Series) -> list[str]:

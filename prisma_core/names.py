@@ -79,13 +79,19 @@ def level_word(level: str) -> str:
 
 
 def unit_names(level: str, units: pd.DataFrame) -> dict[int, str]:
-    """Column of a level's matrix -> how its unit is named (plain text): "Theme 2: label", "Family 14: label" (the
-    i-th unit names column i) or `feature_name` (a feature's column is its id). units: the level's units (unit,
-    label), as `explore.level_units` gives them."""
+    """Column of a level's matrix -> how its unit is named (plain text): "Theme 2: label", "Family 14: label" or
+    `feature_name`. The i-th unit names column i at every level: a feature's column is not its id once features are
+    hidden. units: the level's units (unit, label), as `explore.level_units` gives them."""
     pairs = zip(units["unit"].tolist(), units["label"].tolist(), strict=True)
     if level == "feature":
-        return {int(unit): feature_name(unit, label) for unit, label in pairs}
+        return {i: feature_name(unit, label) for i, (unit, label) in enumerate(pairs)}
     return {i: unit_name(level, unit, label) for i, (unit, label) in enumerate(pairs)}
+
+
+def feature_names(features: pd.DataFrame) -> dict[int, str]:
+    """feature id -> `feature_name`, for the features (feature_id, label) given."""
+    pairs = zip(features["feature_id"].tolist(), features["label"].tolist(), strict=True)
+    return {int(feature): feature_name(feature, label) for feature, label in pairs}
 
 
 def unit_name(level: str, unit: int, label: object) -> str:

@@ -52,12 +52,26 @@ def theme_families(run: LoadedRun, theme_id: int) -> list[NamedFamily]:
 
 
 def families_of_themes(run: LoadedRun) -> dict[int, list[NamedFamily]]:
-    """theme_id -> the families whose parent feature belongs to it, largest first (one pass over the families)."""
+    """theme_id -> the families it shows, largest first: those whose parent feature belongs to it and whose parent
+    fires with a child on at least `min_shared` of its documents (a family whose members meet elsewhere is no
+    family of this theme); NO_THEME -> the others."""
     theme_of = dict(zip(run.features["feature_id"].tolist(), run.features["theme_id"].tolist(), strict=True))
+    members = run.themes.members().tocsc() if run.themes is not None else None
+    active = sp.csc_matrix(run.codes > 0)
     grouped: dict[int, list[NamedFamily]] = {}
     for family in sorted(run.families, key=lambda f: -len(f.members)):
-        grouped.setdefault(int(theme_of.get(family.parent, NO_THEME)), []).append(family)
+        theme = int(theme_of.get(family.parent, NO_THEME))
+        if theme != NO_THEME and members is not None and not _meets_in(active, members[:, theme], family, run):
+            theme = NO_THEME
+        grouped.setdefault(theme, []).append(family)
     return grouped
+
+
+def _meets_in(active: sp.csc_matrix, theme_members: sp.csc_matrix, family: NamedFamily, run: LoadedRun) -> bool:
+    """Whether the family's parent fires with one of its children on enough of the theme's documents."""
+    children = [m for m in family.members if m != family.parent]
+    together = active[:, [family.parent]].multiply(active[:, children].sum(axis=1) > 0).multiply(theme_members > 0)
+    return together.sum() >= run.settings.families.min_shared
 
 
 def family_counts(run: LoadedRun) -> dict[int, int]:
@@ -119,17 +133,24 @@ def subtheme_documents(run: LoadedRun, subtheme_id: int, n: int) -> pd.DataFrame
     return pd.DataFrame({"position": positions[order], "score": score[order]})
 
 
+def nested_subthemes(run: LoadedRun, theme_id: int | None = None) -> pd.DataFrame:
+    """The sub-themes shown as a level inside their theme (of `theme_id`, or of every theme), in the run's order:
+    those of themes split into two or more. A theme's only sub-theme is the theme itself, not a level below it."""
+    info = run.subtheme_info
+    per_theme = info["theme_id"].map(info["theme_id"].value_counts())
+    nested = info[per_theme >= 2]
+    return nested if theme_id is None else nested[nested["theme_id"] == theme_id]
+
+
 def subthemes_table(
     run: LoadedRun, documents: DatasetDocuments, n_examples: int, theme_id: int | None = None
 ) -> pd.DataFrame:
-    """One row per sub-theme (of `theme_id`, or of every theme): subtheme, theme, label, documents, share (of the
-    collection), features (the labels of its N_STRONGEST features, strongest first), examples (the titles, else the
-    starts, of its most typical documents)."""
+    """One row per sub-theme (`nested_subthemes`: of `theme_id`, or of every theme): subtheme, theme, label,
+    documents, share (of the collection), features (the labels of its N_STRONGEST features, strongest first),
+    examples (the titles, else the starts, of its most typical documents)."""
     columns = ["subtheme", "theme", "label", "documents", "share", "features", "examples"]
     label_of = run.features.set_index("feature_id")["label"]
-    info = run.subtheme_info
-    if theme_id is not None:
-        info = info[info["theme_id"] == theme_id]
+    info = nested_subthemes(run, theme_id)
     if info.empty:
         return pd.DataFrame(columns=columns)
     tops = [subtheme_documents(run, int(s), n_examples)["position"] for s in info["subtheme_id"]]
@@ -213,8 +234,9 @@ class ThemeCounts:
 
 
 def regroup_counts(run: LoadedRun) -> ThemeCounts:
-    """At least 2 themes (or sub-themes), at most one per document and the settings' limits; a run without themes
-    starts from THEMES_WITHOUT_ANY (or one theme per document for fewer documents)."""
+    """At least 2 themes (or sub-themes), at most one per document and the settings' limits; the number now is the
+    number of themes shown (at least 2: every theme merged into one regroups into 2); a run without themes starts
+    from THEMES_WITHOUT_ANY (or one theme per document for fewer documents)."""
     n_docs = run.codes.shape[0]
-    current = run.themes.n_themes if run.themes is not None else min(THEMES_WITHOUT_ANY, n_docs)
+    current = max(2, len(run.theme_info)) if run.themes is not None else min(THEMES_WITHOUT_ANY, n_docs)
     return ThemeCounts(current, max(2, min(MAX_THEMES, n_docs)), max(2, min(MAX_SUBTHEMES, n_docs)))

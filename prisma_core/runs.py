@@ -1,8 +1,8 @@
 """Reading a run back: the read model every view, the labelling and the export share (below the stages).
 
 `load_run` gathers a run's record, codes, features with their shown labels, families and themes in one object;
-`resolve_labels` says which label each feature shows; `family_membership` and `family_matrix` say which features a
-family holds.
+`resolve_labels` (interpret/label_choice) says which label each feature shows; `family_membership` and
+`family_matrix` say which features a family holds.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from prisma_core import analysis
 from prisma_core.applied_edits import apply_edits
 from prisma_core.errors import LostRowsError, RunBehindError, StoreError
+from prisma_core.interpret.label_choice import resolve_labels
 from prisma_core.loaded_run import LoadedRun
 from prisma_core.run_quality import PLACED_STAGE
 from prisma_core.run_settings import RunSettings, run_settings
@@ -27,29 +28,6 @@ from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
 from prisma_core.store.stages import REBUILT_STAGES, rebuilt_counts
 from prisma_core.subthemes import SubThemes
 from prisma_core.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
-
-
-def resolve_labels(interpretations: pd.DataFrame) -> pd.DataFrame:
-    """The label shown for each feature: the one the analyst preferred, else the newest LLM label, else keywords (an
-    analyst's label no longer preferred, its rename undone, is not shown)."""
-    preferred = interpretations["preferred"].astype(bool)
-    ranked = interpretations.assign(
-        rank_preferred=preferred,
-        rank_not_withdrawn=preferred | (interpretations["source"] != MANUAL_SOURCE),
-        rank_llm=interpretations["source"] != KEYWORD_SOURCE,
-    ).sort_values(["feature_id", "rank_preferred", "rank_not_withdrawn", "rank_llm", "created_at"])
-    chosen = ranked.groupby("feature_id", as_index=False).tail(1)
-    return chosen.rename(columns={"source": "label_source"})[
-        [
-            "feature_id",
-            "label",
-            "description",
-            "label_source",
-            "score_embedding",
-            "score_detection",
-            "interpretation_id",
-        ]
-    ]
 
 
 def with_shown_labels(workspace: Workspace, run_id: str, stats: pd.DataFrame) -> pd.DataFrame:

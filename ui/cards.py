@@ -85,6 +85,8 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
     st.subheader(f"Feature #{feature_id}: {md(row['label'])}")
     if isinstance(row["description"], str) and row["description"]:
         st.caption(md(row["description"]))
+    if isinstance(row["label_note"], str) and row["label_note"]:
+        st.info(md(row["label_note"]), icon=":material/balance:")
     n_docs = run.codes.shape[0]
     columns = st.columns(4)
     columns[0].metric(

@@ -9,9 +9,9 @@ import streamlit as st
 
 from prisma_core.compare import MAX_Q, PLAIN_WORDS
 from prisma_core.compare.prediction import Predictors
-from prisma_core.compare.prevalence import q_text, range_text, ranked, summarise
+from prisma_core.compare.prevalence import q_text, range_text, ranked, summarise, verdicts
 from prisma_core.explore import spreadsheet_csv
-from prisma_core.groups import feature_order
+from prisma_core.groups import LEFTOVER_GROUPS, feature_order
 from prisma_core.names import LEVEL_PLURALS
 from prisma_core.pipeline import LoadedRun
 from ui import charts, levels
@@ -30,7 +30,7 @@ PREDICTION_HELP = (
 STATISTICS_CAPTION = (
     "Ranges: the share would likely fall in this range with other documents like these (95% range). q: how "
     "likely the difference is to be chance, counting every comparison made here; differences with q below the "
-    "threshold hold, the others could be chance."
+    "threshold hold, the others could be chance. " + PLAIN_WORDS["small"]
 )
 
 
@@ -44,7 +44,7 @@ def compare_groups(run: LoadedRun, column: str, groups: pd.Series, level: str, g
     max_q = q_threshold("How sure must a difference be to hold?", "max_q", PLAIN_WORDS["q"])
     order = ranked(result, max_q)
     st.markdown(md(summarise(result, max_q).sentence(level)))
-    top = order.groupby("group", sort=True).head(PER_GROUP)
+    top = order.groupby("group", sort=False).head(PER_GROUP)
     st.markdown(
         f"**What sets each group apart**: per group, up to {PER_GROUP} {LEVEL_PLURALS[level]}, the differences "
         "that hold first"
@@ -52,7 +52,7 @@ def compare_groups(run: LoadedRun, column: str, groups: pd.Series, level: str, g
     st.dataframe(statistics_table(top), hide_index=True, key="distinctive_table", column_config=_columns(level))
     st.caption(STATISTICS_CAPTION)
     shown = result[result["concept"].isin(top["concept"])]
-    concepts = feature_order(shown["feature_id"], shown["concept"]) if level == "feature" else list(top["concept"])
+    concepts = feature_order(shown["unit"], shown["concept"]) if level == "feature" else list(top["concept"])
     st.markdown(f"**How common each of these {LEVEL_PLURALS[level]} is in every group**")
     st.altair_chart(charts.group_prevalence(shown, list(dict.fromkeys(concepts)), group_order), width="stretch")
     st.download_button(
@@ -87,14 +87,14 @@ def statistics_table(frame: pd.DataFrame) -> pd.DataFrame:
             "difference": frame["difference"],
             "lift": frame["lift"],
             "q": [q_text(q) for q in frame["q_value"]],
-            "verdict": frame["holds"].map({True: "holds", False: "could be chance"}),
+            "verdict": verdicts(frame),
         }
     )
 
 
 def statistics_download(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     """Every comparison for the CSV: the column compared, then every statistic, in reading order."""
-    shown = frame.drop(columns=["feature_id"]).rename(columns={"holds": "holds (q below the threshold)"})
+    shown = frame.drop(columns=["feature_id", "unit"]).rename(columns={"holds": "holds (q below the threshold)"})
     shown.insert(0, "column", column)
     return shown
 
@@ -148,4 +148,6 @@ def _gain_columns(level: str) -> dict[str, st.column_config.Column | str]:
 
 
 def predictors_table(found: Predictors) -> pd.DataFrame:
-    return found.frame.groupby("group", sort=True).head(PER_GROUP)[["group", "concept", "gain", "share"]]
+    frame = found.frame.assign(pooled=found.frame["group"].isin(LEFTOVER_GROUPS))
+    frame = frame.sort_values("pooled", kind="stable").groupby("group", sort=False).head(PER_GROUP)
+    return frame[["group", "concept", "gain", "share"]]

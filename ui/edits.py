@@ -3,15 +3,18 @@ run of the dataset (see `prisma_core.edits` and `prisma_core.carry`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import pandas as pd
 import streamlit as st
 
 from prisma_core import carry, edits
+from prisma_core.edit_notices import EditNotice, carried_here, concept_name, dismiss, edit_notices, reapply, sentence
 from prisma_core.errors import PrismaError
 from prisma_core.names import LEVEL_WORDS, level_word
 from prisma_core.runs import LoadedRun, load_run
 from prisma_core.store import EditRecord
-from ui.state import bump_revision, workspace
+from ui.state import bump_revision, revision, run_at, workspace, workspace_at
 from ui.text import md
 
 ACTIONS = {
@@ -23,6 +26,10 @@ ACTIONS = {
 }
 THEME_ONLY = ("merge", "split")
 CARRIED_KEY = "carry_report"
+PANEL_KEY = "edits_panel"
+"""The panel's open state (a widget's: it survives reruns)."""
+OPEN_KEY = "edits_panel_open"
+"""Set when an edit was saved, undone or carried in the panel: it is open after the page reruns."""
 
 
 def concept_options(run: LoadedRun, level: str) -> dict[int, str]:
@@ -40,10 +47,14 @@ def concept_options(run: LoadedRun, level: str) -> dict[int, str]:
 
 
 def edits_panel(run: LoadedRun) -> None:
-    """The whole panel, folded away under *Your edits*."""
+    """The whole panel, folded away under *Your edits* until the analyst opens it; it stays open while they edit
+    (its open state is kept across reruns, and a change made in it opens it on the rerun that shows the change)."""
     records = workspace().edits(run.record.run_id)
     active = edits.active_edits(records)
-    with st.expander(f"Your edits ({len(active)}): rename, merge, split, hide or pin concepts", expanded=False):
+    if st.session_state.pop(OPEN_KEY, False):
+        st.session_state[PANEL_KEY] = True
+    with st.expander(PANEL_TITLE, key=PANEL_KEY, on_change="rerun"):
+        st.markdown(f"**{len(active)} edit{'' if len(active) == 1 else 's'} of this run**")
         st.caption(
             "Your names and changes are kept with this run, shown on every page, in the downloads and the report, "
             "and carried to the next training of this dataset where its concepts clearly match. Hidden concepts stay "
@@ -54,6 +65,16 @@ def edits_panel(run: LoadedRun) -> None:
         _carry_section(run)
 
 
+PANEL_TITLE = "Your edits: rename, merge, split, hide or pin concepts"
+
+
+def _changed(run: LoadedRun) -> None:
+    """After an edit: every view reloads the run, and the panel opens again on the rerun."""
+    bump_revision(run.record.run_id)
+    st.session_state[OPEN_KEY] = True
+    st.rerun()
+
+
 def _edit_form(run: LoadedRun) -> None:
     columns = st.columns(3)
     level = columns[0].radio("Level", list(LEVEL_WORDS), format_func=LEVEL_WORDS.get, key="edit_level")
@@ -61,7 +82,7 @@ def _edit_form(run: LoadedRun) -> None:
     if not options:
         st.info(f"This run shows no {level_word(level)} to edit.")
         return
-    target = columns[1].selectbox("Concept", list(options), format_func=lambda i: md(options[i]), key="edit_target")
+    target = columns[1].selectbox("Concept", list(options), format_func=options.__getitem__, key="edit_target")
     actions = [a for a in ACTIONS if (a not in THEME_ONLY or level == "theme") and (a != "hide" or level != "subtheme")]
     action = columns[2].radio("Change", actions, format_func=ACTIONS.get, key="edit_action")
     with st.form("edit_form", clear_on_submit=True):
@@ -69,7 +90,9 @@ def _edit_form(run: LoadedRun) -> None:
         others = []
         if action == "merge":
             choices = [t for t in options if t != target]
-            others = st.multiselect("Themes merged into it", choices, format_func=lambda i: md(options[i]))
+            others = st.multiselect(
+                "Themes merged into it", choices, format_func=options.__getitem__, key="edit_merged"
+            )
         if st.form_submit_button("Save the change"):
             _save(run, action, level, int(target), name, others)
 
@@ -88,8 +111,7 @@ def _save(run: LoadedRun, action: str, level: str, target: int, name: str, other
     except PrismaError as error:
         st.error(md(error))
         return
-    bump_revision(run.record.run_id)
-    st.rerun()
+    _changed(run)
 
 
 def _edit_list(run: LoadedRun, active: list[EditRecord]) -> None:
@@ -107,8 +129,7 @@ def _edit_list(run: LoadedRun, active: list[EditRecord]) -> None:
         label = "Show again" if edit.action == "hide" else "Undo"
         if row[1].button(label, key=f"undo_{edit.edit_id}"):
             edits.undo(workspace(), run.record.run_id, edit.edit_id)
-            bump_revision(run.record.run_id)
-            st.rerun()
+            _changed(run)
 
 
 def _carry_section(run: LoadedRun) -> None:
@@ -125,8 +146,7 @@ def _carry_section(run: LoadedRun) -> None:
             st.error(md(error))
             return
         st.session_state[CARRIED_KEY] = report
-        bump_revision(run.record.run_id)
-        st.rerun()
+        _changed(run)
     report = st.session_state.get(CARRIED_KEY)
     if report is not None and report.to_run == run.record.run_id and report.from_run == source:
         for line in report.summary():
@@ -146,7 +166,7 @@ def _by_hand(run: LoadedRun, edit: EditRecord) -> None:
     target = row[0].selectbox(
         f"Apply “{md(edits.describe(edit))}” to",
         list(options),
-        format_func=lambda i: md(options[i]),
+        format_func=options.__getitem__,
         key=f"by_hand_{edit.edit_id}",
     )
     if row[1].button("Apply", key=f"apply_{edit.edit_id}"):
@@ -155,8 +175,7 @@ def _by_hand(run: LoadedRun, edit: EditRecord) -> None:
         except PrismaError as error:
             st.error(md(error))
             return
-        bump_revision(run.record.run_id)
-        st.rerun()
+        _changed(run)
 
 
 def _comparison(run: LoadedRun, source: str) -> None:
@@ -178,3 +197,69 @@ def _comparison(run: LoadedRun, source: str) -> None:
         hide_index=True,
         key="comparison_table",
     )
+
+
+# -- edits that do not show, announced where the analyst looks ------------------------------------------------------
+
+
+@st.cache_data(show_spinner="Checking your edits…", max_entries=4)
+def _notices(workspace_path: str, run_id: str, revision: int) -> tuple[list[EditNotice], int]:
+    run = run_at(workspace_path, run_id, revision)
+    ws = workspace_at(workspace_path)
+    return edit_notices(ws, run), carried_here(ws, run_id)
+
+
+def edit_notices_view(run: LoadedRun, levels: Sequence[str] = edits.LEVELS, key: str = "notices") -> None:
+    """Each edit of `levels` that this run does not show (its concept regrouped since, or an earlier run's edit a
+    new training did not carry), with one click to make it again where it fits best, or to dismiss it; on Home
+    (every level) also how many edits were carried from an earlier run."""
+    run_id = run.record.run_id
+    notices, carried = _notices(workspace().uri, run_id, revision(run_id))
+    if carried and len(levels) == len(edits.LEVELS):
+        st.caption(
+            f"{carried} of your edits of an earlier run {'was' if carried == 1 else 'were'} carried to this run "
+            "(see *Your edits* on the Features page)."
+        )
+    for notice in (n for n in notices if n.edit.level in levels):
+        _notice(run, notice, key)
+
+
+def _notice(run: LoadedRun, notice: EditNotice, key: str) -> None:
+    edit_id = notice.edit.edit_id
+    with st.container(border=True, key=f"{key}_notice_{edit_id}"):
+        st.warning(md(sentence(notice, run)), icon=":material/warning:")
+        left, middle, right = st.columns([3, 2, 1], vertical_alignment="bottom")
+        targets: list[int] = list(notice.targets)
+        if not targets and notice.edit.action != "merge":
+            options = concept_options(run, notice.edit.level)
+            if options:
+                chosen = left.selectbox(
+                    "Make it on", list(options), format_func=options.__getitem__, key=f"{key}_pick_{edit_id}"
+                )
+                targets = [int(chosen)]
+        if targets:
+            where = " + ".join(
+                concept_name(run, "theme" if notice.edit.action == "merge" else notice.edit.level, t) for t in targets
+            )
+            if middle.button(f"Apply it to {where}", key=f"{key}_apply_{edit_id}", icon=":material/redo:"):
+                _act(run, lambda: reapply(workspace(), run, notice, targets))
+        elif notice.edit.action == "merge":
+            left.caption("No themes of this run match the merged ones: merge them again in *Your edits*.")
+        if right.button("Dismiss", key=f"{key}_dismiss_{edit_id}", help=DISMISS_HELP):
+            _act(run, lambda: dismiss(workspace(), run, notice))
+
+
+DISMISS_HELP = (
+    "Stop showing this notice. An edit of this run is undone (it no longer applied anyway); an edit of an earlier "
+    "run stays on that run and is not carried here."
+)
+
+
+def _act(run: LoadedRun, action: Callable[[], object]) -> None:
+    try:
+        action()
+    except PrismaError as error:
+        st.error(md(error))
+        return
+    bump_revision(run.record.run_id)
+    st.rerun()

@@ -113,4 +113,17 @@ def graph_config(tree: bool, n_nodes: int) -> Config:
         config = Config(height=height, directed=True, physics=True, solver="forceAtlas2Based", timestep=0.35)
         config.physics["forceAtlas2Based"] = {"springLength": 160, "avoidOverlap": 1.0}
     config.width = "100%"
+    # streamlit-agraph's Config also keeps every keyword it was given (direction, nodeSpacing, solver...) as a
+    # top-level option, which vis.js refuses with an "Unknown option" error in the browser's console: they are
+    # already in `layout` and `physics`, where vis.js reads them.
+    config.__dict__ = {
+        name: value for name, value in config.to_dict().items() if name in VIS_OPTIONS and value is not None
+    }
     return config
+
+
+VIS_OPTIONS = frozenset(
+    {"height", "width", "autoResize", "edges", "nodes", "groups", "layout", "interaction", "physics"}
+)
+"""The top-level options vis.js Network knows (its docs' "options" object); streamlit-agraph passes the config
+to it whole."""

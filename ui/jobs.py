@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from prisma_core.embed import release_models
 from prisma_core.errors import PrismaError
-from prisma_core.memory import release_unused_memory
+from prisma_core.memory import drop_code_pages, release_unused_memory
 from prisma_core.progress import Progress
 
 JOB_NICENESS = 10
@@ -33,6 +33,8 @@ job (a map's t-SNE, training) would otherwise take the CPU from the page an anal
 starts (OpenMP, OpenVINO workers) inherit it."""
 MAX_HISTORY = 2_000
 """Metric points kept per job for the live chart (the trainer reports about 100 per run)."""
+JOB_LIBRARIES = ("torch", "openvino", "tokenizers")
+"""Packages whose native code only jobs run (training, embedding): let go of between jobs (`drop_code_pages`)."""
 
 Status = Literal["running", "done", "failed", "cancelled"]
 
@@ -158,6 +160,7 @@ class JobRegistry:
         finally:
             if self.running() == [job]:  # the last job: the embedding model is not needed until the next one
                 release_models()
+                drop_code_pages(JOB_LIBRARIES)  # nor torch's and OpenVINO's code, read back when a job needs it
             release_unused_memory()  # the job's freed working memory would otherwise stay resident
             job.finished = time.time()
 

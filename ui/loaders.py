@@ -13,11 +13,10 @@ from prisma_core.compare.prediction import Predictors, group_predictors
 from prisma_core.compare.prevalence import group_comparison
 from prisma_core.downloads import export_in_workspace
 from prisma_core.embed import EmbedConfig, load_encoder, plan_chunks
-from prisma_core.explore import DocumentVectors, level_units
+from prisma_core.explore import DocumentVectors, level_units, named_units
 from prisma_core.feature_queries import densest_features
 from prisma_core.ingest import Source, preview_sources
 from prisma_core.interpret import labelling
-from prisma_core.names import unit_names
 from prisma_core.pipeline.trends import LevelTrends, level_trends
 from prisma_core.trends.periods import timeline
 from ui.state import documents, run_at, workspace_at
@@ -97,20 +96,19 @@ def metadata(workspace_path: str, dataset_id: str, n_documents: int) -> pd.DataF
 
 @st.cache_data(show_spinner="Comparing the groups and testing every difference…", max_entries=8)
 def comparison(workspace_path: str, run_id: str, revision: int, level: str, groups: pd.Series) -> pd.DataFrame:
-    """group_comparison at a level, with a `concept` column naming each unit."""
+    """group_comparison at a level, with each concept's id (`unit`) and name (`concept`)."""
     codes, units = level_units(run_at(workspace_path, run_id, revision), level)
-    frame = group_comparison(codes, groups)
-    return frame.assign(concept=frame["feature_id"].map(unit_names(level, units)))
+    return named_units(group_comparison(codes, groups), level, units)
 
 
 @st.cache_data(show_spinner="Learning which concepts predict the groups, on documents kept aside…", max_entries=8)
 def predictors(workspace_path: str, run_id: str, revision: int, level: str, groups: pd.Series) -> Predictors | None:
-    """group_predictors at a level, with a `concept` column naming each unit."""
+    """group_predictors at a level, with each concept's id (`unit`) and name (`concept`)."""
     codes, units = level_units(run_at(workspace_path, run_id, revision), level)
     found = group_predictors(codes, groups)
     if found is None:
         return None
-    return replace(found, frame=found.frame.assign(concept=found.frame["feature_id"].map(unit_names(level, units))))
+    return replace(found, frame=named_units(found.frame, level, units))
 
 
 @st.cache_data(show_spinner="Following the concepts over time and testing every change…", max_entries=8)

@@ -11,6 +11,7 @@ import streamlit as st
 from prisma_core.explore import saved_document_map
 from prisma_core.names import NO_THEME_NAME, theme_names, unit_name
 from prisma_core.pipeline import LoadedRun
+from prisma_core.report.drawing import NO_THEME_COLOUR, theme_colour
 from ui.progress import job_panel
 from ui.state import dataset_documents, job_registry, revision, run_at, workspace
 from ui.text import sample_notice, snippet
@@ -106,6 +107,7 @@ def _subtheme_names(run: LoadedRun) -> np.ndarray:
 def map_chart(points: pd.DataFrame) -> alt.Chart:
     """Dots coloured by theme. Vega shows tooltip values as text (its tooltip handler escapes HTML)."""
     order = sorted(points["theme"].unique(), key=lambda n: (n == NO_THEME_NAME, _theme_number(n)))
+    colours = [NO_THEME_COLOUR if name == NO_THEME_NAME else theme_colour(_theme_number(name)) for name in order]
     return (
         alt.Chart(points, height=560)
         .mark_circle(size=28, opacity=0.75)
@@ -115,7 +117,7 @@ def map_chart(points: pd.DataFrame) -> alt.Chart:
             color=alt.Color(
                 "theme:N",
                 sort=order,
-                scale=alt.Scale(scheme="category20"),
+                scale=alt.Scale(domain=order, range=colours),
                 legend=alt.Legend(title="main theme", orient="right", labelLimit=320, symbolLimit=60),
             ),
             tooltip=[

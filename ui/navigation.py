@@ -34,6 +34,9 @@ PAGE_TITLES = {
     "explore": ("Explore", ":material/travel_explore:"),
     "glossary": ("Glossary", ":material/menu_book:"),
 }
+PAGE_ICON = "🌈"
+"""The browser tab's icon: light split into colours. An emoji, which the browser draws itself; a Material icon
+there is fetched from a Google font server, so an app without the internet showed none."""
 _routing = threading.local()  # one script thread per session run
 
 
@@ -74,7 +77,7 @@ def forward_to(page: st.Page) -> Callable[[], None]:
 
 def run() -> None:
     """Route this run: set up the page, draw the sidebar, run the chosen page."""
-    st.set_page_config(page_title="Prisma", page_icon=":material/change_history:", layout="wide")
+    st.set_page_config(page_title="Prisma", page_icon=PAGE_ICON, layout="wide")
     start_script_run()
     all_pages = pages()
     page = st.navigation(all_pages + alias_pages(all_pages), position="hidden")

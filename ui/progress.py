@@ -25,6 +25,7 @@ STAGE_NAMES = {
     "themes": "Grouping features into themes",
     "family labels": "Naming families",
     "theme labels": "Naming themes",
+    "sub-theme labels": "Naming sub-themes",
     "map": "Drawing the map of documents",
     "embedding scores": "Scoring labels",
     "detection": "Checking labels with the model",

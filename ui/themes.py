@@ -18,6 +18,7 @@ from prisma_core.overview import (
     coverage_sentence,
     families_of_themes,
     family_counts,
+    nested_subthemes,
     regroup_counts,
     shown_theme,
     subthemes_table,
@@ -32,6 +33,7 @@ from prisma_core.overview import (
 from prisma_core.pipeline import LoadedRun
 from prisma_core.progress import ProgressCallback
 from prisma_core.store import NamedFamily
+from ui.edits import edit_notices_view
 from ui.jobs import Job
 from ui.map import document_map_view
 from ui.progress import job_panel, start_job
@@ -128,11 +130,11 @@ def themes_overview(run: LoadedRun, key: str) -> int | None:
         f"{key}_themes_table_pick",
         open_theme,
     )
-    n_subthemes = len(run.subtheme_info)
+    n_subthemes = len(nested_subthemes(run))
     inside = f", split into {n_subthemes} sub-themes" if n_subthemes else ""
     st.caption(
-        f"{len(table)} themes{inside}; a document can belong to more than one theme, so the shares may add up to "
-        "more than 100%."
+        f"{len(table)} theme{'' if len(table) == 1 else 's'}{inside}; a document can belong to more than one theme, "
+        "so the shares may add up to more than 100%."
     )
     unfit_documents_view(run, key)
     return picked
@@ -175,7 +177,10 @@ def unfit_documents_view(run: LoadedRun, key: str) -> None:
 def home_themes() -> None:
     """Home: the themes of the selected run and the map of its documents; a clicked theme opens on Features."""
     run = selected_run()
-    if run is None or run.themes is None:
+    if run is None:
+        return
+    edit_notices_view(run, key="home")
+    if run.themes is None:
         return
     st.subheader("What this collection is about")
     if (picked := themes_overview(run, key="home")) is not None:
@@ -239,6 +244,9 @@ def subthemes_view(run: LoadedRun, theme_id: int, key: str) -> None:
         st.info("This run was grouped before Prisma found sub-themes: regroup the themes below to find them.")
         return
     table = _subthemes_table(workspace().uri, run.record.run_id, revision(run.record.run_id), theme_id)
+    if table.empty:
+        st.caption("This theme is not split into narrower subjects: its documents make one subject.")
+        return
     st.markdown(f"**Sub-themes of this theme** ({len(table)}): the narrower subjects inside it")
     st.dataframe(
         table.drop(columns=["theme"]),

@@ -59,7 +59,7 @@ def _print_edits(records: Sequence[Any], run: Any) -> None:
     if not records:
         print(f"run {run.record.run_id}: no edits yet")
     for record in records:
-        if record.action == edits.UNDO:
+        if record.action in (edits.UNDO, edits.DISMISS):
             continue
         state = "undone" if record.edit_id not in active else "not applied" if record.edit_id in skipped else "shown"
         carried = f", carried from run {record.carried_from.split('/')[0]}" if record.carried_from else ""

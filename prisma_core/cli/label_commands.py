@@ -31,6 +31,7 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     print(f"run {run.record.run_id}")
     for level, labelled in summary.levels():
         _print_label_summary(level, labelled)
+    _print_set_aside(workspace, run.record.run_id)
     if summary.stop_reason:
         raise LabellingError(summary.stop_reason)
     for level, labelled in summary.levels():
@@ -89,6 +90,20 @@ def _print_label_summary(what: str, summary: LabelSummary, max_errors: int = 5) 
         print(f"  {error}")
     if len(summary.errors) > max_errors:
         print(f"  ... and {len(summary.errors) - max_errors} more failures")
+    for kept in summary.set_aside:
+        print(f"  {kept.sentence()}")
+
+
+def _print_set_aside(workspace: Workspace, run_id: str) -> None:
+    """The features whose model label is not shown because it scores worse than their keywords."""
+    from prisma_core.runs import resolve_labels
+
+    shown = resolve_labels(workspace.interpretations(run_id))
+    kept = shown[shown["set_aside"].notna()]
+    if len(kept):
+        print(f"{len(kept)} features keep their keyword labels: the model's scored worse (pick either in the app)")
+        for row in kept.head(10).itertuples():
+            print(f"  feature {row.feature_id}: {row.label_note}")
 
 
 def _print_label_quality(workspace: Workspace, run_id: str) -> None:

@@ -149,7 +149,11 @@ def _add_label_commands(commands: Commands) -> None:
         sub.add_argument("--run", help=RUN_HELP)
         sub.add_argument("--features", type=feature_ids, help="only these feature ids, e.g. 1,2,3 (default: all)")
     label.add_argument("--families", action="store_true", help="also name the families, after the features")
-    label.add_argument("--themes", action="store_true", help="also name the themes, after the features (and families)")
+    label.add_argument(
+        "--themes",
+        action="store_true",
+        help="also name the themes and their sub-themes, after the features (and families)",
+    )
     score.add_argument("--detect", action="store_true", help="also run the LLM detection check on LLM labels")
 
 

@@ -27,8 +27,8 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy import stats
 
-from prisma_core.compare import CONFIDENCE, MAX_Q
-from prisma_core.groups import MISSING
+from prisma_core.compare import CONFIDENCE, MAX_Q, MIN_GROUP_SIZE
+from prisma_core.groups import LEFTOVER_GROUPS, MISSING
 
 
 def group_comparison(units: sp.spmatrix, groups: pd.Series) -> pd.DataFrame:
@@ -151,16 +151,27 @@ def q_text(q: float) -> str:
 
 
 def holding(frame: pd.DataFrame, max_q: float = MAX_Q) -> pd.Series:
-    """Whether each difference holds: its q is below max_q."""
-    return frame["q_value"] < max_q
+    """Whether each difference holds: its q is below max_q, in a group of at least MIN_GROUP_SIZE documents."""
+    return (frame["q_value"] < max_q) & (frame["group_size"] >= MIN_GROUP_SIZE)
+
+
+def verdicts(frame: pd.DataFrame) -> list[str]:
+    """Each difference's verdict in words (`frame` as `ranked` gives it)."""
+    small = frame["group_size"] < MIN_GROUP_SIZE
+    return [
+        "holds" if holds else "too few documents to tell" if tiny else "could be chance"
+        for holds, tiny in zip(frame["holds"], small, strict=True)
+    ]
 
 
 def ranked(frame: pd.DataFrame, max_q: float = MAX_Q) -> pd.DataFrame:
-    """A comparison in reading order: by group, the differences that hold first (largest difference first), then
-    those that could be chance; with a `holds` column."""
-    marked = frame.assign(holds=holding(frame, max_q))
-    order = marked.sort_values(["group", "holds", "difference"], ascending=[True, False, False], kind="stable")
-    return order.reset_index(drop=True)
+    """A comparison in reading order: by group (pooled and missing values last), the differences that hold first
+    (largest difference first), then those that could be chance; with a `holds` column."""
+    marked = frame.assign(holds=holding(frame, max_q), pooled=frame["group"].isin(LEFTOVER_GROUPS))
+    order = marked.sort_values(
+        ["pooled", "group", "holds", "difference"], ascending=[True, True, False, False], kind="stable"
+    )
+    return order.drop(columns="pooled").reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,7 @@ class ComparisonSummary:
     n_tested: int
     n_hold: int
     max_q: float
+    n_small: int = 0  # groups smaller than MIN_GROUP_SIZE, whose differences never hold
 
     def sentence(self, noun: str = "concept") -> str:
         """E.g. "Tested 617 features in each of 5 groups (3,085 comparisons): 86 differences hold (q below
@@ -179,9 +191,14 @@ class ComparisonSummary:
         plural = noun if self.n_concepts == 1 else f"{noun}s"
         held = "1 difference holds" if self.n_hold == 1 else f"{self.n_hold:,} differences hold"
         rest = self.n_tested - self.n_hold
+        small = ""
+        if self.n_small:
+            groups = "1 group has" if self.n_small == 1 else f"{self.n_small:,} groups have"
+            small = f" {groups} fewer than {MIN_GROUP_SIZE} documents: too few to tell, no difference there holds."
         return (
             f"Tested {self.n_concepts:,} {plural} in each of {self.n_groups:,} groups ({self.n_tested:,} "
-            f"comparisons): {held} (q below {self.max_q:g}); the other {rest:,} could be chance."
+            f"comparisons): {held} (q below {self.max_q:g}, in groups of at least {MIN_GROUP_SIZE} documents); "
+            f"the other {rest:,} could be chance.{small}"
         )
 
 
@@ -192,4 +209,5 @@ def summarise(frame: pd.DataFrame, max_q: float = MAX_Q) -> ComparisonSummary:
         n_tested=len(frame),
         n_hold=int(holding(frame, max_q).sum()),
         max_q=max_q,
+        n_small=int(frame.loc[frame["group_size"] < MIN_GROUP_SIZE, "group"].nunique()),
     )

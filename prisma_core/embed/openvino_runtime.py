@@ -21,6 +21,11 @@ from prisma_core.embed.config import cpu_has_native_bf16
 from prisma_core.embed.model import Pooler, padded_length
 
 sys.modules.setdefault("openvino_telemetry", None)  # no usage reports, no forks (see the module docstring)
+PRIMITIVE_CACHE = 64
+"""Compiled kernels oneDNN (OpenVINO's CPU library) keeps for reuse, process-wide, past the model that made them
+(its default, 1,024, kept about 50 MB resident once the model was let go after embedding 600 articles; 64 keeps 17,
+as fast; BENCHMARKS.md section 8). Read once, when openvino is first imported: a setting made for the process wins."""
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(PRIMITIVE_CACHE))
 import openvino  # noqa: E402
 
 

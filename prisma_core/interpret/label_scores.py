@@ -25,6 +25,7 @@ from prisma_core.analysis import strong_codes
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.embed import EmbedConfig
 from prisma_core.embed.cache import VectorCache, embed_cached
+from prisma_core.interpret.label_choice import CHANCE
 from prisma_core.interpret.scoring import holdout_split
 from prisma_core.store.vectors import DocumentVectors, unit_rows, vector_rows
 
@@ -165,8 +166,6 @@ def label_embedding_scores(
 
 # -- reading a score: its support, an uncertainty band, and chance ----------------------------------------------
 
-CHANCE = 0.5
-"""Both scores are 0.5 for a label that says nothing about its feature (ROC-AUC and balanced accuracy)."""
 Z_95 = 1.96
 
 

@@ -45,6 +45,7 @@ FEATURE_SYSTEM_PROMPT = (
 GROUP_KINDS = {
     "family": "a family: a general parent concept and its more specific child concepts",
     "theme": "a theme: a broad subject that many concepts share, its most typical concept first",
+    "subtheme": "a sub-theme: a narrower subject inside a broad theme, its most typical concept first",
 }
 """The levels of the hierarchy above a feature that are named from their members (theme -> family -> feature)."""
 

@@ -172,7 +172,10 @@ def embed_with(
     if len(stored) == n_documents:
         progress(Progress("embed", n_documents, n_documents, "all documents already embedded"))
         return EmbedSummary(key, n_documents, n_documents, 0, 0, 0, time.perf_counter() - started)
-    windows = _Windows(workspace, dataset_id, key, compute, slice_documents, progress, n_documents - len(stored))
+    n_todo = n_documents - len(stored)
+    # said before the model loads (and, on a fresh machine, is converted): storing the documents is over
+    progress(Progress("embed", 0, n_todo, f"0 of {n_todo:,} documents: loading the embedding model"))
+    windows = _Windows(workspace, dataset_id, key, compute, slice_documents, progress, n_todo)
     for window in workspace.document_batches(dataset_id, ["position", "text", "text_hash"], WINDOW_DOCUMENTS):
         windows.embed(window[~window["position"].isin(stored)].sort_values("position"))
     summary = EmbedSummary(

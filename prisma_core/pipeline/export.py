@@ -103,6 +103,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "label_source",
         "score_embedding",
         "score_detection",
+        "label_note",
         "family_id",
         "parent",
         "theme_id",

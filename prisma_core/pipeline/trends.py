@@ -51,8 +51,9 @@ def column_timeline(metadata: pd.DataFrame, column: str | None, period: str = "a
 def level_trends(run: LoadedRun, line: Timeline, level: str, compared: tuple[int, int] | None = None) -> LevelTrends:
     """One level's concepts (as the analyst edited them) over the periods."""
     units, frame = level_units(run, level)
-    names = dict(enumerate(unit_names(level, frame).values()))  # by column (a feature's name is keyed by its id)
-    return LevelTrends(level, over_time(units, line, compared), names, frame["unit"].astype(int).tolist())
+    return LevelTrends(
+        level, over_time(units, line, compared), unit_names(level, frame), frame["unit"].astype(int).tolist()
+    )
 
 
 def compared_periods(line: Timeline, config: TrendConfig) -> tuple[int, int] | None:

@@ -11,28 +11,30 @@ import numpy as np
 import pandas as pd
 
 PALETTE = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-    "#aec7e8",
-    "#ffbb78",
-    "#98df8a",
-    "#ff9896",
-    "#c5b0d5",
-    "#c49c94",
-    "#f7b6d2",
-    "#c7c7c7",
-    "#dbdb8d",
-    "#9edae5",
+    "#d95b5e",
+    "#009aab",
+    "#928519",
+    "#2c85e2",
+    "#009970",
+    "#d15997",
+    "#c0702e",
+    "#0094d6",
+    "#539339",
+    "#a16eca",
+    "#9a393d",
+    "#006a77",
+    "#645a02",
+    "#025ba2",
+    "#006a4a",
+    "#943768",
+    "#874a17",
+    "#006699",
+    "#336520",
+    "#6f498f",
 )
-"""Theme colours (Vega's category20, as the app's map uses), reused in turn past 20 themes."""
+"""Theme colours, the app's map and the report's alike, by theme id: ten hues at one lightness, spread around the
+colour wheel and ordered so that neighbouring themes get far-apart hues, then the same ten hues darker for themes
+10 to 19 (reused in turn past 20). Vega's category20, used before, gives themes 0 and 1 two blues."""
 NO_THEME_COLOUR = "#444444"
 MAP_WIDTH, MAP_HEIGHT, MAP_MARGIN = 960, 620, 8
 DOT_RADIUS = 2.6

@@ -18,17 +18,28 @@ import pandas as pd
 from prisma_core import __version__
 from prisma_core.compare import PLAIN_WORDS
 from prisma_core.compare.prediction import Predictors, group_predictors
-from prisma_core.compare.prevalence import group_comparison, percent, q_text, range_text, ranked, summarise
-from prisma_core.explore import level_units
-from prisma_core.names import LEVEL_PLURALS, level_word, snippet, theme_names, unit_name, unit_names
+from prisma_core.compare.prevalence import (
+    group_comparison,
+    percent,
+    q_text,
+    range_text,
+    ranked,
+    summarise,
+    verdicts,
+)
+from prisma_core.explore import level_units, named_units
+from prisma_core.groups import group_sizes
+from prisma_core.names import LEVEL_PLURALS, feature_names, level_word, snippet, theme_names, unit_name
 from prisma_core.overview import (
     coverage_sentence,
     families_of_themes,
+    nested_subthemes,
     subtheme_documents,
     theme_documents,
     themes_table,
 )
 from prisma_core.pipeline.trends import level_trends
+from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import ReportContents
 from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
 from prisma_core.report.timeline import timeline_chart
@@ -62,12 +73,13 @@ def collection(contents: ReportContents) -> Section:
     sample = contents.documents.sample(WORDS_SAMPLE)["text"].map(lambda text: len(str(text).split()))
     sampled = " (median of a random sample)" if len(sample) < dataset.n_documents else ""
     words = f"{int(np.median(sample)):,}{sampled}"
+    shown = run.features[~run.features["hidden"]]
     numbers = [
         ("Documents", f"{dataset.n_documents:,}"),
         ("Words per document (median)", words),
-        ("Themes", f"{run.themes.n_themes if run.themes is not None else 0:,}"),
+        ("Themes", f"{len(run.theme_info) if run.themes is not None else 0:,}"),
         ("Families of concepts", f"{len(run.families):,}"),
-        ("Features (single concepts) in use", f"{int((run.features['density'] > 0).sum()):,} of {len(run.features):,}"),
+        ("Features (single concepts) in use", f"{int((shown['density'] > 0).sum()):,} of {len(shown):,}"),
         ("Features describing each document", f"{run.settings.sae.k if run.settings.sae is not None else ''}"),
         ("Metadata columns", ", ".join(map(str, dataset.metadata_columns)) or "none"),
         ("Files", ", ".join(map(str, dataset.sources)) or "none"),
@@ -108,7 +120,7 @@ def themes(contents: ReportContents) -> Section | None:
     tops = {int(t): theme_documents(run, int(t), n, members)["position"] for t in run.theme_info["theme_id"]}
     shown = np.unique(np.concatenate([np.empty(0, np.int64), *tops.values()]))  # a document typical of two themes
     read = contents.documents.at(shown).set_index("position")
-    names = unit_names("feature", run.features[["feature_id", "label"]].set_axis(["unit", "label"], axis=1))
+    names = feature_names(run.features[~run.features["hidden"]])
     grouped = families_of_themes(run)
     entries = [
         ThemeEntry(
@@ -138,7 +150,7 @@ def _subtheme_entries(contents: ReportContents, theme_id: int, names: dict[int, 
     if run.subthemes is None:
         return []
     n = min(contents.config.typical_documents, SUBTHEME_DOCUMENTS)
-    info = run.subtheme_info[run.subtheme_info["theme_id"] == theme_id]
+    info = nested_subthemes(run, theme_id)
     tops = [subtheme_documents(run, int(s), n)["position"] for s in info["subtheme_id"]]
     read = contents.documents.at(np.unique(np.concatenate([np.empty(0, np.int64), *tops]))).set_index("position")
     n_docs = max(run.codes.shape[0], 1)
@@ -205,14 +217,13 @@ def comparison(contents: ReportContents) -> Section:
             f"{LEVEL_PLURALS[config.level]} to be compared on: show one again to compare them."
         )
         return Section("groups", f"Groups compared: {contents.column}", "no_groups.html.j2", {"text": text})
-    names = unit_names(config.level, unit_frame)
-    result = group_comparison(units, contents.groups)
-    result = ranked(result.assign(concept=result["feature_id"].map(names)), config.max_q)
-    sizes = contents.groups.value_counts()
+    result = ranked(named_units(group_comparison(units, contents.groups), config.level, unit_frame), config.max_q)
+    rows_of = dict(tuple(result.groupby("group")))
     groups = [
-        _group_entry(name, int(sizes[name]), rows.head(config.per_group)) for name, rows in result.groupby("group")
+        _group_entry(str(name), int(size), rows_of[name].head(config.per_group))
+        for name, size in group_sizes(contents.groups).items()
+        if name in rows_of
     ]
-    groups.sort(key=lambda entry: -entry["size"])
     predictors = group_predictors(units, contents.groups) if config.predict else None
     context = {
         "column": contents.column,
@@ -221,7 +232,7 @@ def comparison(contents: ReportContents) -> Section:
         "groups": groups,
         "words": PLAIN_WORDS,
         "max_q": f"{config.max_q:g}",
-        "prediction": None if predictors is None else _prediction(predictors, names, config.per_group),
+        "prediction": None if predictors is None else _prediction(predictors, config, unit_frame),
     }
     return Section("groups", f"Groups compared: {contents.column}", "comparison.html.j2", context)
 
@@ -238,21 +249,23 @@ def _group_entry(name: str, size: int, rows: pd.DataFrame) -> dict[str, Any]:
             "lift": f"{row.lift:.1f} times",
             "q": q_text(row.q_value),
             "holds": bool(row.holds),
+            "verdict": verdict,
         }
-        for row, low_high, rest_range in zip(
+        for row, low_high, rest_range, verdict in zip(
             rows.itertuples(),
             range_text(rows["prevalence_low"], rows["prevalence_high"]),
             range_text(rows["rest_low"], rows["rest_high"]),
+            verdicts(rows),
             strict=True,
         )
     ]
     return {"name": name, "size": size, "rows": table, "chart": range_chart(rows)}
 
 
-def _prediction(found: Predictors, names: dict[int, str], per_group: int) -> dict[str, Any]:
-    best = found.frame.groupby("group", sort=True).head(per_group)
+def _prediction(found: Predictors, config: ReportConfig, units: pd.DataFrame) -> dict[str, Any]:
+    best = named_units(found.frame.groupby("group", sort=True).head(config.per_group), config.level, units)
     rows = [
-        dict(group=row.group, concept=names[int(row.feature_id)], gain=percent(row.gain), share=percent(row.share))
+        dict(group=row.group, concept=row.concept, gain=percent(row.gain), share=percent(row.share))
         for row in best.itertuples()
     ]
     return {"sentence": found.sentence(), "rows": rows}
@@ -320,7 +333,8 @@ def reliability(contents: ReportContents) -> Section:
             "features most trainings found were kept",
         ),
     ]
-    scores = features["score_embedding"].dropna() if "score_embedding" in features else pd.Series(dtype=float)
+    shown = features[~features["hidden"]]
+    scores = shown["score_embedding"].dropna() if "score_embedding" in shown else pd.Series(dtype=float)
     if len(scores):
         facts.append(
             (

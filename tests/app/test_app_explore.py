@@ -20,6 +20,8 @@ from prisma_core.explore import (
     refract_text,
     search_documents,
 )
+from prisma_core.ingest import IngestConfig
+from prisma_core.sae import SAEConfig
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 
@@ -187,3 +189,32 @@ def test_the_labels_csv_holds_the_exported_feature_table(trained_app):
     assert list(table.columns) == list(exported.columns)
     assert table["feature_id"].tolist() == exported["feature_id"].tolist()
     assert table["density"].tolist() == exported["density"].tolist()
+
+
+def test_the_reports_column_starts_from_the_one_compared_and_stays_as_chosen(trained_app):
+    """Issue 45: the report's group column went back to the first column as soon as the page reran."""
+    workspace = trained_app.workspace
+    frame = trained_app.frame.assign(source=["wire" if i % 2 else "staff" for i in range(len(trained_app.frame))])
+    upload = ("two_columns.csv", frame.to_csv(index=False).encode())
+    config = IngestConfig(text_column="text", title_column="title", id_column="id")
+    dataset_id, _ = pipeline.ingest(workspace, [upload], "two columns", config)
+    try:
+        pipeline.embed_dataset(workspace, dataset_id)  # the same texts: read from the cache
+        run_id = pipeline.train_run(
+            workspace, dataset_id, SAEConfig(n_features=16, k=4, epochs=2, n_trainings=1)
+        ).run_id
+        at = new_app(dataset_id, run_id)
+        at.session_state["explore_tab"] = "Compare groups"
+        open_page(at, "explore")
+        assert at.selectbox(key="group_column").options[:2] == ["category (5 groups)", "source (2 groups)"]
+        at.selectbox(key="group_column").select("source").run()
+        at.session_state["explore_tab"] = "Downloads"
+        at.run()
+        assert at.selectbox(key="report_column").value == "source"  # the column compared last
+        at.radio(key="report_level").set_value("feature").run()
+        assert at.selectbox(key="report_column").value == "source"  # it went back to "category" here
+        at.selectbox(key="report_column").select("category").run()
+        at.radio(key="report_level").set_value("family").run()
+        assert at.selectbox(key="report_column").value == "category" and not at.exception
+    finally:
+        workspace.delete_dataset(dataset_id)

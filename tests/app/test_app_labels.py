@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
 from prisma_core.interpret import labelling
+from prisma_core.interpret.labelling.planning import subthemes_of
 from prisma_core.interpret.ollama_client import has_model
 from ui.state import job_registry
 
@@ -89,7 +90,8 @@ def test_the_server_models_are_listed_and_chosen_features_are_labelled(trained_a
     assert at.selectbox(key="ollama_model").value == "llama3.2:latest"
     features = densest(trained_app, 3, skip=5)
     choose(at, features)
-    assert any(text.startswith("**3 requests** (3 features, 0 families, 0 themes)") for text in texts(at.markdown))
+    expected = "**3 requests** (3 features, 0 families, 0 themes, 0 sub-themes)"
+    assert any(text.startswith(expected) for text in texts(at.markdown))
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
     assert job.error is None and job.result.features.n_labelled == 3
@@ -133,7 +135,13 @@ def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fa
     assert job.error is None and job.result.families.n_labelled == 1
     families = trained_app.workspace.families(trained_app.run_id)
     stored = next(f for f in families if f.family_id == family.family_id)
-    assert has_model([stored.label_source], "llama3.2") and stored.label.endswith(" family")
+    if job.result.families.set_aside:  # the model's name scored worse: the family keeps its own, the page says so
+        (kept,) = job.result.families.set_aside
+        assert (stored.label, kept.label.endswith(" family")) == (family.label, True)
+        at.run()
+        assert kept.sentence() in texts(at.markdown)
+    else:
+        assert has_model([stored.label_source], "llama3.2") and stored.label.endswith(" family")
     prompt = fake.user_prompts()[-1]
     assert "<parent>" in prompt and "<evidence>" in prompt and "<contrast>" in prompt
 
@@ -144,16 +152,21 @@ def test_a_theme_is_named_from_its_features_labels_and_shown_on_home(trained_app
     at = labels_page(trained_app, fake.url)
     at.radio(key="label_scope").set_value("theme").run()
     at.selectbox(key="label_theme").set_value(int(theme["theme_id"])).run()
-    assert any(text.startswith("**1 request** (0 features, 0 families, 1 theme)") for text in texts(at.markdown)), (
-        texts(at.markdown)
-    )
+    subthemes = subthemes_of(trained_app.workspace, run, [int(theme["theme_id"])])  # named with their theme
+    requests = 1 + len(subthemes)
+    expected = f"**{requests} request{'s' if requests > 1 else ''}** (0 features, 0 families, 1 theme, "
+    assert any(text.startswith(expected) for text in texts(at.markdown)), texts(at.markdown)
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
     assert job.error is None and job.result.themes.n_labelled == 1 and job.result.features.n_labelled == 0
+    assert (job.result.subthemes.n_labelled if subthemes else 0) == len(subthemes)
     themes = trained_app.workspace.themes(trained_app.run_id)
     stored = next(t for t in themes if t["theme_id"] == theme["theme_id"])
-    assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
-    assert "Name what this theme is about." in fake.user_prompts()[-1]
+    if not job.result.themes.set_aside:
+        assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
+    else:  # the model's name scored worse than the theme's own: kept
+        assert stored["label"] == theme["label"]
+    assert any("Name what this theme is about." in prompt for prompt in fake.user_prompts())
     at.run()
     assert any("1 theme labelled by llama3.2" in text for text in texts(at.success))
     home = open_page(at, "home")
@@ -176,6 +189,13 @@ def test_cancel_keeps_what_was_labelled_and_resume_asks_only_for_the_rest(traine
     at.run()
     assert not at.exception
     assert any(f"{len(features) - len(kept)} still to label" in text for text in texts(at.info))
+    assert at.button(key="label_start").label == "Resume"
+    at.checkbox(key="label_relabel").check().run()  # Label again: Start asks about everything, so it says so
+    assert at.button(key="label_start").label == "Start"
+    note = next(text for text in texts(at.info) if "still to label" in text)
+    assert "Label again* is ticked" in note and "untick it to resume" in note and "skipping" not in note
+    assert any(text.startswith(f"**{len(features)} requests**") for text in texts(at.markdown))
+    at.checkbox(key="label_relabel").uncheck().run()
     assert at.button(key="label_start").label == "Resume"
 
     fake.delay_s, asked_before = 0.0, len(fake.requests)
@@ -296,3 +316,32 @@ def test_the_quality_summary_compares_with_shuffled_labels(trained_app):
     baseline = labelling.score_baseline(workspace, pipeline.load_run(workspace, trained_app.run_id))
     assert (shown, shuffled) == (round(baseline.mean_score, 3), round(baseline.shuffled_mean, 3))
     assert shown > shuffled + 0.1
+
+
+def test_a_worse_model_label_does_not_replace_the_keywords_and_the_analyst_can_still_choose_it(trained_app, fake):
+    """Issue 45, item 4: labels scoring below chance ("field") replaced keyword labels scoring 0.89. The better
+    label stays shown, the card and the Labels page say why, and one click shows the model's label anyway."""
+    features = densest(trained_app, 4)  # the densest not labelled yet: enough documents for a score
+    fake.responder = lambda request: json.dumps({"label": "knitting patterns", "description": "About knitting."})
+    at = choose(labels_page(trained_app, fake.url), features)
+    at.button(key="label_start").click().run()
+    assert wait(trained_app.run_id).error is None
+    at.run()
+    run = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id")
+    kept = [f for f in features if run.at[f, "set_aside"] is not None]
+    assert kept, "a label about knitting scores worse than the keywords of news features"
+    assert all(run.at[f, "label"] != "knitting patterns" and run.at[f, "label_source"] == "keywords" for f in kept)
+    notes = texts(at.markdown)
+    for feature in kept:
+        named = f"**#{feature}** The language model named this feature “knitting patterns”"
+        assert any(text.startswith(named) for text in notes)
+
+    cards = open_page(at, "features")
+    cards.selectbox(key="feature_pick").select(kept[0]).run()
+    assert any("the keywords stay shown" in text for text in texts(cards.info))
+
+    labels = open_page(cards, "labels")
+    labels.button(key=f"use_label_{kept[0]}").click().run()
+    assert not labels.exception
+    chosen = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.set_index("feature_id")
+    assert (chosen.at[kept[0], "label"], chosen.at[kept[0], "label_note"]) == ("knitting patterns", "")

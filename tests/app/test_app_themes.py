@@ -3,12 +3,14 @@ one theme at a time on Families, queries and group comparison at every level, th
 
 import json
 
+import numpy as np
 import pytest
 from app_helpers import new_app, open_page, table, tables, texts, wait_for_job
 
 from prisma_core import analysis, pipeline
 from prisma_core.compare.prevalence import group_comparison, ranked
 from prisma_core.explore import level_units
+from prisma_core.overview import nested_subthemes
 from ui.map import map_job_key
 from ui.state import job_registry
 from ui.themes import ALL_THEMES, THEME_KEY, regroup_job_key
@@ -22,8 +24,17 @@ def run(trained_app):
 
 
 def theme_families(run, theme_id):
+    """The families a theme lists: their parent belongs to it and fires with a child on enough of its documents."""
     theme_of = run.features.set_index("feature_id")["theme_id"]
-    return sorted((f for f in run.families if theme_of[f.parent] == theme_id), key=lambda f: -len(f.members))
+    active = run.codes.toarray() > 0
+    in_theme = run.themes.members().toarray()[:, theme_id] > 0 if theme_id >= 0 else np.zeros(len(active), bool)
+
+    def meets(family) -> bool:
+        children = active[:, [m for m in family.members if m != family.parent]].any(axis=1)
+        return int((active[:, family.parent] & children & in_theme).sum()) >= run.settings.families.min_shared
+
+    listed = [f for f in run.families if theme_of[f.parent] == theme_id and meets(f)]
+    return sorted(listed, key=lambda f: -len(f.members))
 
 
 def assert_themes_table(shown, run, n_docs):
@@ -75,7 +86,12 @@ def test_drill_down_shows_the_themes_families_and_features(trained_app, run):
 
 def test_a_theme_opens_its_sub_themes(trained_app, run):
     at = open_page(new_app(trained_app.dataset_id, trained_app.run_id), "features")
-    theme = int(run.theme_info["theme_id"].iloc[-1])
+    per_theme = run.subtheme_info["theme_id"].value_counts()
+    for alone in per_theme.index[per_theme == 1]:  # a theme's only sub-theme is the theme: no level below it
+        at.selectbox(key="features_theme_pick").select(int(alone)).run()
+        assert not tables(at, "subtheme", "examples")
+        assert "This theme is not split into narrower subjects: its documents make one subject." in texts(at.caption)
+    theme = int(per_theme.index[per_theme >= 2][0])
     at.selectbox(key="features_theme_pick").select(theme).run()
     assert not at.exception
     shown = table(at, "subtheme", "examples")
@@ -103,7 +119,7 @@ def test_the_documents_that_fit_no_theme_well_are_counted(trained_app, run):
         assert (listed["closest theme's share"] < run.themes.fit_share).all()
     else:
         assert sentence == "Every document fits a theme well."
-    assert any(f"split into {len(run.subtheme_info)} sub-themes" in c.value for c in at.caption)
+    assert any(f"split into {len(nested_subthemes(run))} sub-themes" in c.value for c in at.caption)
 
 
 def test_home_shows_the_themes_and_the_map(trained_app, run):

@@ -31,13 +31,35 @@ def test_form_is_prefilled_for_the_corpus_size(trained_app):
     assert texts(at.caption)[0] == "150 documents, 384 dimensions each (all-MiniLM-L6-v2)"
 
 
+def test_the_technical_settings_wait_under_advanced_with_what_they_change_in_plain_words(trained_app):
+    """Issue 45: "k", "Epochs", "Batch size", "Step size" were the first things an analyst met on the form."""
+    at = open_page(new_app(trained_app.dataset_id), "train")
+    (advanced,) = [expander for expander in at.expander if expander.label == "Advanced settings"]
+    inside = {widget.key for widget in advanced.number_input}
+    outside = {widget.key for widget in at.number_input} - inside
+    assert {"k", "epochs", "batch_size", "lr", "seed"} <= inside
+    assert outside >= {"n_features", "n_trainings"} and not outside & {"k", "epochs", "batch_size", "lr", "seed"}
+    words = " ".join(texts(advanced.caption))
+    for setting in ("k", "Epochs", "Batch size", "step size", "Seed"):
+        assert f"**{setting}**" in words or f"and **{setting}**" in words
+    assert "how many concepts describe each document" in words
+    assert all("k strongest" not in text for text in texts(at.markdown))
+
+
 def test_runs_table_shows_the_run_metrics_and_diagnostics(trained_app):
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     open_page(at, "train")
     assert not at.exception
     record = trained_app.workspace.run(trained_app.run_id)
     row = runs_frame(at).set_index("run").loc[trained_app.run_id]
-    assert (row["k"], row["epochs"], row["batch"]) == (SMALL_SAE["k"], SMALL_SAE["epochs"], SMALL_SAE["batch_size"])
+    assert not {"k", "epochs", "batch", "lr", "seed"} & set(row.index)  # under Advanced
+    (trained,) = [frame.value for frame in at.dataframe if "epochs" in frame.value.columns]
+    settings = trained.set_index("name").loc[row["name"]]
+    assert (settings["k"], settings["epochs"], settings["batch"]) == (
+        SMALL_SAE["k"],
+        SMALL_SAE["epochs"],
+        SMALL_SAE["batch_size"],
+    )
     assert row["detail_unseen"] == pytest.approx(1 - record.metrics["fvu_holdout"])
     assert row["detail_train"] == pytest.approx(1 - record.metrics["fvu_train"])
     assert row["never_firing"] == pytest.approx(record.metrics["dead_fraction"])

@@ -27,7 +27,7 @@ import pytest
 from playwright.sync_api import Browser, Frame, Locator, Page, expect
 
 from bench import app_driver
-from bench.app_driver import PAGE_MS, go, settle
+from bench.app_driver import PAGE_MS, go, open_expander, settle
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -192,6 +192,7 @@ def test_whole_flow_in_chromium(server, browser, corpora_dir, tmp_path):
 
     go(page, "Train SAE")
     set_number(page, "Features", 32)
+    open_expander(page, "Advanced settings")  # the technical settings wait there
     set_number(page, "k (active features per document)", 4)
     set_number(page, "Epochs", 20)
     set_number(page, "Batch size", 32)

@@ -30,12 +30,13 @@ from test_browser import (
     assert_clean_log,
     graph_frame,
     open_options,
+    set_number,
     shoot,
     streamlit_server,
 )
 
 from bench import app_driver
-from bench.app_driver import PAGE_MS, go, settle
+from bench.app_driver import PAGE_MS, go, open_expander, settle
 from prisma_core.store import Workspace
 
 N_DOCUMENTS = 120
@@ -75,12 +76,6 @@ def browser() -> Iterator[Browser]:
         yield launched
 
 
-def set_number(page: Page, label: str, value: int) -> None:
-    field = page.get_by_label(label, exact=True)
-    field.fill(str(value))
-    field.press("Tab")
-
-
 def choose(page: Page, picker: str, option: str) -> None:
     """Pick an option of a select box (one click to open it, one on the option)."""
     open_options(page, page.locator(f".st-key-{picker} [role=combobox]"))
@@ -118,6 +113,7 @@ def train_while_watching_features(page: Page) -> None:
     """A long training: Features says it runs, its status turns; cancelled; then a short one that finishes."""
     go(page, "Train SAE")
     set_number(page, "Features", 32)
+    open_expander(page, "Advanced settings")  # the technical settings wait there
     set_number(page, "k (active features per document)", 4)
     set_number(page, "Epochs", 5000)
     page.get_by_role("button", name="Train", exact=True).click()
@@ -132,6 +128,7 @@ def train_while_watching_features(page: Page) -> None:
     page.get_by_role("button", name="Cancel").click()
     expect(page.get_by_text("Training on “bbc_walk”: cancelled.")).to_be_visible(timeout=LONG_WORK_MS)
     settle(page)
+    open_expander(page, "Advanced settings")
     set_number(page, "Epochs", 10)
     page.get_by_role("button", name="Train", exact=True).click()
     expect(page.get_by_role("heading", name="Runs on this dataset")).to_be_visible(timeout=LONG_WORK_MS)

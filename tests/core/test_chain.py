@@ -9,6 +9,7 @@ from bbc_openings import openings
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.ingest import IngestConfig
+from prisma_core.progress import Progress
 from prisma_core.run_settings import run_settings
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
@@ -55,3 +56,28 @@ def test_the_chain_starts_from_a_stored_dataset_with_settings_made_from_the_sugg
     assert (chained.embedded.n_cached, chained.embedded.n_computed) == (60, 0)  # every vector read back
     assert size(run_settings(workspace.run(chained.run_id)).sae) == size(dataclasses.replace(suggested, epochs=1))
     assert {run.run_id for run in workspace.runs(small_run.dataset_id)} == {small_run.run.run_id, chained.run_id}
+
+
+def test_the_progress_says_embedding_while_the_model_loads_not_storing(bbc: pd.DataFrame, tmp_path, monkeypatch):
+    """Issue 45: the demo showed "Storing the documents: 150 of 150" for a minute while the embedding model loaded.
+    The embedding announces itself before the model is loaded."""
+    import prisma_core.embed as embed_module
+
+    events: list[Progress] = []
+    seen_at_load: list[Progress] = []
+    load = embed_module.load_encoder
+
+    def loading(config):
+        seen_at_load.append(events[-1])
+        return load(config)
+
+    monkeypatch.setattr(embed_module, "load_encoder", loading)
+    articles = openings(bbc.head(6))
+    articles.to_parquet(tmp_path / "six.parquet")
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [tmp_path / "six.parquet"], "six", IngestConfig(id_column="id"))
+    pipeline.embed_dataset(workspace, dataset_id, progress=events.append)
+
+    assert seen_at_load, "the model was loaded"
+    last = seen_at_load[0]
+    assert (last.stage, last.done, last.total) == ("embed", 0, 6) and "loading the embedding model" in last.message

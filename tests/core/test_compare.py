@@ -12,7 +12,7 @@ from scipy import stats
 from toy_codes import toy_codes
 
 from prisma_core import pipeline
-from prisma_core.compare import MAX_Q
+from prisma_core.compare import MAX_Q, MIN_GROUP_SIZE
 from prisma_core.compare.prediction import group_predictors
 from prisma_core.compare.prevalence import (
     fisher_p_values,
@@ -24,6 +24,7 @@ from prisma_core.compare.prevalence import (
     ranked,
     share_range,
     summarise,
+    verdicts,
 )
 from prisma_core.explore import level_units
 from prisma_core.ingest import IngestConfig
@@ -119,20 +120,39 @@ def test_q_values_are_benjamini_hochberg_over_every_pair_tested(small_run):
 def test_ranked_puts_the_differences_that_hold_first_and_the_summary_counts_them():
     frame = pd.DataFrame(
         {
-            "group": ["a", "a", "a", "b"],
-            "feature_id": [0, 1, 2, 0],
-            "difference": [0.5, 0.3, -0.2, -0.5],
-            "q_value": [0.2, 0.01, 0.04, 0.01],
+            "group": ["a", "a", "a", "b", "(other)", "c"],
+            "feature_id": [0, 1, 2, 0, 0, 0],
+            "group_size": [40, 40, 40, 30, 25, MIN_GROUP_SIZE - 1],
+            "difference": [0.5, 0.3, -0.2, -0.5, 0.4, 0.6],
+            "q_value": [0.2, 0.01, 0.04, 0.01, 0.001, 0.001],
         }
     )
     order = ranked(frame, 0.05)
-    assert order["feature_id"].tolist() == [1, 2, 0, 0] and order["holds"].tolist() == [True, True, False, True]
+    assert order["group"].tolist() == ["a", "a", "a", "b", "c", "(other)"]  # the pooled group last
+    assert order["feature_id"].tolist() == [1, 2, 0, 0, 0, 0]
+    assert order["holds"].tolist() == [True, True, False, True, False, True]  # "c" is too small to hold
+    assert verdicts(order)[4] == "too few documents to tell" and verdicts(order)[2] == "could be chance"
     summary = summarise(frame, 0.05)
-    assert (summary.n_groups, summary.n_concepts, summary.n_tested, summary.n_hold) == (2, 3, 4, 3)
+    assert (summary.n_groups, summary.n_concepts, summary.n_tested, summary.n_hold) == (4, 3, 6, 4)
     assert summary.sentence("theme") == (
-        "Tested 3 themes in each of 2 groups (4 comparisons): 3 differences hold (q below 0.05); the other 1 could "
-        "be chance."
+        f"Tested 3 themes in each of 4 groups (6 comparisons): 4 differences hold (q below 0.05, in groups of at "
+        f"least {MIN_GROUP_SIZE} documents); the other 2 could be chance. 1 group has fewer than {MIN_GROUP_SIZE} "
+        "documents: too few to tell, no difference there holds."
     )
+
+
+def test_a_tiny_group_sharing_a_rare_concept_is_compared_but_its_difference_does_not_hold():
+    """Three documents, two of them with a concept no other document has: Fisher's test finds it unlikely by chance,
+    but three documents are too few to tell; a group of MIN_GROUP_SIZE with the same pattern holds."""
+    n_documents = 200
+    for size, holds in ((3, False), (MIN_GROUP_SIZE, True)):
+        groups = pd.Series(["rest"] * n_documents)
+        groups[:size] = "tiny"
+        present = np.zeros((n_documents, 1), np.float32)
+        present[: max(2, size - 1)] = 1.0
+        result = ranked(group_comparison(sp.csr_matrix(present), groups))
+        row = result[result["group"] == "tiny"].iloc[0]
+        assert row["q_value"] < 0.05 and bool(row["holds"]) is holds
 
 
 RANDOM_DRAWS = 20

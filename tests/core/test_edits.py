@@ -215,6 +215,13 @@ def test_edits_are_carried_to_a_run_trained_again_with_another_seed(edited, tmp_
     assert all("no clear match" in line or "was not carried" in line for line in report.summary()[1:])
     again = carry.carry_edits(workspace, run_id, summary.run_id)
     assert again.carried == [] and len(again.not_carried) == len(report.not_carried)  # never carried twice
+    assert len(again.before) == len(report.carried)  # said as carried before, not as "0 of 8 carried"
+    tried = len(again.not_carried)
+    assert again.summary()[0] == (
+        f"0 of {tried} edits carried over ({len(again.before)} carried before)"
+        if tried
+        else f"Nothing new to carry: all {len(again.before)} edits of run {run_id} carried before."
+    )
     counts = carry.counts(carry.compare_runs(old, new, matching))
     assert counts.loc["theme", "kept"] >= 3
     assert counts.loc["feature"].sum() >= len(old.features[old.features["density"] > 0])

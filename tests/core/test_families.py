@@ -3,6 +3,7 @@ import pytest
 import scipy.sparse as sp
 
 from prisma_core.families import (
+    CHANCE_SPREAD,
     Family,
     FamilyConfig,
     cooccurrence_edges,
@@ -60,12 +61,16 @@ def planted() -> sp.csr_matrix:
     return planted_hierarchy()
 
 
-def dense_reference_edges(codes: sp.csr_matrix, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dense_reference_edges(
+    codes: sp.csr_matrix, tau: float, min_shared: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     active = (codes.toarray() > 0).astype(np.float64)
     together = active.T @ active
     density = active.sum(axis=0)
     weight = together / (np.minimum(density[:, None], density[None, :]) + 1e-9)
-    i, j = np.nonzero(np.triu((together > 0) & (weight >= tau), k=1))
+    chance = np.outer(density, density) / len(active)
+    above_chance = together > chance + CHANCE_SPREAD * np.sqrt(chance)
+    i, j = np.nonzero(np.triu((together >= min_shared) & (weight >= tau) & above_chance, k=1))
     return i, j, weight[i, j]
 
 
@@ -98,7 +103,7 @@ def test_spanning_forest_keeps_parent_edges_over_weaker_sibling_edges(planted: s
 
 
 def test_edges_point_from_denser_to_sparser_feature_and_ties_go_to_lower_id() -> None:
-    documents = [[1, 3]] * 4 + [[3]] * 6 + [[5, 6]] * 5 + [[0]] * 3
+    documents = [[1, 3]] * 4 + [[3]] * 6 + [[5, 6]] * 5 + [[0]] * 3 + [[2]] * 60  # 2: the rest of the collection
     codes = codes_from_documents(documents, n_features=7)
 
     families = find_families(codes, PAIRS)
@@ -111,8 +116,8 @@ def test_edges_point_from_denser_to_sparser_feature_and_ties_go_to_lower_id() ->
 
 def test_feature_implied_by_two_denser_features_belongs_to_both_families() -> None:
     # 2 fires only with both 0 and 1 (weight 1 to each); 0 and 1 are more loosely linked (3 / 8).
-    documents = [[0, 1, 2]] * 3 + [[0]] * 7 + [[1]] * 5
-    codes = codes_from_documents(documents, n_features=3)
+    documents = [[0, 1, 2]] * 3 + [[0]] * 7 + [[1]] * 5 + [[3]] * 60  # 3: the rest of the collection
+    codes = codes_from_documents(documents, n_features=4)
 
     families = find_families(codes, PAIRS)
 
@@ -120,17 +125,36 @@ def test_feature_implied_by_two_denser_features_belongs_to_both_families() -> No
 
 
 def test_threshold_drops_weak_edges() -> None:
-    # Features 0 and 1 are each active on 10 documents and share 2: weight 2 / min(10, 10) = 0.2.
-    documents = [[0]] * 8 + [[0, 1]] * 2 + [[1]] * 8
-    codes = codes_from_documents(documents, n_features=2)
+    # Features 0 and 1 are each active on 10 of 217 documents and share 3: weight 3 / min(10, 10) = 0.3, and 3 is
+    # well above the 10 * 10 / 217 = 0.46 documents two independent features would share.
+    documents = [[0]] * 7 + [[0, 1]] * 3 + [[1]] * 7 + [[2]] * 200
+    codes = codes_from_documents(documents, n_features=3)
 
     i, j, weight = cooccurrence_edges(codes, tau=0.1)
     assert (i.tolist(), j.tolist()) == ([0], [1])
-    assert weight[0] == pytest.approx(0.2)
+    assert weight[0] == pytest.approx(0.3)
     assert find_families(codes, FamilyConfig(tau=0.1, min_family_size=2))[0].members == [0, 1]
 
-    assert len(cooccurrence_edges(codes, tau=0.25)[0]) == 0
-    assert find_families(codes, FamilyConfig(tau=0.25, min_family_size=2)) == []
+    assert len(cooccurrence_edges(codes, tau=0.35)[0]) == 0
+    assert find_families(codes, FamilyConfig(tau=0.35, min_family_size=2)) == []
+
+
+def test_a_pair_that_fires_together_by_chance_or_on_too_few_documents_is_no_family() -> None:
+    """A dense feature (0, on half the documents) beside a sparse one (1) about as often as chance would put it:
+    weight 0.5, above tau, but no relation. A pair sharing two documents only (2 and 3): a coincidence."""
+    rng = np.random.default_rng(0)
+    dense = rng.random(400) < 0.5
+    sparse = rng.random(400) < 0.05
+    documents = [[f for f, on in ((0, d), (1, s)) if on] for d, s in zip(dense, sparse, strict=True)]
+    documents += [[2, 3]] * 2 + [[2]] * 3 + [[3]] * 3
+    codes = codes_from_documents(documents, n_features=4)
+    together = int((dense & sparse).sum())
+    assert together / sparse.sum() >= 0.1 and together <= dense.sum() * sparse.sum() / len(documents) * 1.2
+
+    i, j, _ = cooccurrence_edges(codes, tau=0.1, min_shared=3)
+    assert not {(int(a), int(b)) for a, b in zip(i, j, strict=True)} & {(0, 1), (2, 3)}
+    assert find_families(codes, FamilyConfig(min_family_size=2)) == []
+    assert (2, 3) in set(zip(*cooccurrence_edges(codes, tau=0.1, min_shared=2)[:2], strict=True))
 
 
 def test_no_cooccurrence_gives_no_families() -> None:
@@ -140,9 +164,9 @@ def test_no_cooccurrence_gives_no_families() -> None:
 
 
 def test_second_round_surfaces_grandchild_family_once_parent_is_removed() -> None:
-    # 0 is the parent; 1 and 2 are its children; 3 and 4 are children of 1 only (0's grandchildren).
-    documents = [[0]] * 40 + [[0, 2]] * 10 + [[0, 1]] * 8 + [[0, 1, 3]] * 6 + [[0, 1, 4]] * 4
-    codes = codes_from_documents(documents, n_features=5)
+    # 0 is the parent; 1 and 2 are its children; 3 and 4 are children of 1 only (0's grandchildren); 5 is elsewhere.
+    documents = [[0]] * 40 + [[0, 2]] * 10 + [[0, 1]] * 8 + [[0, 1, 3]] * 6 + [[0, 1, 4]] * 4 + [[5]] * 100
+    codes = codes_from_documents(documents, n_features=6)
 
     families = find_families(codes, FamilyConfig(iterations=3, min_family_size=2))
 
@@ -172,6 +196,9 @@ def test_blocked_cooccurrence_matches_dense_reference() -> None:
         assert i.tolist() == expected[0].tolist()
         assert j.tolist() == expected[1].tolist()
         np.testing.assert_allclose(weight, expected[2])
+    shared = dense_reference_edges(codes, tau=0.15, min_shared=7)
+    i, j, weight = cooccurrence_edges(codes, 0.15, min_shared=7, block_entries=200, block_pairs=50)
+    assert (i.tolist(), j.tolist()) == (shared[0].tolist(), shared[1].tolist()) and len(i) < len(expected[0])
 
 
 def test_density_counts_positive_activations_only() -> None:

@@ -5,8 +5,10 @@ import pandas as pd
 from prisma_core.groups import (
     MAX_GROUPS,
     MISSING,
+    OTHER,
     column_note,
     feature_order,
+    group_sizes,
     group_values,
     ordered_columns,
     pooled,
@@ -37,3 +39,12 @@ def test_dates_group_by_year_quarter_or_month_and_missing_values_get_their_own_g
     assert group_values(dates, "quarter").tolist() == ["2023Q1", "2023Q4", "2024Q1", MISSING]
     assert group_values(dates, "month").tolist() == ["2023-02", "2023-11", "2024-03", MISSING]
     assert group_values(pd.Series(["sport", None, 3])).tolist() == ["sport", MISSING, "3"]
+
+
+def test_the_pooled_and_missing_groups_are_listed_last_however_large():
+    """Issue 45: the pooled "(other)" group, often the largest, was listed first in comparisons."""
+    values = [f"value {i}" for i in range(40) for _ in range(i + 1)] + [None] * 500
+    groups = pooled(group_values(pd.Series(values, dtype="string")))
+    sizes = group_sizes(groups)
+    assert list(sizes.index[-2:]) == [MISSING, OTHER] and sizes[OTHER] > sizes.iloc[0] and sizes[MISSING] == 500
+    assert (sizes.iloc[:-2].diff().dropna() <= 0).all()  # the others largest first

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from prisma_core.memory import MALLOC_ARENAS, drop_file_pages, release_unused_memory
+from prisma_core.memory import MALLOC_ARENAS, drop_code_pages, drop_file_pages, release_unused_memory
 
 
 def resident_mb(field: str = "VmRSS") -> float:
@@ -28,6 +28,31 @@ def test_pages_of_a_mapped_file_are_let_go_and_read_again_unchanged(tmp_path) ->
         assert resident_mb("RssFile") < held - 28
         assert mapped[:] == content  # read again from the file
         assert drop_file_pages(tmp_path / "not_mapped.bin") == 0
+
+
+def resident_code_kb(folder: str) -> int:
+    """Resident KB of this process's executable mappings of files under `folder`."""
+    total, mapped = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:  # a mapping's header line
+            mapped = len(fields) == 6 and fields[1] == "r-xp" and fields[5].startswith(folder)
+        elif mapped and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
+
+
+def test_the_code_of_a_library_used_only_by_jobs_is_let_go_and_runs_again() -> None:
+    import numpy as np
+
+    folder = str(Path(np.__path__[0]).resolve())
+    expected = float(np.linalg.norm(np.arange(1_000.0)))  # numpy's code runs: resident
+    held = resident_code_kb(folder)
+    assert held > 1_000
+    assert drop_code_pages(["numpy", "a_package_never_imported"]) > 0
+    assert resident_code_kb(folder) < held / 2
+    assert float(np.linalg.norm(np.arange(1_000.0))) == expected  # its code read back from the files
+    assert drop_code_pages(["a_package_never_imported"]) == 0
 
 
 def test_freed_heap_memory_is_returned_to_the_system() -> None:

@@ -13,6 +13,7 @@ from prisma_core.names import NO_THEME_NAME
 from prisma_core.overview import (
     THEMES_WITHOUT_ANY,
     document_theme_shares,
+    families_of_themes,
     family_counts,
     regroup_counts,
     shown_theme,
@@ -50,9 +51,20 @@ def test_the_open_theme_is_the_one_chosen_while_the_run_shows_it_else_the_first(
     assert shown_theme(replace(run, theme_info=run.theme_info.iloc[:0]), 3) == 0
 
 
+def meets_in_theme(run, family, theme: int) -> int:
+    """Documents of the theme where the family's parent fires with one of its children."""
+    active = run.codes.toarray() > 0
+    in_theme = run.themes.members().toarray()[:, theme] > 0
+    children = [m for m in family.members if m != family.parent]
+    return int((active[:, family.parent] & active[:, children].any(axis=1) & in_theme).sum())
+
+
 def test_families_are_counted_and_listed_under_the_theme_of_their_general_concept(run):
     theme_of = dict(zip(run.features["feature_id"], run.features["theme_id"], strict=True))
-    expected = Counter(int(theme_of[family.parent]) for family in run.families)
+    shared = run.settings.families.min_shared
+    expected = Counter(
+        int(theme_of[f.parent]) for f in run.families if meets_in_theme(run, f, int(theme_of[f.parent])) >= shared
+    )
     counts = family_counts(run)
     assert list(counts) == run.theme_info["theme_id"].tolist()
     assert counts == {t: expected.get(t, 0) for t in counts}
@@ -64,6 +76,22 @@ def test_families_are_counted_and_listed_under_the_theme_of_their_general_concep
         assert table["features"].tolist() == [len(f.members) for f in families]
         assert (np.diff(table["features"].to_numpy()) <= 0).all(), "largest first"
         assert all(name.startswith(f"#{f.parent} ") for name, f in zip(table["general concept"], families, strict=True))
+        assert all(meets_in_theme(run, f, theme_id) >= shared for f in families)
+
+
+def test_a_family_whose_members_meet_outside_the_theme_of_its_parent_is_not_listed_there(run):
+    """A family made of a theme's feature and a feature that never fires on that theme's documents (the issue's
+    "carbon nanotubes" under "star formation"): the theme does not list it."""
+    theme = int(run.theme_info["theme_id"].iloc[0])
+    parent = int(run.theme_info["features"].iloc[0][0])
+    in_theme = run.themes.members().toarray()[:, theme] > 0
+    active = run.codes.toarray() > 0
+    elsewhere = [f for f in range(active.shape[1]) if active[:, f].any() and not (active[:, f] & in_theme).any()]
+    assert elsewhere, "some feature fires only outside the theme"
+    odd = replace(run.families[0], family_id=999, parent=parent, members=[parent, elsewhere[0]], edges=[])
+    with_odd = replace(run, families=[*run.families, odd])
+    assert 999 not in [f.family_id for f in theme_families(with_odd, theme)]
+    assert 999 in [f.family_id for f in families_of_themes(with_odd)[NO_THEME]]
 
 
 def test_a_themes_features_come_most_typical_first_with_their_sizes(run):
@@ -103,7 +131,8 @@ def test_a_documents_themes_come_most_probable_first(run):
 
 def test_a_run_is_regrouped_between_two_themes_and_one_per_document(run):
     counts = regroup_counts(run)
-    assert counts.current == run.themes.n_themes
+    assert counts.current == len(run.theme_info) == run.themes.n_themes
+    assert regroup_counts(replace(run, theme_info=run.theme_info.head(1))).current == 2  # every theme merged into one
     assert counts.most_themes == counts.most_subthemes == 60  # one per document, below the settings' limits
     assert regroup_counts(replace(run, themes=None)).current == THEMES_WITHOUT_ANY
     tiny = replace(run, themes=None, codes=run.codes[:1])

@@ -15,6 +15,7 @@ from prisma_core.cli import main as cli_main
 from prisma_core.compare.prevalence import group_comparison, summarise
 from prisma_core.errors import NotFoundError, StoreError
 from prisma_core.explore import level_units
+from prisma_core.overview import nested_subthemes
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.drawing import MAP_HEIGHT, MAP_WIDTH
 from prisma_core.report.writer import report_html, write_report
@@ -67,10 +68,11 @@ def test_the_report_shows_the_collection_its_themes_as_named_and_the_map(written
     assert f"Theme 1: {RENAMED}" in text  # the name the analyst left, escaped in the file
     assert "Theme 1: Sport &amp; athletics &lt;desk&gt; &#34;quoted&#34;" in page
     typical = [a for a in parsed.named("div") if a.get("class") == "doc"]
-    in_subthemes = sum(min(2, int(n)) for n in run.subthemes.sizes())  # two a sub-theme, inside its theme's card
-    assert len(typical) == 5 * 3 + in_subthemes  # three typical documents a theme
+    nested = nested_subthemes(run)["subtheme_id"].to_numpy()  # a theme's only sub-theme is not drawn inside it
+    in_subthemes = sum(min(2, int(n)) for n in run.subthemes.sizes()[nested])  # two a sub-theme, in its theme's card
+    assert len(typical) == len(run.theme_info) * 3 + in_subthemes  # three typical documents a theme
     for sub in run.subtheme_info.itertuples():
-        assert f"Sub-theme {sub.subtheme_id}: {sub.label}" in text
+        assert (f"Sub-theme {sub.subtheme_id}: {sub.label}" in text) == (sub.subtheme_id in nested)
     assert "fit no theme well" in text or "Every document fits a theme well." in text
     (map_svg,) = [a for a in parsed.named("svg") if a.get("aria-label", "").startswith("Map of the documents")]
     assert map_svg["viewbox"] == f"0 0 {MAP_WIDTH} {MAP_HEIGHT}"
@@ -140,5 +142,6 @@ def test_a_document_typical_of_two_themes_is_shown_in_both(workspace):
     points = pd.DataFrame({"position": [0], "x": [0.0], "y": [0.0]})
     parsed = Page(report_html(workspace, run, ReportConfig(typical_documents=20, predict=False), points))
     typical = [a for a in parsed.named("div") if a.get("class") == "doc"]
-    in_subthemes = sum(min(2, int(n)) for n in run.subthemes.sizes())
+    nested = nested_subthemes(run)["subtheme_id"].to_numpy()  # a theme's only sub-theme is not drawn inside it
+    in_subthemes = sum(min(2, int(n)) for n in run.subthemes.sizes()[nested])
     assert len(typical) == sum(min(20, int(n)) for n in np.asarray(members.sum(axis=0)).ravel()) + in_subthemes

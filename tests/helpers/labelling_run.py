@@ -13,7 +13,9 @@ import scipy.sparse as sp
 from ollama_server import FakeOllama
 
 from prisma_core import pipeline
+from prisma_core.interpret.label_choice import weaker
 from prisma_core.interpret.label_scores import ranked_documents
+from prisma_core.interpret.labelling import LabelSummary
 from prisma_core.interpret.ollama_client import has_model
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import neutralise_markup
@@ -114,3 +116,24 @@ def llm_rows(workspace: Workspace, run_id: str, model: str = "llama3.2") -> pd.D
     rows = workspace.interpretations(run_id)
     same = rows["source"].map(lambda source: has_model([source], model)).astype(bool)
     return rows[same].sort_values("feature_id").reset_index(drop=True)
+
+
+def named_by_score(
+    before: list[dict], after: list[dict], key: str, summary: LabelSummary, made: dict[int, str]
+) -> None:
+    """Each group named in a batch (`made`: id -> the model's name) shows the model's name, or, set aside in the
+    summary because it scored worse than the name it had (`label_choice.weaker`), keeps its name as it was."""
+    aside = {kept.group_id: kept for kept in summary.set_aside}
+    assert set(aside) <= set(made)
+    old, new = {int(g[key]): g for g in before}, {int(g[key]): g for g in after}
+    for group, label in made.items():
+        if group in aside:
+            kept = aside[group]
+            assert (kept.label, kept.kept) == (label, old[group]["label"])
+            assert weaker(pd.Series([kept.score]), pd.Series([kept.kept_score])).all()
+            assert (new[group]["label"], new[group]["label_source"]) == (
+                old[group]["label"],
+                old[group]["label_source"],
+            )
+        else:
+            assert (new[group]["label"], new[group]["label_source"]) == (label, "llama3.2")

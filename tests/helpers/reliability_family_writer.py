@@ -1,10 +1,11 @@
-"""`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START ITERATIONS REPEATS`: one session
+"""`python tests/helpers/reliability_family_writer.py WORKSPACE RUN_ID START SETTINGS REPEATS`: one session
 rebuilding families.
 
-Rebuilds the run's families with ITERATIONS rounds, REPEATS times in a row, once every process of the start line
-START is ready (start_line.py).
+Rebuilds the run's families with SETTINGS (FamilyConfig's fields as JSON), REPEATS times in a row, once every
+process of the start line START is ready (start_line.py).
 """
 
+import json
 import sys
 
 from start_line import wait_at
@@ -14,11 +15,11 @@ from prisma_core.families import FamilyConfig
 from prisma_core.store import Workspace
 
 
-def main(workspace_path: str, run_id: str, start: str, iterations: str, repeats: str) -> int:
+def main(workspace_path: str, run_id: str, start: str, settings: str, repeats: str) -> int:
     workspace = Workspace(workspace_path)
     wait_at(start)
     for _ in range(int(repeats)):
-        pipeline.rebuild_families(workspace, run_id, FamilyConfig(iterations=int(iterations)))
+        pipeline.rebuild_families(workspace, run_id, FamilyConfig(**json.loads(settings)))
     return 0
 
 

@@ -197,3 +197,29 @@ def finished(worker: subprocess.Popen, timeout: float = 600) -> tuple[int, str, 
     """(exit status, stdout, stderr) of a worker, once it has ended."""
     stdout, stderr = worker.communicate(timeout=timeout)
     return worker.returncode, stdout, stderr
+
+
+FAMILY_SETTINGS = (
+    {"iterations": 1},
+    {"iterations": 3},
+    {"iterations": 3, "min_family_size": 2},
+    {"iterations": 3, "min_family_size": 2, "min_shared": 1},
+)
+"""Family settings, from the strictest: the first two that give a run different families serve the tests that need
+two rebuilds with different results."""
+
+
+def two_family_settings(codes) -> tuple[dict, dict]:
+    """Two of FAMILY_SETTINGS whose families of `codes` differ in number."""
+    from prisma_core.families import FamilyConfig, find_families
+
+    counted = [(settings, len(find_families(codes, FamilyConfig(**settings)))) for settings in FAMILY_SETTINGS]
+    first = counted[0]
+    second = next(((s, n) for s, n in counted[1:] if n != first[1]), None)
+    assert second is not None, f"every family setting gives {first[1]} families"
+    return first[0], second[0]
+
+
+def family_flags(settings: dict) -> list[str]:
+    """The `families` command's flags for these settings."""
+    return [flag for name, value in settings.items() for flag in (f"--{name.replace('_', '-')}", str(value))]

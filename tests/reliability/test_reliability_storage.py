@@ -24,10 +24,12 @@ from reliability_helpers import (
     cli_main,
     cli_worker,
     error_lines,
+    family_flags,
     finished,
     run_cli_with_file_limit,
     sae_flags,
     snapshot,
+    two_family_settings,
 )
 from start_line import start_line
 
@@ -50,17 +52,18 @@ def families_caption(at) -> str:
 
 def test_new_sessions_show_families_rebuilt_from_the_command_line(trained: Trained, monkeypatch) -> None:
     monkeypatch.setenv(WORKSPACE_ENV, str(trained.path))
-    counts = {n: len(find_families(trained.codes, FamilyConfig(iterations=n))) for n in (1, 3)}
-    assert counts[1] != counts[3]
-    assert cli_main("families", "--iterations", "1", workspace=trained.path) == 0
+    one, other = two_family_settings(trained.codes)
+    counts = [len(find_families(trained.codes, FamilyConfig(**settings))) for settings in (one, other)]
+    assert counts[0] != counts[1]
+    assert cli_main("families", *family_flags(one), workspace=trained.path) == 0
     first = open_page(new_app(trained.dataset_id, trained.run_id), "families")
-    assert families_caption(first).startswith(f"{counts[1]} families over")
+    assert families_caption(first).startswith(f"{counts[0]} families over")
 
-    assert cli_main("families", "--iterations", "3", workspace=trained.path) == 0
+    assert cli_main("families", *family_flags(other), workspace=trained.path) == 0
 
     second = open_page(new_app(trained.dataset_id, trained.run_id), "families")
     assert not second.exception
-    assert families_caption(second).startswith(f"{counts[3]} families over")
+    assert families_caption(second).startswith(f"{counts[1]} families over")
 
 
 # -- a full disk during the weights write -----------------------------------------------------------------------------

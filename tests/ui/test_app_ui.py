@@ -206,3 +206,16 @@ def test_every_stage_the_pipeline_reports_has_a_plain_name(small_run):
     """A job's panel shows STAGE_NAMES[stage]; a stage without one showed its internal name ("ingest", "check")."""
     assert {"check", "ingest", "embed", "train_sae", "label", "themes", "families"} <= small_run.stages
     assert small_run.stages | {FAMILIES.stage, THEMES.stage} <= STAGE_NAMES.keys()
+
+
+def test_the_family_graph_hands_vis_js_only_options_it_knows():
+    """Issue 45: the graph's config carried streamlit-agraph's keywords (direction, nodeSpacing, solver...) as
+    top-level options, each an "Unknown option" error in the browser's console."""
+    from ui.family_graph import VIS_OPTIONS, graph_config
+
+    tree, free = graph_config(True, 12).to_dict(), graph_config(False, 12).to_dict()
+    assert set(tree) <= VIS_OPTIONS and set(free) <= VIS_OPTIONS
+    assert tree["layout"]["hierarchical"] | {"enabled": True} == tree["layout"]["hierarchical"]
+    assert (tree["layout"]["hierarchical"]["direction"], tree["physics"]["enabled"]) == ("LR", False)
+    assert free["physics"]["solver"] == "forceAtlas2Based" and free["physics"]["timestep"] == 0.35
+    assert free["physics"]["forceAtlas2Based"]["avoidOverlap"] == 1.0

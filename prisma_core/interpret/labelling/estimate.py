@@ -50,13 +50,14 @@ def describe_plan(plan: LabelPlan, seconds_per_request: float | None = None) -> 
     time = estimate_time(plan, seconds_per_request)
     details = (
         f"({counted(plan.n_features, 'feature')}, {counted(plan.n_families, 'family', 'families')}, "
-        f"{counted(plan.n_themes, 'theme')}), about {plan.prompt_tokens:,} tokens for the model to read: roughly "
+        f"{counted(plan.n_themes, 'theme')}, {counted(plan.n_subthemes, 'sub-theme')}), about "
+        f"{plan.prompt_tokens:,} tokens for the model to read: roughly "
         f"{minutes(time.gpu_seconds)} on a GPU, {minutes(time.cpu_seconds)} for a small model on a laptop CPU."
     )
     if time.measured_seconds is not None:
         pace = f"{seconds_per_request:.1f} s a request"
         details += f" At the pace of the last batch ({pace}): {minutes(time.measured_seconds)}."
-    skipped = plan.n_features_skipped + plan.n_families_skipped + plan.n_themes_skipped
+    skipped = plan.n_features_skipped + plan.n_families_skipped + plan.n_themes_skipped + plan.n_subthemes_skipped
     if skipped:
         details += f" {skipped:,} already labelled by this model are skipped."
     return PlanText(counted(plan.n_requests, "request"), details)

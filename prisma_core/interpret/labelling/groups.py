@@ -5,19 +5,23 @@ few); a group whose labelling fails keeps its keyword label.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from prisma_core import analysis
 from prisma_core.errors import LabellingError
+from prisma_core.interpret.label_choice import weaker
+from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
 from prisma_core.interpret.labelling.job import (
     Batch,
     LabelConfig,
     LabelSummary,
+    SetAside,
     StopCheck,
     never_stop,
     shown_texts,
@@ -26,6 +30,7 @@ from prisma_core.interpret.labelling.planning import chosen
 from prisma_core.interpret.labelling.storing import (
     FAMILIES,
     GROUP_SAVE_EVERY,
+    SUBTHEMES,
     THEMES,
     GroupTable,
     record_batch,
@@ -34,6 +39,7 @@ from prisma_core.interpret.labelling.storing import (
 from prisma_core.interpret.ollama_client import has_model
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.ollama_labeller import OllamaLabeller
+from prisma_core.names import LEVEL_WORDS
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, resolve_labels
 from prisma_core.store import Workspace
@@ -80,8 +86,8 @@ def label_group(
     return labeller.label(request)
 
 
-GROUP_TABLES = {table.kind: table for table in (FAMILIES, THEMES)}
-"""The kinds of group a batch can name ("family", "theme") and where each is stored."""
+GROUP_TABLES = {table.kind: table for table in (FAMILIES, THEMES, SUBTHEMES)}
+"""The kinds of group a batch can name ("family", "theme", "subtheme") and where each is stored."""
 
 
 def label_groups(
@@ -94,9 +100,9 @@ def label_groups(
     should_stop: StopCheck = never_stop,
     group_ids: Sequence[int] | None = None,
 ) -> LabelSummary:
-    """Name each family or theme (`kind`) of the run, or those in `group_ids`: a family from the labels its parent
-    and children show now (preferred, LLM, keywords), a theme from the labels of its most typical features, each
-    with the documents where those features are strongest.
+    """Name each family, theme or sub-theme (`kind`) of the run, or those in `group_ids`: a family from the labels its
+    parent and children show now (preferred, LLM, keywords), a theme or sub-theme from the labels of its most typical
+    features, each with the documents where those features are strongest.
 
     Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label.
     Labels are saved every few groups and when the batch ends, onto the groups stored at that moment: a group
@@ -105,14 +111,15 @@ def label_groups(
     groups = table.read(workspace, run.record.run_id)
     wanted = chosen(groups, table.id_key, group_ids)
     todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], ollama.model)]
+    set_aside: list[SetAside] = []
     with OllamaLabeller(ollama) as labeller:
         if todo:
             labeller.check()
         batch = Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
         if todo:
             n_shown = (ollama.n_evidence, ollama.n_contrast)
-            _name_groups(workspace, run, table, groups, todo, labeller, n_shown, config, batch)
-    summary = batch.summary(ollama.model, ollama.host, len(wanted) - len(todo))
+            set_aside = _name_groups(workspace, run, table, groups, todo, labeller, n_shown, config, batch)
+    summary = replace(batch.summary(ollama.model, ollama.host, len(wanted) - len(todo)), set_aside=set_aside)
     if todo:
         record_batch(workspace, run.record, table.kind, ollama, config, summary)
     return summary
@@ -128,14 +135,16 @@ def _name_groups(
     n_shown: tuple[int, int],
     config: LabelConfig,
     batch: Batch,
-) -> None:
+) -> list[SetAside]:
     """Names the groups of `todo` in turn, showing (`n_shown`) n_evidence documents where each is strongest and
-    n_contrast where it is silent; the names are saved every few groups and when the batch ends, however it ends."""
+    n_contrast where it is silent; the names are saved every few groups and when the batch ends, however it ends,
+    each only if it describes its group at least as well as the name it has (`better_names`). Returns the names set
+    aside."""
     shown = resolve_labels(workspace.interpretations(run.record.run_id)).set_index("feature_id")["label"]
     codes = sp.csc_matrix(run.codes)
     named = {
         int(row[table.id_key]): FeatureGroup(
-            table.kind, f"{table.kind.capitalize()} {int(row[table.id_key])}", [int(m) for m in row[table.members_key]]
+            table.kind, f"{LEVEL_WORDS[table.kind]} {int(row[table.id_key])}", [int(m) for m in row[table.members_key]]
         )
         for row in todo
     }
@@ -146,6 +155,14 @@ def _name_groups(
     }
     texts = shown_texts(workspace, run.record.dataset_id, placed.values())
     made: dict[int, LabelResult] = {}
+    set_aside: list[SetAside] = []
+
+    def save() -> None:
+        kept, aside = better_names(workspace, run, table, {int(g[table.id_key]): g for g in todo}, made, n_evidence)
+        save_group_labels(workspace, run.record.run_id, table, groups, kept)
+        set_aside.extend(aside)
+        made.clear()
+
     try:
         for group_id, group in named.items():
             if not batch.keep_going():
@@ -157,8 +174,44 @@ def _name_groups(
                 continue
             made[group_id] = result
             batch.succeeded(f"{table.kind} {group_id}: {result.label}")
-            if len(made) % GROUP_SAVE_EVERY == 0:
-                save_group_labels(workspace, run.record.run_id, table, groups, made)
+            if len(made) >= GROUP_SAVE_EVERY:
+                save()
     finally:
         if made:
-            save_group_labels(workspace, run.record.run_id, table, groups, made)
+            save()
+    return set_aside
+
+
+def better_names(
+    workspace: Workspace,
+    run: LoadedRun,
+    table: GroupTable,
+    rows: Mapping[int, Mapping[str, Any]],
+    made: Mapping[int, LabelResult],
+    n_evidence: int,
+) -> tuple[dict[int, LabelResult], list[SetAside]]:
+    """The names made that describe their group at least as well as the name it has (`label_choice.weaker`, by
+    their embedding scores on the group's documents the model was not shown), and the others, set aside.
+
+    A group's documents are those where any of its features is strong (`analysis.strong_codes`), its strength
+    there their summed activation."""
+    if not made:
+        return {}, []
+    score_config = covering_keywords(ScoreConfig(), max(run.settings.keywords.n_top_documents, n_evidence))
+    vectors = workspace.stored_vectors(run.record.dataset_id, run.record.embedding_key)
+    strong = sp.csc_matrix(analysis.strong_codes(sp.csr_matrix(run.codes)))
+    kept, aside = {}, []
+    for group_id, result in made.items():
+        row = rows[group_id]
+        members = [int(m) for m in row[table.members_key]]
+        column = sp.csr_matrix(strong[:, members].sum(axis=1))
+        scores = label_embedding_scores(
+            [0, 0], [result.label, str(row["label"])], column, vectors, run.settings.embed, score_config, workspace
+        ).scores
+        if weaker(pd.Series([scores[0]]), pd.Series([scores[1]])).iloc[0]:
+            aside.append(
+                SetAside(table.kind, group_id, result.label, float(scores[0]), str(row["label"]), float(scores[1]))
+            )
+        else:
+            kept[group_id] = result
+    return kept, aside

@@ -18,6 +18,8 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from prisma_core.config_docs import CheckedConfig, setting
+from prisma_core.interpret.label_choice import CHANCE
+from prisma_core.names import LEVEL_WORDS
 from prisma_core.progress import Progress, ProgressCallback
 from prisma_core.store import Workspace
 
@@ -61,6 +63,26 @@ class LabelConfig(CheckedConfig):
 
 
 @dataclass(frozen=True)
+class SetAside:
+    """A model's name for a family, theme or sub-theme that scored worse than the name it had, which stays shown."""
+
+    kind: str  # "family", "theme", "subtheme"
+    group_id: int
+    label: str  # the model's name, not shown
+    score: float  # its embedding score
+    kept: str  # the name kept
+    kept_score: float
+
+    def sentence(self) -> str:
+        """E.g. "Theme 3 keeps “heart · valve” (0.89): the model's “group” scored 0.45, no better than chance."."""
+        chance = ", no better than chance" if self.score <= CHANCE else ""
+        return (
+            f"{LEVEL_WORDS[self.kind]} {self.group_id} keeps “{self.kept}” ({self.kept_score:.2f}): the model's "
+            f"“{self.label}” scored {self.score:.2f}{chance}."
+        )
+
+
+@dataclass(frozen=True)
 class LabelSummary:
     model: str
     host: str
@@ -71,6 +93,7 @@ class LabelSummary:
     n_remaining: int  # never tried: the batch was cancelled or gave up
     errors: list[str] = field(default_factory=list)  # one per failure, naming the feature or family
     stop_reason: str = ""  # why the batch ended early; "" when it went through
+    set_aside: list[SetAside] = field(default_factory=list)  # group names not shown: they scored worse
 
     @property
     def first_error(self) -> str:

@@ -30,10 +30,12 @@ class LabelPlan:
     prompt_tokens: int  # estimated tokens the model will read, all requests together
     n_themes: int = 0  # themes the batch will ask about
     n_themes_skipped: int = 0
+    n_subthemes: int = 0  # sub-themes of those themes (split into two or more) the batch will ask about
+    n_subthemes_skipped: int = 0
 
     @property
     def n_requests(self) -> int:
-        return self.n_features + self.n_families + self.n_themes
+        return self.n_features + self.n_families + self.n_themes + self.n_subthemes
 
 
 def plan_labels(
@@ -57,6 +59,8 @@ def plan_labels(
     family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
     themes = chosen(workspace.themes(record.run_id), "theme_id", theme_ids)
     theme_todo = [t for t in themes if config.relabel or not has_model([t["label_source"]], ollama.model)]
+    subthemes = chosen(workspace.subthemes(record.run_id), "subtheme_id", subthemes_of(workspace, run, theme_ids))
+    subtheme_todo = [s for s in subthemes if config.relabel or not has_model([s["label_source"]], ollama.model)]
     first = np.arange(min(PROMPT_SAMPLE, run.codes.shape[0]))
     sample = workspace.documents_at(record.dataset_id, first, ["position", "text"])["text"]
     mean_tokens = int(sample.str.len().mean() / CHARS_PER_TOKEN) if len(sample) else 0
@@ -68,10 +72,27 @@ def plan_labels(
         n_inactive=len(selected) - len(wanted),
         n_families=len(family_todo),
         n_families_skipped=len(families) - len(family_todo),
-        prompt_tokens=per_request * (len(todo) + len(family_todo) + len(theme_todo)),
+        prompt_tokens=per_request * (len(todo) + len(family_todo) + len(theme_todo) + len(subtheme_todo)),
         n_themes=len(theme_todo),
         n_themes_skipped=len(themes) - len(theme_todo),
+        n_subthemes=len(subtheme_todo),
+        n_subthemes_skipped=len(subthemes) - len(subtheme_todo),
     )
+
+
+def subthemes_of(workspace: Workspace, run: LoadedRun, theme_ids: Sequence[int] | None) -> list[int]:
+    """The sub-themes named with themes `theme_ids` (all with None): those of the run's themes split into two or
+    more (a theme's only sub-theme is the theme itself, named with it)."""
+    if theme_ids is not None and not len(theme_ids):
+        return []
+    rows = workspace.subthemes(run.record.run_id)
+    per_theme = pd.Series([int(row["theme_id"]) for row in rows]).value_counts()
+    wanted = None if theme_ids is None else {int(t) for t in theme_ids}
+    return [
+        int(row["subtheme_id"])
+        for row in rows
+        if per_theme[int(row["theme_id"])] >= 2 and (wanted is None or int(row["theme_id"]) in wanted)
+    ]
 
 
 def chosen(groups: list[dict[str, Any]], id_key: str, ids: Sequence[int] | None) -> list[dict[str, Any]]:

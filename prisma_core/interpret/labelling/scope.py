@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from prisma_core.interpret.labelling.features import label_run
 from prisma_core.interpret.labelling.groups import label_groups
 from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
+from prisma_core.interpret.labelling.planning import subthemes_of
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun
@@ -16,7 +17,8 @@ from prisma_core.store import Workspace
 
 @dataclass(frozen=True)
 class LabelScope:
-    """What a job labels, per level: the ids, None for all of the level, () for none of it."""
+    """What a job labels, per level: the ids, None for all of the level, () for none of it. The sub-themes of the
+    themes chosen are named with them."""
 
     feature_ids: Sequence[int] | None = None
     family_ids: Sequence[int] | None = ()
@@ -30,10 +32,16 @@ class ScopeSummary:
     features: LabelSummary
     families: LabelSummary | None = None
     themes: LabelSummary | None = None
+    subthemes: LabelSummary | None = None
 
     def levels(self) -> list[tuple[str, LabelSummary]]:
         """(level, summary) of every level the job labelled, in the order it labelled them."""
-        levels = [("features", self.features), ("families", self.families), ("themes", self.themes)]
+        levels = [
+            ("features", self.features),
+            ("families", self.families),
+            ("themes", self.themes),
+            ("sub-themes", self.subthemes),
+        ]
         return [(level, summary) for level, summary in levels if summary is not None]
 
     @property
@@ -51,9 +59,15 @@ def label_scope(
     progress: ProgressCallback = ignore_progress,
     should_stop: StopCheck = never_stop,
 ) -> ScopeSummary:
-    """Label the scope's features, then its families, then its themes (see `label_run` and `label_groups`)."""
+    """Label the scope's features, then its families, then its themes and their sub-themes (see `label_run` and
+    `label_groups`)."""
     summary = ScopeSummary(label_run(workspace, run, ollama, config, scope.feature_ids, progress, should_stop))
-    for level, kind, ids in (("families", "family", scope.family_ids), ("themes", "theme", scope.theme_ids)):
+    levels = (
+        ("families", "family", scope.family_ids),
+        ("themes", "theme", scope.theme_ids),
+        ("subthemes", "subtheme", subthemes_of(workspace, run, scope.theme_ids)),
+    )
+    for level, kind, ids in levels:
         if (ids is None or len(ids) > 0) and not summary.stop_reason:
             labelled = label_groups(workspace, run, kind, ollama, config, progress, should_stop, group_ids=ids)
             summary = replace(summary, **{level: labelled})

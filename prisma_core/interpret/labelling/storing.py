@@ -23,8 +23,8 @@ def record_batch(
     workspace.compact(LABEL_TABLES)
 
 
-LABEL_TABLES = ("interpretations", "families", "themes")
-"""The tables labelling batches write to (feature labels and their scores; family and theme labels)."""
+LABEL_TABLES = ("interpretations", "families", "themes", "subthemes")
+"""The tables labelling batches write to (feature labels and their scores; family, theme and sub-theme labels)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ def _family_rows(workspace: Workspace, run_id: str) -> list[dict[str, Any]]:
 
 FAMILIES = GroupTable("family", "family labels", "families", "family_id", "members", _family_rows)
 THEMES = GroupTable("theme", "theme labels", "themes", "theme_id", "features", Workspace.themes)
+SUBTHEMES = GroupTable("subtheme", "sub-theme labels", "subthemes", "subtheme_id", "features", Workspace.subthemes)
 
 
 GROUP_SAVE_EVERY = 10

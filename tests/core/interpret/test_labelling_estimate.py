@@ -40,11 +40,13 @@ def test_a_measured_pace_gives_the_plan_at_that_pace() -> None:
 
 
 def test_a_plan_of_n_requests_at_s_seconds_each_says_its_minutes() -> None:
-    text = describe_plan(plan(n_features=100, n_families=1, n_themes=19, prompt_tokens=0), 6.0)
-    assert text.requests == "120 requests"
-    assert text.details.startswith("(100 features, 1 family, 19 themes), about 0 tokens for the model to read")
-    assert "roughly 2 min on a GPU, 6 min for a small model on a laptop CPU." in text.details
-    assert text.details.endswith("At the pace of the last batch (6.0 s a request): 12 min.")
+    text = describe_plan(plan(n_features=100, n_families=1, n_themes=19, n_subthemes=30, prompt_tokens=0), 6.0)
+    assert text.requests == "150 requests"
+    assert text.details.startswith(
+        "(100 features, 1 family, 19 themes, 30 sub-themes), about 0 tokens for the model to read"
+    )
+    assert "roughly 2 min on a GPU, 8 min for a small model on a laptop CPU." in text.details
+    assert text.details.endswith("At the pace of the last batch (6.0 s a request): 15 min.")
 
 
 def test_the_sentence_counts_what_is_skipped_and_says_when_there_is_nothing_to_do() -> None:

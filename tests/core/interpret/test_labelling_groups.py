@@ -3,11 +3,12 @@ scope labelled level by level.
 """
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from labelling_run import active_features, llm_rows, ollama, prefix, shown_documents
+from labelling_run import active_features, llm_rows, named_by_score, ollama, prefix, shown_documents
 
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig
@@ -21,7 +22,23 @@ from prisma_core.interpret.labelling import (
     label_scope,
     plan_labels,
 )
+from prisma_core.interpret.labelling.planning import subthemes_of
 from prisma_core.progress import Progress
+from prisma_core.runs import resolve_labels
+
+
+def fake_answer(headline: str) -> str:
+    """What the loopback Ollama names a group whose prompt is headlined by `headline` (tests/helpers/ollama_server)."""
+    return " ".join([*headline.replace(" · ", " ").split()[:6], "family"])
+
+
+def fake_group_label(family, workspace, run_id: str) -> str:
+    shown = resolve_labels(workspace.interpretations(run_id)).set_index("feature_id")["label"]
+    return fake_answer(shown[family.parent])
+
+
+def rows(families) -> list[dict]:
+    return [asdict(family) for family in families]
 
 
 def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exported(
@@ -48,7 +65,9 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     assert summary.first_error.startswith(f"Family {first.family_id}: The model 'llama3.2' gave no usable")
     stored = workspace.families(base_run.run_id)
     assert (stored[0].label, stored[0].label_source) == (first.label, KEYWORD_SOURCE)
-    assert (stored[1].label, stored[1].label_source) == (f"{parent_label} family", "llama3.2")
+    made = {f.family_id: fake_group_label(f, workspace, base_run.run_id) for f in families[1:5]}
+    assert made[second.family_id] == f"{parent_label} family"
+    named_by_score(rows(families), rows(stored), "family_id", summary, made)
     assert [f.label_source for f in stored[5:]] == [KEYWORD_SOURCE] * (len(families) - 5)
     assert [(f.members, f.edges) for f in stored] == [(f.members, f.edges) for f in families]
     prompt = fake.user_prompts()[3]
@@ -56,10 +75,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
 
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = json.loads((tmp_path / "export" / "families.json").read_text())
-    assert [(f["label"], f["label_source"]) for f in exported[:2]] == [
-        (first.label, KEYWORD_SOURCE),
-        (f"{parent_label} family", "llama3.2"),
-    ]
+    assert [(f["label"], f["label_source"]) for f in exported[:2]] == [(f.label, f.label_source) for f in stored[:2]]
     features = pd.read_parquet(tmp_path / "export" / "features.parquet").set_index("feature_id")
     assert features.loc[second.parent, ["label", "label_source"]].tolist() == [parent_label, "llama3.2"]
     assert {"label_source", "score_embedding", "score_detection"} <= set(features.columns)
@@ -68,7 +84,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     rerun = label_groups(
         workspace, pipeline.load_run(workspace), "family", ollama(fake), should_stop=lambda: len(fake.requests) >= 1
     )
-    assert rerun.n_skipped == 4 and len(fake.requests) == 1
+    assert rerun.n_skipped == 4 - len(summary.set_aside) and len(fake.requests) == 1  # set aside: asked again
 
 
 def test_theme_labels_come_from_their_most_typical_features_through_the_same_path(workspace, base_run, fake, tmp_path):
@@ -82,10 +98,10 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (len(themes), 0, 0)
     stored = workspace.themes(base_run.run_id)
+    # the headline of each prompt: the theme's most typical feature
+    made = {int(t["theme_id"]): fake_answer(shown[t["features"][0]]) for t in themes}
+    named_by_score(themes, stored, "theme_id", summary, made)
     for before, after in zip(themes, stored, strict=True):
-        typical = shown[before["features"][0]]  # the headline of the prompt: the theme's most typical feature
-        assert after["label"] == " ".join([*typical.replace(" · ", " ").split()[:6], "family"])
-        assert after["label_source"] == "llama3.2"
         assert after["features"] == before["features"]
         np.testing.assert_array_equal(after["evidence"], before["evidence"])
     prompt = fake.user_prompts()[0]
@@ -94,10 +110,14 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
 
     fake.requests.clear()
     again = label_groups(workspace, pipeline.load_run(workspace), "theme", ollama(fake))
-    assert again.n_skipped == len(themes) and fake.requests == []
+    set_aside = len(summary.set_aside)
+    assert again.n_skipped == len(themes) - set_aside and len(fake.requests) == set_aside  # set aside: asked again
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = json.loads((tmp_path / "export" / "themes.json").read_text())
-    assert [(t["label"], t["label_source"]) for t in exported] == [(t["label"], "llama3.2") for t in stored]
+    stored = {t["theme_id"]: t for t in workspace.themes(base_run.run_id)}
+    assert [(t["label"], t["label_source"]) for t in exported] == [
+        (stored[t["theme_id"]]["label"], stored[t["theme_id"]]["label_source"]) for t in exported
+    ]
 
 
 def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stopped(workspace, base_run, fake):
@@ -115,9 +135,12 @@ def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stoppe
         progress=lambda event: stages.append(event.stage),
     )
 
-    assert [level for level, _ in summary.levels()] == ["features", "themes"] and summary.families is None
+    nested = subthemes_of(workspace, pipeline.load_run(workspace), None)  # named with their themes
+    levels = ["features", "themes", *(["sub-themes"] if nested else [])]
+    assert [level for level, _ in summary.levels()] == levels and summary.families is None
     assert (summary.features.n_labelled, summary.themes.n_labelled, summary.stop_reason) == (2, n_themes, "")
-    assert list(dict.fromkeys(stages)) == ["label", "theme labels"]
+    assert summary.subthemes is None or summary.subthemes.n_labelled == len(nested)
+    assert list(dict.fromkeys(stages)) == ["label", "theme labels", *(["sub-theme labels"] if nested else [])]
     cancelled = label_scope(
         workspace,
         pipeline.load_run(workspace),
