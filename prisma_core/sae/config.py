@@ -16,22 +16,28 @@ MIN_TRAIN_DOCUMENTS = 20
 """Below this many training documents there is nothing to learn features from."""
 FEW_DOCUMENTS = 500
 """Below this many documents features tend to describe single documents."""
-FIRES_PER_FEATURE = 96
-"""The suggested number of features gives each feature about this many training documents to fire on per epoch
-(documents x k / features): enough that a feature describes something many documents share, so it comes back when
-the SAE is trained again (BENCHMARKS.md section 7: at 128 features for 2,000 documents, fewer come back; at 48,
-the features are too broad to find the specialties of a clinic)."""
+DOCUMENTS_PER_FEATURE = 12
+"""The suggested number of features gives each feature about this many training documents: with the trainings'
+k_compared = 16 active features per document, each feature fires on about 190 of them per epoch, enough that it
+describes something many documents share, so most trainings find it (BENCHMARKS.md section 7: at one feature per
+24 documents and k = 4, runs kept 30-37% of the detail; per 8, fewer features came back)."""
 MIN_FIRES_PER_EPOCH = 8
 """Below this many fires per feature and epoch, features memorise single documents or stay dead (a warning)."""
-SUGGESTED_K = 4
-"""Active features per document the suggested settings use: a document is described by its few strongest concepts;
-at k = 8 and more, features split what they share into finer, less reproducible parts."""
+SUGGESTED_K = 32
+"""Active features per document of a suggested run (fewer when the run has fewer than 4 x 32 features): the
+features the trainings agree on are few and broad, and a document needs about 32 of them to keep about half of what
+sets it apart (BENCHMARKS.md section 7); its strongest few are the ones shown."""
+SUGGESTED_TRAININGS = 7
+"""Trainings compared by a suggested run: with 7, a feature kept is the average of at least 4 trainings' versions of
+it, and comes back when the run is trained again with another seed (with 3, a quarter fewer did on short texts)."""
 FEATURE_STEP = 16
 """The suggested number of features is a multiple of this."""
-MIN_SUGGESTED_FEATURES = 16
+MIN_SUGGESTED_FEATURES = 32
 MAX_SUGGESTED_FEATURES = 4096
-TARGET_SAMPLES = 24_000
-"""Documents (counting repeats) the suggested epochs aim to show the SAE: 12 epochs of BBC News."""
+TARGET_SAMPLES = 16_000
+"""Documents (counting repeats) the suggested epochs aim to show each training: 8 epochs of BBC News (more on small
+corpora, where MIN_STEPS decides). With several trainings averaged, more epochs kept no more detail and brought no
+more features back (BENCHMARKS.md section 7)."""
 MIN_STEPS = 150
 """Fewest optimiser steps the suggested epochs allow; far fewer leave the reconstruction poor."""
 MAX_SUGGESTED_EPOCHS = 20
@@ -48,7 +54,15 @@ PREFIX_RATIO = 8
 MAX_FEATURES = 98_304
 """More features than this (256 per dimension of the default model) are refused outright (before any work); below
 it, the memory check in `check_config` decides."""
-MAX_TRAININGS = 9
+MAX_TRAININGS = 15
+MATCH_AT = 0.5
+"""Activation correlation at which two trainings' features count as one when the trainings are compared: at 16
+active features per document a feature's activations are shared with its neighbours, so one concept correlates at
+0.5-0.7 between trainings; averaged over the trainings that found it, it then recurs at the stricter 0.7 of
+`prisma_core.recurrence` in a run trained with another seed (BENCHMARKS.md section 7)."""
+POLISH_LR_SHARE = 0.1
+"""The polish (see `SAEConfig.polish_epochs`) steps at this share of the trainings' learning rate: it adjusts the
+features the trainings agreed on, it must not move them away."""
 MAX_EPOCHS = 1_000
 """More passes than this over the documents are refused: far past what any corpus needs (the suggested settings use
 at most 20), and a mistyped count would train for days."""
@@ -85,11 +99,16 @@ class SAEConfig(CheckedConfig):
         minimum=1,
         maximum=MAX_K,
         help="How many features describe each document. Larger keeps more detail of each document; smaller gives "
-        "fewer, broader concepts per document.",
+        "fewer, broader concepts per document. A document's strongest few are the ones shown.",
     )
-    """Active features per document (the TopK); every document is described by exactly k weighted features."""
+    """Active features per document (the TopK) of the run's SAE: every document is described by exactly k weighted
+    features. The trainings compared learn with `k_compared`; the polish (`polish_epochs`) then fits the features
+    they agree on to k."""
+    k_compared: int | None = setting(None, minimum=1, maximum=MAX_K, empty="k / 2")
+    """Active features per document while the trainings compared learn (None: half of k). Fewer active features make
+    the trainings agree on more features; the polish then describes each document by k of them."""
     n_trainings: int = setting(
-        3,
+        SUGGESTED_TRAININGS,
         label="Trainings compared",
         minimum=1,
         maximum=MAX_TRAININGS,
@@ -98,8 +117,15 @@ class SAEConfig(CheckedConfig):
         "you will find again. 1 trains once and checks nothing.",
     )
     """SAEs trained on the same documents, each with its own seed drawn from `seed`; the run keeps the features that
-    more than half of them share (matched by their activations, see `prisma_core.sae.consensus`), with their
-    weights averaged. 1 trains a single SAE and keeps all its features."""
+    more than half of them share (matched by their activations at `match_at`, see `prisma_core.sae.consensus`), with
+    their weights averaged. 1 trains a single SAE and keeps all its features."""
+    match_at: float = setting(MATCH_AT, above=0.0, maximum=1.0)
+    """Activation correlation (Pearson, over the training documents) at which features of two trainings count as the
+    same feature when the trainings are compared (see `MATCH_AT`)."""
+    polish_epochs: int = setting(3, minimum=0, maximum=100)
+    """Passes over the training documents after the trainings are combined: the features they agree on are trained
+    together at k active features per document, at a tenth of the learning rate, so they describe each document as
+    well as they can without moving away from what the trainings found. 0 skips it."""
     init: str = setting("data", choices=INIT_CHOICES)
     """Initial feature directions: "data" starts them at centres of groups of training documents (k-means, one run
     per nested feature group, seeded), so the first features start broad and later ones fine; "random" starts them
@@ -214,14 +240,19 @@ class SAEConfig(CheckedConfig):
         )
         if self.init not in INIT_CHOICES:
             problems.append(f'init must be "data" or "random", got "{self.init}"')
+        if self.k_compared is not None and self.k_compared > self.k:
+            problems.append(f"k_compared ({self.k_compared}) must be at most k ({self.k})")
         return problems
 
     def prefixes(self) -> tuple[int, ...]:
         """Sizes of the nested feature groups trained to reconstruct on their own, smallest first, ending with all
         features: e.g. (6, 48, 384, 3072) for 3072 features and 4 levels. Groups of fewer than 2 features are
         skipped."""
-        sizes = {self.n_features // PREFIX_RATIO**level for level in range(self.nested_levels)}
-        return tuple(sorted(size for size in sizes if size >= 2))
+        return nested_prefixes(self.n_features, self.nested_levels)
+
+    def compared_k(self) -> int:
+        """Active features per document while the trainings compared learn."""
+        return self.k_compared if self.k_compared is not None else max(1, self.k // 2)
 
     def kept_at_least(self) -> int:
         """Trainings a feature must be found in to be kept: more than half of them."""
@@ -238,7 +269,8 @@ class SAEConfig(CheckedConfig):
         return replace(
             self,
             lr=self.lr if self.lr is not None else REFERENCE_LR / math.sqrt(self.n_features / REFERENCE_LATENTS),
-            k_aux=min(self.k_aux if self.k_aux is not None else 2 * self.k, self.n_features),
+            k_compared=self.compared_k(),
+            k_aux=min(self.k_aux if self.k_aux is not None else 2 * self.compared_k(), self.n_features),
             dead_after=self.dead_after if self.dead_after is not None else min(n_train, DEAD_AFTER_MAX),
         )
 
@@ -253,10 +285,19 @@ class SAEConfig(CheckedConfig):
     def from_dict(cls, values: Mapping[str, Any], dim: int | None = None) -> "SAEConfig":
         """Inverse of to_dict; raises SettingsError naming any unknown setting. Settings recorded by Prisma before
         runs compared several trainings (an `expansion_factor` instead of `n_features`) are read as what they did:
-        expansion_factor x dim features, one training, random initial directions."""
+        expansion_factor x dim features, one training, random initial directions; settings recorded before runs were
+        polished (no `polish_epochs`) as trainings at k matched at 0.7 and not polished."""
         if "expansion_factor" in values:
             values = _before_consensus(values, dim)
+        if "polish_epochs" not in values:
+            values = {"k_compared": values.get("k", SUGGESTED_K), "match_at": 0.7, "polish_epochs": 0} | dict(values)
         return super().from_dict(values)
+
+
+def nested_prefixes(n_features: int, levels: int) -> tuple[int, ...]:
+    """The nested group sizes of `SAEConfig.prefixes` for n_features features."""
+    sizes = {n_features // PREFIX_RATIO**level for level in range(levels)}
+    return tuple(sorted(size for size in sizes if size >= 2))
 
 
 def _before_consensus(values: Mapping[str, Any], dim: int | None) -> dict[str, Any]:
@@ -293,7 +334,7 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
             f"Only {n_train} training documents: features will tend to describe single documents; "
             f"results are more trustworthy from about {FEW_DOCUMENTS} documents on."
         )
-    fires_per_epoch = n_train * config.k / n_features
+    fires_per_epoch = n_train * config.compared_k() / n_features
     if n_features > n_train or fires_per_epoch < MIN_FIRES_PER_EPOCH:
         remedy = (
             f"Suggested: {suggested.n_features} features."
@@ -307,7 +348,7 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
     if config.k > n_features // 4:
         warnings.append(
             f"k={config.k} is more than a quarter of the {n_features} features, so codes are barely sparse. "
-            f"Suggested: k={max(1, n_features // 16)}."
+            f"Suggested: k={max(1, n_features // 4)}."
         )
     steps = config.epochs * max(1, n_train // min(config.batch_size, n_train))
     if steps < MIN_STEPS // 2:
@@ -322,19 +363,21 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
 
 
 def suggest_config(n_documents: int, dim: int) -> SAEConfig:
-    """Defaults that suit the corpus: about FIRES_PER_FEATURE training documents per feature and epoch at
-    SUGGESTED_K active features (a multiple of FEATURE_STEP, at least MIN_SUGGESTED_FEATURES), about
-    TARGET_SAMPLES documents shown in at least MIN_STEPS steps and two epochs (more epochs on small corpora, fewer
-    on large ones). `dim` does not change the suggestion: features are counted from documents, not dimensions."""
+    """Defaults that suit the corpus: one feature per DOCUMENTS_PER_FEATURE training documents (a multiple of
+    FEATURE_STEP, at least MIN_SUGGESTED_FEATURES), SUGGESTED_K active features per document (at most a quarter of
+    the features), about TARGET_SAMPLES documents shown in at least MIN_STEPS steps and two epochs (more epochs on
+    small corpora, fewer on large ones). `dim` does not change the suggestion: features are counted from documents,
+    not dimensions."""
     default = SAEConfig()
     n_train, _ = default.split_sizes(n_documents)
-    n_features = FEATURE_STEP * round(n_train * SUGGESTED_K / FIRES_PER_FEATURE / FEATURE_STEP)
+    n_features = FEATURE_STEP * round(n_train / DOCUMENTS_PER_FEATURE / FEATURE_STEP)
     n_features = int(np.clip(n_features, MIN_SUGGESTED_FEATURES, MAX_SUGGESTED_FEATURES))
     batch_size = max(2, min(default.batch_size, n_train // 4))
     steps_per_epoch = max(1, n_train // batch_size)
     epochs = max(2, math.ceil(TARGET_SAMPLES / max(1, n_train)), math.ceil(MIN_STEPS / steps_per_epoch))
     epochs = min(epochs, MAX_SUGGESTED_EPOCHS)
-    return replace(default, n_features=n_features, k=SUGGESTED_K, batch_size=batch_size, epochs=epochs)
+    k = min(SUGGESTED_K, n_features // 4)
+    return replace(default, n_features=n_features, k=k, batch_size=batch_size, epochs=epochs)
 
 
 def training_bytes(config: SAEConfig, dim: int) -> int:

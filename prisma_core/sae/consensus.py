@@ -3,9 +3,10 @@
 An SAE trained twice from different random starts learns different features (Paulo & Belrose, 2025): a feature one
 training finds, another may split in two, merge with a neighbour or never find. A run therefore trains
 `SAEConfig.n_trainings` SAEs, each seeded from the run's seed, and keeps only the features more than half of them
-find (`prisma_core.recurrence.matched_features`: mutual best matches of their activations). A kept feature's weights
-are the mean of its matches' weights, so it is the trainings' common version of the feature, and it records in how
-many trainings it was found. Kept features are ordered densest first, so the nested groups stay broad-to-fine.
+find (`prisma_core.recurrence.matched_features`: mutual best matches of their activations at
+`SAEConfig.match_at`). A kept feature's weights are the mean of its matches' weights, so it is the trainings'
+common version of the feature, and it records in how many trainings it was found. Kept features are ordered densest
+first, so the nested groups stay broad-to-fine; `train.train_compared` then polishes them together.
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ def training_seeds(seed: int, n_trainings: int) -> list[int]:
     return [int(child.generate_state(1, np.uint32)[0]) for child in children]
 
 
-def combine(models: Sequence[TopKSAE], codes: Sequence[sp.csr_matrix], at_least: int) -> tuple[TopKSAE, np.ndarray]:
-    """The SAE of the features found in at least `at_least` of the trainings, and in how many each was found.
+def combine(
+    models: Sequence[TopKSAE], codes: Sequence[sp.csr_matrix], at_least: int, match_at: float, k: int
+) -> tuple[TopKSAE, np.ndarray]:
+    """The SAE of the features found in at least `at_least` of the trainings (matched at activation correlation
+    `match_at`), and in how many each was found.
 
     models: the trainings' SAEs (same d, k and number of latents); codes: each one's codes [n_documents, n_latents]
     of the same training documents. Pairs of trainings can share more features between them than one training has;
     the run keeps no more than one training's number, those found in the most trainings first. Raises TrainingError
-    when fewer than k features are kept (no SAE can describe a document by them).
+    when no more than k features are kept (the run describes each document by k of them).
     """
-    groups = [group for group in matched_features(codes) if len(group) >= at_least]
-    k = models[0].k
-    if len(groups) < max(k, 2):
+    groups = [group for group in matched_features(codes, match_at) if len(group) >= at_least]
+    if len(groups) <= max(k, 2):
         raise TrainingError(
             f"Only {len(groups)} features came back in {at_least} of the {len(models)} trainings, too few to describe "
             f"each document by {k}. The documents may be too few or too alike: train with fewer features, a smaller "

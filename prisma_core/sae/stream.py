@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -81,13 +81,15 @@ def train_from(
     def training_rows(rows: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(source.rows(train_index[rows]) * scale)
 
-    def train_once(generator: torch.Generator, report: ProgressCallback) -> tuple[TopKSAE, dict[str, Any]]:
-        model = initial_model(dim, len(train_index), config, generator, training_rows).to(device)
+    def start(settings: SAEConfig, generator: torch.Generator) -> TopKSAE:
+        return initial_model(dim, len(train_index), settings, generator, training_rows).to(device)
+
+    def fit(model: TopKSAE, settings: SAEConfig, generator: torch.Generator, report: ProgressCallback) -> dict:
         epochs = functools.partial(slices.epoch, generator, scale=scale, device=device)
-        return model, optimise(model, epochs, len(train_index), x_holdout_sample, config, report, should_stop)
+        return optimise(model, epochs, len(train_index), x_holdout_sample, settings, report, should_stop)
 
     match_rows = training_rows(match_sample(len(train_index), config.seed)).to(device)
-    model, found_in, loop = train_compared(train_once, config, match_rows, progress)
+    model, found_in, loop = train_compared(start, fit, config, match_rows, progress)
     fold_input_scale(model, scale)
     metrics = slices.final_metrics(model, train, holdout)
     return finished(model, config, metrics | loop, started, train_index, holdout_index, found_in)

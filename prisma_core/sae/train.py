@@ -1,20 +1,24 @@
 """Training loop of the TopK SAE: holdout split, the starting point (`initial`), AuxK, decoder constraints,
 metrics; several trainings compared and their shared features kept (`consensus`)."""
 
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
 import torch
+from threadpoolctl import threadpool_limits
 
 from prisma_core.errors import TrainingError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae import consensus
 from prisma_core.sae.adam import FusedAdam
-from prisma_core.sae.config import SAEConfig, check_config
+from prisma_core.sae.config import POLISH_LR_SHARE, SAEConfig, check_config
 from prisma_core.sae.initial import initial_model
 from prisma_core.sae.loss import fvu, matryoshka_fvu, prefix_reconstructions, sae_loss, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
@@ -39,8 +43,24 @@ NO_VARIANCE = (
 )
 EpochBatches = Callable[[int], Iterator[torch.Tensor]]
 """batch size -> one epoch of shuffled training batches [batch, d], scaled, on the training device."""
-TrainOnce = Callable[[torch.Generator, ProgressCallback], tuple[TopKSAE, dict[str, Any]]]
-"""One training from a seeded generator: its model (on the training device, scaled units) and `optimise`'s record."""
+Start = Callable[[SAEConfig, torch.Generator], TopKSAE]
+"""A training's initial model (on the training device, scaled units) for these settings, from a seeded generator."""
+Fit = Callable[[TopKSAE, SAEConfig, torch.Generator, ProgressCallback], dict[str, Any]]
+"""Trains a model in place for config.epochs, its batches shuffled by the generator; returns `optimise`'s record."""
+T = TypeVar("T")
+MAX_PASSAGE_ROWS = 200_000
+"""Passages (`PassageRows`) training takes at most: a seeded sample of them beyond (300 MB of float32 vectors)."""
+
+
+class PassageRows(NamedTuple):
+    """Passages of the documents (windows of a few sentences, embedded in the same pass as the documents), which
+    train the SAE beside the documents: a corpus of a few hundred long documents has ten times more passages, and
+    features learnt from them come back more often and explain more (BENCHMARKS.md section 7)."""
+
+    vectors: np.ndarray
+    """[m, d] float32, in the documents' embedding space."""
+    document: np.ndarray
+    """[m] int: the position (row of the embeddings) of the document each passage comes from."""
 
 
 @dataclass
@@ -104,8 +124,11 @@ def train_sae(
     config: SAEConfig,
     progress: ProgressCallback = ignore_progress,
     should_stop: Callable[[], bool] | None = None,
+    passages: PassageRows | None = None,
 ) -> TrainResult:
-    """Train a TopK SAE on embeddings [n_documents, d] (float32).
+    """Train a TopK SAE on embeddings [n_documents, d] (float32) and, when given, the passages of the training
+    documents (never those of held-out documents). An epoch is as many rows as there are training documents, drawn
+    from the documents and their passages, so passages add variety, not time.
 
     Raises TrainingError when the data or settings make training impossible (see `check_config`), and
     TrainingError("... cancelled ...") as soon as `should_stop()` returns True: a cancelled run returns nothing.
@@ -116,24 +139,41 @@ def train_sae(
     data = _validated(embeddings)
     config, device, train_index, holdout_index = prepare(config, *data.shape)
     scale = input_scale(Moments.of(data[train_index]))
-    x_train = torch.from_numpy(data[train_index] * scale).to(device)
+    rows = np.concatenate([data[train_index], training_passages(passages, train_index, config.seed, data.shape[1])])
+    x_rows = torch.from_numpy(rows * scale).to(device)
     x_holdout_sample = holdout_sample(data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]], scale, device)
 
-    def train_once(generator: torch.Generator, report: ProgressCallback) -> tuple[TopKSAE, dict[str, Any]]:
+    def start(settings: SAEConfig, generator: torch.Generator) -> TopKSAE:
+        model = initial_model(data.shape[1], len(x_rows), settings, generator, lambda picked: x_rows.cpu()[picked])
+        return model.to(device)
+
+    def fit(model: TopKSAE, settings: SAEConfig, generator: torch.Generator, report: ProgressCallback) -> dict:
         def epoch_batches(batch_size: int) -> Iterator[torch.Tensor]:
-            order = torch.randperm(len(x_train), generator=generator).to(device)
-            for start in range(0, len(x_train) - batch_size + 1, batch_size):
-                yield x_train[order[start : start + batch_size]]
+            order = torch.randperm(len(x_rows), generator=generator).to(device)
+            for first in range(0, len(x_rows) - batch_size + 1, batch_size):
+                yield x_rows[order[first : first + batch_size]]
 
-        model = initial_model(data.shape[1], len(x_train), config, generator, lambda rows: x_train.cpu()[rows])
-        model = model.to(device)
-        return model, optimise(model, epoch_batches, len(x_train), x_holdout_sample, config, report, should_stop)
+        return optimise(model, epoch_batches, len(train_index), x_holdout_sample, settings, report, should_stop)
 
-    match_rows = x_train[match_sample(len(x_train), config.seed)]
-    model, found_in, loop = train_compared(train_once, config, match_rows, progress)
+    match_rows = x_rows[match_sample(len(train_index), config.seed)]
+    model, found_in, loop = train_compared(start, fit, config, match_rows, progress)
     fold_input_scale(model, scale)
     metrics = _final_metrics(model, data, train_index, holdout_index)
+    metrics["passages_trained"] = len(rows) - len(train_index)
     return finished(model, config, metrics | loop, started, train_index, holdout_index, found_in)
+
+
+def training_passages(passages: PassageRows | None, train_index: np.ndarray, seed: int, dim: int) -> np.ndarray:
+    """The vectors of the training documents' passages [m, d] (at most MAX_PASSAGE_ROWS, a seeded sample), leaving
+    out documents of a single passage (its vector is the document's own, already a row)."""
+    if passages is None or len(passages.vectors) == 0:
+        return np.zeros((0, dim), np.float32)
+    counts = np.bincount(passages.document, minlength=int(passages.document.max()) + 1)
+    kept = np.flatnonzero(np.isin(passages.document, train_index) & (counts[passages.document] > 1))
+    if len(kept) > MAX_PASSAGE_ROWS:
+        kept = np.sort(np.random.default_rng(seed).choice(kept, MAX_PASSAGE_ROWS, replace=False))
+    check_finite(int((~np.isfinite(passages.vectors[kept])).any(axis=1).sum()))
+    return np.asarray(passages.vectors[kept], dtype=np.float32)
 
 
 def prepare(config: SAEConfig, n_documents: int, dim: int) -> tuple[SAEConfig, torch.device, np.ndarray, np.ndarray]:
@@ -153,48 +193,90 @@ def match_sample(n_train: int, seed: int) -> np.ndarray:
 
 
 def train_compared(
-    train_once: TrainOnce, config: SAEConfig, match_rows: torch.Tensor, progress: ProgressCallback
+    start: Start, fit: Fit, config: SAEConfig, match_rows: torch.Tensor, progress: ProgressCallback
 ) -> tuple[TopKSAE, np.ndarray, dict[str, Any]]:
-    """`config.n_trainings` trainings, each from its own seed, combined into the SAE of the features most of them
-    find (`consensus.combine`); returns it (scaled units, training device), in how many trainings each of its
-    features was found, and the trainings' joint record (history, steps, samples_per_second, device, counts).
-    match_rows: scaled training vectors [m, d] on the training device, whose codes match the features."""
-    trainings = []
-    for number, seed in enumerate(consensus.training_seeds(config.seed, config.n_trainings)):
-        report = _one_of(progress, number, config.n_trainings)
-        trainings.append(train_once(torch.Generator().manual_seed(seed), report))
-    models = [model for model, _ in trainings]
+    """`config.n_trainings` trainings at `config.compared_k()` active features, each from its own seed, combined
+    into the SAE of the features most of them find (`consensus.combine`), then polished: trained together for
+    `config.polish_epochs` at k active features and a tenth of the learning rate. Returns the SAE (scaled units,
+    training device), in how many trainings each of its features was found, and the joint record (history, steps,
+    samples_per_second, device, counts). match_rows: scaled training vectors [m, d] on the training device, whose
+    codes match the features."""
+    compared = replace(config, k=config.compared_k())
+    seeds = consensus.training_seeds(config.seed, config.n_trainings + 1)
+    parts = _Parts(progress, config.n_trainings + (config.polish_epochs > 0))
+
+    def train(number: int) -> tuple[TopKSAE, dict[str, Any]]:
+        generator = torch.Generator().manual_seed(seeds[number])
+        model = start(compared, generator)
+        return model, fit(model, compared, generator, parts.part(number, f"Training {number + 1} of {len(seeds) - 1}"))
+
+    trainings = _run_at_once(train, config.n_trainings, _workers(match_rows.device, config.n_trainings))
+    models, loops = [model for model, _ in trainings], [loop for _, loop in trainings]
     if len(models) == 1:
         model, found_in = models[0], np.ones(models[0].n_latents, dtype=np.int32)
     else:
         codes = [codes_matrix(*_encoded(model, match_rows), model.n_latents) for model in models]
-        model, found_in = consensus.combine(models, codes, config.kept_at_least())
+        model, found_in = consensus.combine(models, codes, config.kept_at_least(), config.match_at, config.k)
+    model.k = config.k
+    if config.polish_epochs:
+        lr = config.lr * POLISH_LR_SHARE
+        polish = replace(config, n_features=model.n_latents, epochs=config.polish_epochs, lr=lr)
+        report = parts.part(config.n_trainings, "Fitting the features together")
+        loops.append(fit(model, polish, torch.Generator().manual_seed(seeds[-1]), report))
     counts = {
         "n_trainings": len(models),
         "features_trained": config.n_features,
         "features_kept": model.n_latents,
         "found_in_all": int((found_in == len(models)).sum()),
     }
-    return model, found_in, _joint_record([loop for _, loop in trainings]) | counts
+    return model, found_in, _joint_record(loops) | counts
 
 
-def _one_of(progress: ProgressCallback, number: int, count: int) -> ProgressCallback:
-    """Progress of training `number` (0-based) of `count`, reported as a part of all of them."""
-    if count == 1:
-        return progress
+def _workers(device: torch.device, n_trainings: int) -> int:
+    """Trainings run at once: one per core this process may use on a CPU (OMP_NUM_THREADS when set: the share of the
+    CPUs it was given), one at a time on a GPU. The SAEs are small, so a core per training does more than two cores
+    on one training's small matrix products."""
+    if device.type != "cpu":
+        return 1
+    share = os.environ.get("OMP_NUM_THREADS", "")
+    cores = int(share) if share.isdigit() and int(share) > 0 else len(os.sched_getaffinity(0))
+    return max(1, min(cores, n_trainings))
 
-    def report(update: Progress) -> None:
-        progress(
-            Progress(
-                update.stage,
-                number * update.total + update.done,
-                count * update.total,
-                f"Training {number + 1} of {count} · {update.message}",
-                update.metrics,
-            )
-        )
 
-    return report
+def _run_at_once(train: Callable[[int], T], count: int, workers: int) -> list[T]:
+    """[train(0), ..., train(count - 1)], `workers` at a time, each on one thread of torch's and of the BLAS and
+    OpenMP pools (threads set back after): each training computes as it would alone on one thread, so its result
+    does not depend on how many run beside it."""
+    if workers == 1:
+        return [train(number) for number in range(count)]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1), ThreadPoolExecutor(workers, thread_name_prefix="sae-training") as pool:
+            return list(pool.map(train, range(count)))
+    finally:
+        torch.set_num_threads(before)
+
+
+class _Parts:
+    """Progress of the trainings (some running at once) and the polish, reported as one sum."""
+
+    def __init__(self, progress: ProgressCallback, count: int) -> None:
+        self.progress, self.lock = progress, threading.Lock()
+        self.done, self.totals = [0] * count, [0] * count
+
+    def part(self, number: int, name: str) -> ProgressCallback:
+        if len(self.done) == 1:
+            return self.progress
+
+        def report(update: Progress) -> None:
+            with self.lock:
+                self.done[number], self.totals[number] = update.done, update.total
+                first = next(total for total in self.totals if total)  # parts not started yet count as this much
+                done, total = sum(self.done), sum(total or first for total in self.totals)
+            self.progress(Progress(update.stage, done, total, f"{name} · {update.message}", update.metrics))
+
+        return report
 
 
 def _joint_record(loops: list[dict[str, Any]]) -> dict[str, Any]:

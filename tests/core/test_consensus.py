@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from prisma_core.errors import TrainingError
+from prisma_core.progress import Progress
 from prisma_core.sae import SAEConfig, TopKSAE, feature_codes, train_sae
 from prisma_core.sae.consensus import combine, training_seeds
 from prisma_core.sae.initial import data_directions
+from prisma_core.sae.train import PassageRows
 
-CONFIG = SAEConfig(n_features=32, k=4, epochs=4, batch_size=64)
+CONFIG = SAEConfig(n_features=32, k=4, epochs=4, batch_size=64, n_trainings=3)
 
 
 def test_each_training_gets_its_own_seed_and_runs_share_none() -> None:
@@ -36,7 +38,7 @@ def test_the_same_features_found_in_every_training_are_all_kept_with_their_weigh
     model = train_sae(bbc_subset, replace(CONFIG, n_trainings=1)).model
     orders = [np.arange(32), np.random.default_rng(0).permutation(32), np.random.default_rng(1).permutation(32)]
     models = [permuted(model, order) for order in orders]
-    combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2)
+    combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2, match_at=0.7, k=4)
     assert combined.n_latents == 32 and found_in.tolist() == [3] * 32
     density = np.diff(feature_codes(combined, bbc_subset).tocsc().indptr)
     assert (np.diff(density) <= 0).all()  # densest first
@@ -55,11 +57,11 @@ def test_the_same_features_found_in_every_training_are_all_kept_with_their_weigh
 def test_features_found_in_one_training_only_are_left_out(bbc_subset: np.ndarray) -> None:
     first, second = (train_sae(bbc_subset, replace(CONFIG, n_trainings=1, seed=s)).model for s in (0, 1))
     models = [first, permuted(first, np.arange(32)[::-1].copy()), second]
-    combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2)
+    combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2, match_at=0.7, k=4)
     assert combined.n_latents == 32 and set(found_in.tolist()) <= {2, 3}  # every feature of the first is in two
     alone = TopKSAE(first.d, 32, first.k, generator=torch.Generator().manual_seed(2))  # random directions: shares none
     with pytest.raises(TrainingError, match="came back in 3 of the 3 trainings"):
-        combine([first, second, alone], [feature_codes(m, bbc_subset) for m in (first, second, alone)], at_least=3)
+        combine([first, second, alone], [feature_codes(m, bbc_subset) for m in (first, second, alone)], 3, 0.7, 4)
 
 
 def test_a_run_compares_its_trainings_and_records_the_count(bbc_subset: np.ndarray) -> None:
@@ -67,7 +69,7 @@ def test_a_run_compares_its_trainings_and_records_the_count(bbc_subset: np.ndarr
     assert result.metrics["n_trainings"] == 3 and result.metrics["features_trained"] == 32
     assert result.model.n_latents == result.metrics["features_kept"] == len(result.found_in) <= 32
     assert set(result.found_in.tolist()) <= {2, 3}
-    assert {entry["training"] for entry in result.history} == {1, 2, 3}
+    assert {entry["training"] for entry in result.history} == {1, 2, 3, 4}  # the polish is the fourth part
     again = train_sae(bbc_subset, CONFIG)
     first, second = result.model.state_dict(), again.model.state_dict()
     assert all(torch.equal(first[name], second[name]) for name in first)
@@ -91,3 +93,68 @@ def test_data_directions_start_the_first_features_at_the_broadest_groups() -> No
     assert np.array_equal(directions, data_directions(documents, (2, 16), seed=0))
     few = data_directions(documents[:10], (2, 16), seed=0)
     assert few.shape == (2 + 10, 16)  # no group asks for more centres than there are documents
+
+
+def test_a_looser_match_keeps_at_least_the_features_a_strict_one_keeps(bbc_subset: np.ndarray) -> None:
+    """Features of trainings at many active features share their documents with neighbours, so one concept
+    correlates at 0.5-0.7 between trainings: matching at 0.5 keeps more of them (each still found in most)."""
+    models = [train_sae(bbc_subset, replace(CONFIG, n_trainings=1, k=8, seed=s)).model for s in range(3)]
+    codes = [feature_codes(model, bbc_subset) for model in models]
+    strict, strict_found = combine(models, codes, at_least=2, match_at=0.7, k=4)
+    loose, loose_found = combine(models, codes, at_least=2, match_at=0.5, k=4)
+    assert loose.n_latents >= strict.n_latents
+    assert (loose_found >= 2).all() and (strict_found >= 2).all()
+
+
+def test_the_polish_fits_the_kept_features_at_k_without_moving_them(bbc_subset: np.ndarray) -> None:
+    """The trainings learn at k_compared active features; the run's SAE describes each document by k of the
+    features they agreed on, fitted together: less unexplained variance, the same directions."""
+    settings = replace(CONFIG, k=8, k_compared=4, n_trainings=3, epochs=4)
+    unpolished = train_sae(bbc_subset, replace(settings, polish_epochs=0))
+    polished = train_sae(bbc_subset, settings)
+    assert unpolished.model.k == polished.model.k == 8 and polished.config.k_compared == 4
+    assert np.array_equal(unpolished.found_in, polished.found_in)
+    assert polished.metrics["fvu_train"] < unpolished.metrics["fvu_train"]
+    cosines = (polished.model.decoder_directions() * unpolished.model.decoder_directions()).sum(dim=1)
+    assert cosines.min() > 0.9
+    assert polished.metrics["steps"] == unpolished.metrics["steps"] + 3 * (540 // 64)
+
+
+def test_trainings_run_at_once_give_the_weights_they_give_one_after_another(
+    bbc_subset: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On two cores the trainings run two at a time, each on one thread: the same seed gives the same weights as
+    the trainings one after another on one thread (the suite runs with OMP_NUM_THREADS=1)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    alone = train_sae(bbc_subset, CONFIG)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    reports: list[Progress] = []
+    together = train_sae(bbc_subset, CONFIG, progress=reports.append)
+    first, second = alone.model.state_dict(), together.model.state_dict()
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    assert reports[-1].done == reports[-1].total == together.metrics["steps"]
+    assert torch.get_num_threads() == 1  # set back after the trainings
+
+
+def test_passages_of_the_training_documents_train_beside_them(bbc_subset: np.ndarray) -> None:
+    """Passages add rows, not steps: an epoch is as many rows as training documents. Passages of held-out documents
+    and of documents of a single passage are never trained on."""
+    rng = np.random.default_rng(0)
+    owners = np.concatenate([[0, 1, 2], np.repeat(np.arange(3, len(bbc_subset)), 3)])  # 0, 1, 2: one passage each
+    noisy = bbc_subset[owners] + rng.normal(0, 0.01, (len(owners), bbc_subset.shape[1])).astype(np.float32)
+    passages = PassageRows(noisy, owners)
+    alone = train_sae(bbc_subset, CONFIG)
+    with_passages = train_sae(bbc_subset, CONFIG, passages=passages)
+    train = np.setdiff1d(with_passages.train_index, [0, 1, 2])
+    assert with_passages.metrics["passages_trained"] == 3 * len(train)
+    assert with_passages.metrics["steps"] == alone.metrics["steps"]
+    assert np.array_equal(with_passages.holdout_index, alone.holdout_index)
+    held_out = np.isin(owners, with_passages.holdout_index)
+    only_held_out = PassageRows(noisy[held_out], owners[held_out])
+    assert train_sae(bbc_subset, CONFIG, passages=only_held_out).metrics["passages_trained"] == 0
+
+
+def test_settings_recorded_before_the_polish_read_as_what_they_did() -> None:
+    old = SAEConfig.from_dict({"n_features": 80, "k": 4, "n_trainings": 3, "epochs": 12})
+    assert (old.k_compared, old.compared_k(), old.match_at, old.polish_epochs) == (4, 4, 0.7, 0)
+    assert SAEConfig.from_dict(SAEConfig().to_dict()) == SAEConfig()
