@@ -182,7 +182,7 @@ def embed_documents(
     if chunking.passages is None:
         return Embedded(vectors, chunking)
     normalize = encoder.normalizes or config.normalize
-    found = pooled_passages(chunking.passages, chunking.chunk_owner, chunk_vectors, passage_means, normalize)
+    found = pooled_passages(chunking.passages, chunking.chunk_owner, passage_means, normalize)
     return Embedded(vectors, chunking, found)
 
 

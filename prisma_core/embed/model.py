@@ -50,7 +50,7 @@ class Pooler(Protocol):
 def span_means(states: np.ndarray, spans: np.ndarray | None) -> np.ndarray:
     """[m, d] float32 mean of `states` ([batch, tokens, d], a batch's final hidden states) over each span of `spans`
     (see Pooler), in one vectorised pass: the batch flattened to [batch x tokens, d] and summed between each span's
-    bounds by `np.add.reduceat` (the sums between spans are dropped). An empty span gets zeros."""
+    bounds by `np.add.reduceat` (the sums between spans are dropped). Every span holds a token."""
     if spans is None or not len(spans):
         return np.zeros((0, states.shape[-1]), dtype=np.float32)
     batch, length, dim = states.shape
@@ -59,9 +59,7 @@ def span_means(states: np.ndarray, spans: np.ndarray | None) -> np.ndarray:
     if bounds[-1] == len(flat):  # a span ending at the very end: reduceat sums from its start to the end anyway
         bounds = bounds[:-1]
     sums = np.add.reduceat(flat, bounds, axis=0)[::2]
-    counts = spans[:, 2] - spans[:, 1]
-    sums[counts == 0] = 0
-    return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32, copy=False)
+    return (sums / (spans[:, 2] - spans[:, 1])[:, None]).astype(np.float32, copy=False)
 
 
 MAX_BATCH_TOKENS = 2048

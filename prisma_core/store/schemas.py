@@ -164,7 +164,8 @@ class Passages:
 
 
 def concatenate_passages(parts: Sequence[Passages], dim: int) -> Passages:
-    """The rows of every part, one part after the other (none: no passage, vectors [0, dim])."""
+    """The rows of every part, one part after the other (no rows in any: no passage, vectors [0, dim])."""
+    parts = [part for part in parts if len(part)]
     if not parts:
         return Passages(
             np.zeros(0, np.int64),
