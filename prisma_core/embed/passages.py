@@ -44,12 +44,21 @@ CLOSERS = "\"')]}\u00bb\u201d\u2019"
 LINE_BREAKS = "\n\r\u2028\u2029"
 
 
-def _codes(characters: str) -> np.ndarray:
-    return np.array([ord(character) for character in characters], dtype=np.uint32)
+_END, _CLOSER, _BREAK, _SPACE = 1, 2, 4, 8
+_LAST_MARKED = 0x3001
+"""Every character marked has a code point below this one (U+3000 is the last white space)."""
 
 
-_ENDS, _CLOSERS, _BREAKS = _codes(SENTENCE_ENDS), _codes(CLOSERS), _codes(LINE_BREAKS)
-_SPACES = _codes("".join(chr(code) for code in range(0x3001) if chr(code).isspace()))
+def _kinds() -> np.ndarray:
+    """What each code point up to _LAST_MARKED is, as bits (_END, ...): looked up once per text, for all of it."""
+    kinds = np.zeros(_LAST_MARKED + 1, dtype=np.uint8)
+    for kind, characters in ((_END, SENTENCE_ENDS), (_CLOSER, CLOSERS), (_BREAK, LINE_BREAKS)):
+        kinds[[ord(character) for character in characters]] |= kind
+    kinds[[code for code in range(_LAST_MARKED) if chr(code).isspace()]] |= _SPACE
+    return kinds
+
+
+_KINDS = _kinds()
 
 
 @dataclass(frozen=True)
@@ -111,10 +120,11 @@ class _Marks:
     @classmethod
     def of(cls, text: str) -> _Marks:
         codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-        end = np.isin(codes, _ENDS)
-        closed = np.isin(codes, _CLOSERS) & np.concatenate([[False], end[:-1]])
-        breaks = np.concatenate([[0], np.cumsum(np.isin(codes, _BREAKS))])
-        return cls(len(codes), end | closed, np.append(np.isin(codes, _SPACES), True), breaks)
+        kinds = _KINDS[np.minimum(codes, _LAST_MARKED)]
+        end = (kinds & _END) > 0
+        closed = ((kinds & _CLOSER) > 0) & np.concatenate([[False], end[:-1]])
+        breaks = np.concatenate([[0], np.cumsum((kinds & _BREAK) > 0)])
+        return cls(len(codes), end | closed, np.append((kinds & _SPACE) > 0, True), breaks)
 
 
 def plan_passages(
@@ -155,8 +165,7 @@ def _cuts(offsets: np.ndarray, marks: _Marks) -> np.ndarray:
     n = len(offsets)
     if n == 0:
         return np.array([0, 0], dtype=np.int64)
-    last_character = np.clip(offsets[:, 1] - 1, 0, max(marks.length - 1, 0))
-    ends_sentence = marks.ends[last_character] & marks.space[offsets[:, 1]]
+    ends_sentence = marks.ends[np.maximum(offsets[:, 1] - 1, 0)] & marks.space[offsets[:, 1]]
     next_start = np.append(offsets[1:, 0], marks.length)
     ends_line = marks.breaks[next_start] > marks.breaks[offsets[:, 1]]
     after_sentence = (np.flatnonzero((ends_sentence | ends_line)[:-1]) + 1).tolist()
