@@ -137,13 +137,13 @@ def markdown(result: dict[str, Any]) -> str:
 
 {table}
 
-- **Ratio without / with passages: {worst:.3f}x at worst** (per block: {blocks}). Target >= {TARGET_RATIO}x (within
-  5%): **{common.verdict(worst, TARGET_RATIO)}**.
+- **Ratio without / with passages: {worst:.3f}x at worst** (per block: {blocks}).
+  Target >= {TARGET_RATIO}x (within 5%): **{common.verdict(worst, TARGET_RATIO)}**.
 - Passages: {p["passages"]:,} ({p["per_document_mean"]:.1f} per article), {p["tokens_mean"]:.0f} tokens on average
-  (median {p["tokens_median"]:.0f}, longest {p["tokens_max"]}); {p["ending_at_sentence_or_line"]:.0%} end at a
-  sentence end or a line break (the others at a window's end or cut without one).
-- Stored: {s["bytes"] / 1e6:.1f} MB for {s["passages"]:,} passages, {s["bytes_per_passage"]:.0f} bytes each (float16
-  vectors of 384 dimensions are 768 bytes)."""
+  (median {p["tokens_median"]:.0f}, longest {p["tokens_max"]}); {p["ending_at_sentence_or_line"]:.0%} end at a sentence
+  end or a line break (the others at a window's end, or cut by 96 tokens without one).
+- Stored: {s["bytes"] / 1e6:.1f} MB for {s["passages"]:,} passages, {s["bytes_per_passage"]:.0f} bytes each (a float16
+  vector of 384 dimensions is 768 bytes)."""
 
 
 def main() -> None:

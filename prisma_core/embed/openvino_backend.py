@@ -27,7 +27,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Literal
 
@@ -140,7 +140,7 @@ def _write(
         temporary.mkdir(parents=True)
         openvino.save_model(converted, temporary / _MODEL_FILE, compress_to_fp16=precision == "bf16")
         encoder.tokenizer.save_pretrained(temporary / _TOKENIZER_DIR)
-        described = {name: value for name, value in asdict(encoder).items() if name != "tokenizer"}
+        described = {field.name: getattr(encoder, field.name) for field in fields(encoder) if field.name != "tokenizer"}
         (temporary / _ENCODER_FILE).write_text(json.dumps(described))
         for name, text in notes.items():
             (temporary / name).write_text(text)

@@ -9,7 +9,7 @@ embed -> train in one call), `export`, and the read model of `prisma_core.runs`.
 
 from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train
 from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
-from prisma_core.pipeline.document_passages import passages, passages_of_texts
+from prisma_core.pipeline.document_passages import passage_batches, passages, passages_of_texts
 from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
 from prisma_core.pipeline.files import APP_EXPORTS
 from prisma_core.pipeline.placement import Placement, grow_dataset, place_in_runs, place_new_documents
@@ -49,6 +49,7 @@ __all__ = [
     "ingest",
     "ingest_embed_train",
     "load_run",
+    "passage_batches",
     "passages",
     "passages_of_texts",
     "place_in_runs",

@@ -38,22 +38,35 @@ def passages(
     config: EmbedConfig = EmbedConfig(),
     progress: ProgressCallback = ignore_progress,
 ) -> Passages:
-    """The passages of the dataset's documents at `positions` (every document when None), in the vector space of
-    `config`, ordered by position, then passage number: read where stored, else computed (and stored within the
-    cap). Memory holds the passages returned (about 1.5 KB each at 384 dimensions) and one slice of texts."""
+    """The passages of the dataset's documents at `positions` (every document when None; each once), in the vector
+    space of `config`, ordered by position, then passage number: read where stored, else computed (and stored within
+    the cap). Memory holds every passage returned (about 1.5 KB each at 384 dimensions): `passage_batches` reads a
+    large dataset's a window of documents at a time."""
+    found = concatenate_passages(list(passage_batches(workspace, dataset_id, positions, config, progress)), 0)
+    return found.take(np.lexsort((found.number, found.position)))
+
+
+def passage_batches(
+    workspace: Workspace,
+    dataset_id: str,
+    positions: Sequence[int] | np.ndarray | None = None,
+    config: EmbedConfig = EmbedConfig(),
+    progress: ProgressCallback = ignore_progress,
+) -> Iterator[Passages]:
+    """`passages`, WINDOW_DOCUMENTS documents at a time: each batch ordered by position, then passage number; the
+    batches in position order when `positions` are given, else in the order the documents are stored."""
     key = model_key(config)
     n_documents = workspace.dataset(dataset_id).n_documents
     wanted = _checked(positions, n_documents)
     total = n_documents if wanted is None else len(wanted)
     cap = PassageCap(workspace, dataset_id, key)
-    parts, done = [], 0
+    done = 0
     progress(Progress("passages", 0, total, f"0 of {total:,} documents"))
     for documents in _documents(workspace, dataset_id, wanted):
-        parts.append(_passages_of_documents(workspace, dataset_id, config, cap, documents))
+        found = _passages_of_documents(workspace, dataset_id, config, cap, documents)
         done += len(documents)
         progress(Progress("passages", done, total, f"{done:,} of {total:,} documents"))
-    found = concatenate_passages(parts, 0)
-    return found.take(np.lexsort((found.number, found.position)))
+        yield found.take(np.lexsort((found.number, found.position)))
 
 
 def passages_of_texts(texts: Sequence[str], config: EmbedConfig = EmbedConfig()) -> Passages:

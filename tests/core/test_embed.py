@@ -382,6 +382,9 @@ def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_p
     key = openvino_backend.cache_key(DEFAULT_MODEL, "bf16")
     assert key.startswith(f"{DEFAULT_MODEL}-bf16-")
     assert openvino_backend.cache_key(DEFAULT_MODEL, "fp32") != key
+    with monkeypatch.context() as earlier:  # a folder of the single-output graph (format 3) is converted again
+        earlier.setattr(openvino_cache, "CACHE_FORMAT", 3)
+        assert openvino_backend.cache_key(DEFAULT_MODEL, "bf16") != key
     real_version = openvino_cache._package_version
     monkeypatch.setattr(
         openvino_cache, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)

@@ -281,6 +281,10 @@ def test_passages_of_documents_without_them_are_computed_once_then_read(tmp_path
     assert computed == []
     assert sorted(set(again.position.tolist())) == [1, 4]
     assert_same_passages(again, found.take(np.isin(found.position, [1, 4])))
+    monkeypatch.setattr(document_passages, "WINDOW_DOCUMENTS", 2)  # a large dataset's way: a window at a time
+    batches = list(pipeline.passage_batches(workspace, dataset_id, config=config))
+    assert sorted(sorted(set(batch.position.tolist())) for batch in batches) == [[0, 1], [2, 3], [4]]
+    assert_same_passages(pipeline.passages(workspace, dataset_id, config=config), found)
     with pytest.raises(NotFoundError, match="no document at position 5"):
         pipeline.passages(workspace, dataset_id, [5], config=config)
 
