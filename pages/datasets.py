@@ -208,8 +208,12 @@ def manage_section() -> None:
     with rename.form("rename_form", border=True):
         new_name = st.text_input("New name", value=dataset.name, key=f"rename_{dataset.dataset_id}")
         if st.form_submit_button("Rename"):
-            workspace().rename_dataset(dataset.dataset_id, new_name)
-            st.rerun()
+            try:
+                workspace().rename_dataset(dataset.dataset_id, new_name)
+            except PrismaError as error:  # a name that shows nothing, or too long
+                st.error(md(error), icon=":material/error:")
+            else:
+                st.rerun()
     with delete.container(border=True):
         st.markdown("Deleting removes the documents, embeddings and every SAE run of this dataset.")
         confirmed = st.checkbox(f"Yes, delete “{md(dataset.name)}”", key=f"confirm_delete_{dataset.dataset_id}")

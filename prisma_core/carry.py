@@ -257,7 +257,9 @@ def counts(comparison: pd.DataFrame) -> pd.DataFrame:
 
 def carry_edits(workspace: Workspace, from_run: str, to_run: str) -> CarryReport:
     """Makes every edit of `from_run` again on `to_run` where its concept has a clear match; edits carried before
-    are not carried twice."""
+    are not carried twice. SettingsError for a run carried to itself."""
+    if from_run == to_run:
+        raise SettingsError(f"Run {to_run}'s edits are its own already: name an earlier run to carry edits from.")
     old, new = load_run(workspace, from_run, with_edits=False), load_run(workspace, to_run, with_edits=False)
     matching = match_runs(old, new)
     done = {record.carried_from for record in workspace.edits(to_run)}

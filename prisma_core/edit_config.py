@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from prisma_core.config_docs import CheckedConfig
+from prisma_core.config_docs import CheckedConfig, setting
+from prisma_core.sae.config import MAX_FEATURES
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class EditConfig(CheckedConfig):
     top; undo an edit (--edit-id: shows a hidden concept again, lifts a pin, gives the old name back)."""
     level: Literal["theme", "subtheme", "family", "feature"] = "theme"
     """The level of the concept edited. A sub-theme is renamed or pinned (it is hidden with its theme)."""
-    id: int | None = None
+    id: int | None = setting(None, minimum=0, maximum=MAX_FEATURES)
     """The id of the concept edited (a theme, sub-theme, family or feature number, as `list` and the app show it);
     for a merge, the theme the others join."""
     name: str = ""

@@ -28,7 +28,7 @@ import pandas as pd
 from prisma_core.errors import SettingsError
 from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.loaded_run import LoadedRun
-from prisma_core.names import level_word
+from prisma_core.names import checked_description, checked_name, level_word
 from prisma_core.store import EditRecord, Workspace, new_id
 
 LEVELS = ("theme", "subtheme", "family", "feature")
@@ -124,10 +124,9 @@ def rename(
     description: str = "",
     carried_from: str = "",
 ) -> EditRecord:
-    """Gives a theme, family or feature the analyst's name (and description)."""
-    name = name.strip()
-    if not name:
-        raise SettingsError("Write a name first.")
+    """Gives a theme, family or feature the analyst's name (and description), checked as every name is
+    (`names.checked_name`)."""
+    name, description = checked_name(name, f"The {level_word(level)}'s name"), checked_description(description)
     members = members_of(run, level, target)
     value = {"name": name, "description": description.strip(), "members": members}
     run_id = run.record.run_id

@@ -32,8 +32,13 @@ class DamagedTableError(StoreError):
         self.table = table
         super().__init__(
             f"The workspace's {table} table cannot be read ({reason}): its files were damaged or removed. The other "
-            "tables are not affected; `python -m prisma_core repair` restores the table's last intact version."
+            "tables are not affected; `python -m prisma_core repair` removes the damaged files and keeps every "
+            "intact row."
         )
+
+
+class LostRowsError(StoreError):
+    """A dataset or a run lost rows when a damaged table was repaired: it cannot be shown or exported as it was."""
 
 
 class NotFoundError(StoreError):

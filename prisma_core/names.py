@@ -3,14 +3,74 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable
 
 import pandas as pd
+
+from prisma_core.errors import SettingsError
 
 LEVEL_WORDS = {"theme": "Theme", "subtheme": "Sub-theme", "family": "Family", "feature": "Feature"}
 LEVEL_PLURALS = {"theme": "themes", "subtheme": "sub-themes", "family": "families", "feature": "features"}
 SNIPPET_CHARS = 220
 NO_THEME_NAME = "(no theme)"
+MAX_NAME_CHARS = 120
+"""The longest name stored, whoever gives it: a label, a theme's, family's or dataset's name."""
+MAX_DESCRIPTION_CHARS = 600
+"""The longest description an analyst can store with a name."""
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200b\ufeff]")
+"""Directional embeddings, overrides and isolates, a zero-width space and a byte-order mark: invisible, and able to
+turn the text around them."""
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e")
+"""Letters and symbols that draw nothing (Hangul fillers, the blank Braille pattern...)."""
+_UNSEEN_CATEGORIES = ("C", "Z", "M")
+"""Unicode categories that draw nothing on their own: controls and formats, separators, combining marks."""
+
+
+def checked_name(name: str, what: str = "A name", limit: int = MAX_NAME_CHARS) -> str:
+    """A name an analyst gives (a label, a theme's or a dataset's name) as stored: on one line, without control
+    characters or directional overrides. SettingsError when nothing of it would show, or past `limit` characters."""
+    cleaned = plain_line(name)
+    if not any(_shows(char) for char in cleaned):
+        raise SettingsError(f"{what} must hold something visible: write a name first.")
+    if len(cleaned) > limit:
+        raise SettingsError(f"{what} holds at most {limit} characters (this one: {len(cleaned):,}); shorten it.")
+    return cleaned
+
+
+def checked_description(description: str) -> str:
+    """A description an analyst gives with a name, cleaned as names are; it may be empty."""
+    cleaned = plain_line(description)
+    if len(cleaned) > MAX_DESCRIPTION_CHARS:
+        raise SettingsError(
+            f"A description holds at most {MAX_DESCRIPTION_CHARS} characters (this one: {len(cleaned):,}); shorten it."
+        )
+    return cleaned
+
+
+def plain_line(text: str) -> str:
+    """Text on one line: control characters and directional overrides removed, whitespace collapsed."""
+    without = _BIDI_CONTROLS.sub("", str(text))
+    return " ".join("".join(" " if unicodedata.category(char) == "Cc" else char for char in without).split())
+
+
+def isolated(text: str) -> str:
+    """Text to put among other text (a name in a sentence, a cell of a table): without NUL and other control
+    characters (line breaks and tabs kept) or directional overrides, and, when it holds right-to-left letters,
+    wrapped in a first-strong isolate, so that it can never reorder the text around it."""
+    without = _BIDI_CONTROLS.sub("", text)
+    if any(unicodedata.category(char) == "Cc" and char not in "\n\t" for char in without):
+        without = "".join(
+            " " if unicodedata.category(char) == "Cc" and char not in "\n\t" else char for char in without
+        )
+    if any(unicodedata.bidirectional(char) in ("R", "AL") for char in without):
+        return f"\u2068{without}\u2069"
+    return without
+
+
+def _shows(char: str) -> bool:
+    return not unicodedata.category(char).startswith(_UNSEEN_CATEGORIES) and char not in _BLANK_LETTERS
 
 
 def level_word(level: str) -> str:

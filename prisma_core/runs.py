@@ -16,22 +16,25 @@ import scipy.sparse as sp
 
 from prisma_core import analysis
 from prisma_core.applied_edits import apply_edits
-from prisma_core.errors import RunBehindError, StoreError
+from prisma_core.errors import LostRowsError, RunBehindError, StoreError
 from prisma_core.interpret.label_choice import resolve_labels
 from prisma_core.loaded_run import LoadedRun
 from prisma_core.run_quality import PLACED_STAGE
 from prisma_core.run_settings import RunSettings, run_settings
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
-from prisma_core.store.schemas import MANUAL_SOURCE
-from prisma_core.store.stages import REBUILT_STAGES, shown_counts
+from prisma_core.store.repair import LOST_LABEL, lost_run, lost_run_parts
+from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
+from prisma_core.store.stages import REBUILT_STAGES, rebuilt_counts
 from prisma_core.subthemes import SubThemes
 from prisma_core.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
 
 
 def with_shown_labels(workspace: Workspace, run_id: str, stats: pd.DataFrame) -> pd.DataFrame:
-    """Per-feature `stats` (feature_id, ...) with the label each feature shows as stored now, and its scores."""
-    return stats.merge(resolve_labels(workspace.interpretations(run_id)), on="feature_id", how="left")
+    """Per-feature `stats` (feature_id, ...) with the label each feature shows as stored now, and its scores (a
+    feature whose every label a repair removed shows `LOST_LABEL`)."""
+    labelled = stats.merge(resolve_labels(workspace.interpretations(run_id)), on="feature_id", how="left")
+    return labelled.fillna({"label": LOST_LABEL, "description": "", "label_source": KEYWORD_SOURCE})
 
 
 def background_named(features: pd.DataFrame) -> pd.DataFrame:
@@ -69,11 +72,9 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
     own = [stage for stage in stages if stage.run_id == record.run_id]
     rebuilt = [stage for stage in own if stage.stage in REBUILT_STAGES]
     config = record.config | {stage.stage: stage.config for stage in rebuilt}
-    metrics = record.metrics.copy()
+    metrics = record.metrics | rebuilt_counts(own)
     for stage in own:
-        if stage.stage in REBUILT_STAGES:
-            metrics |= shown_counts(stage.summary)
-        elif stage.stage == PLACED_STAGE:
+        if stage.stage == PLACED_STAGE:
             metrics["n_documents"] = stage.summary["n_documents"]
     return replace(record, config=config, metrics=metrics)
 
@@ -109,7 +110,10 @@ def load_run(
         codes = read_codes(workspace, record.run_id, n_docs, len(directions))
     else:
         directions, codes = same.directions, same.codes
-    features = background_named(with_shown_labels(workspace, record.run_id, workspace.features(record.run_id)))
+    stats = workspace.features(record.run_id)
+    if lost := lost_run_parts(record.metrics, len(stats), codes.nnz, int(stats["density"].sum())):
+        raise LostRowsError(lost_run(record.run_id, lost))
+    features = background_named(with_shown_labels(workspace, record.run_id, stats))
     n_strong = analysis.strong_density(codes) if same is None else same.features["n_strong"].to_numpy()
     features["n_strong"] = n_strong[features["feature_id"].to_numpy()]
     settings = run_settings(record, directions.shape[1])

@@ -1,4 +1,4 @@
-"""Commands on datasets and the workspace: ingest, add, place, embed, list, repair."""
+"""Commands on datasets and the workspace: ingest, add, place, embed, list, repair, delete."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TypeVar
 from prisma_core.cli.flags import chosen_dataset, config_from_args, ingest_config
 from prisma_core.cli.output import ProgressBars, print_embedded, print_ingested, print_placements
 from prisma_core.embed import EmbedConfig
-from prisma_core.errors import DamagedTableError
+from prisma_core.errors import DamagedTableError, SettingsError
 from prisma_core.run_settings import run_settings
 from prisma_core.store import Workspace
 
@@ -65,10 +65,11 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
     problems: list[str] = []
     datasets = {dataset.dataset_id: dataset for dataset in _readable(workspace.datasets, problems, [])}
     runs = _readable(workspace.runs, problems, [])
+    losses = _readable(workspace.losses, problems, {})
     for dataset_id in dict.fromkeys([*datasets, *(run.dataset_id for run in runs)]):
         dataset = datasets.get(dataset_id)
         print(
-            f"{dataset_id}  {dataset.name!r}  {dataset.n_documents} documents"
+            f"{dataset_id}  {dataset.name!r}  {dataset.n_documents} documents{_damaged(dataset_id, losses)}"
             if dataset
             else f"{dataset_id}  (its dataset record is missing: `python -m prisma_core repair` restores it)"
         )
@@ -78,15 +79,21 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
             sae = run_settings(run).sae
             print(
                 f"    {run.run_id}  FVU {m['fvu_holdout']:.3f}  dead {m['dead_fraction']:.1%}  "
-                f"n={n_features} k={sae.k if sae is not None else '?'}"
+                f"n={n_features} k={sae.k if sae is not None else '?'}{_damaged(run.run_id, losses)}"
             )
     problems += [
         f"run {run_id} is stored but missing from the runs table (its newest version file is gone); "
         "`python -m prisma_core repair` restores its record"
         for run_id in _readable(workspace.hidden_runs, problems, [])
     ]
+    problems += [sentence for sentences in losses.values() for sentence in sentences]
     for problem in dict.fromkeys(problems):
         print(f"warning: {problem}")
+
+
+def _damaged(subject: str, losses: dict[str, list[str]]) -> str:
+    """A note after a dataset or a run that lost rows to a repair (the warnings below say what)."""
+    return "  (damaged: see the warning below)" if subject in losses else ""
 
 
 def _readable(read: Callable[[], T], problems: list[str], otherwise: T) -> T:
@@ -105,3 +112,17 @@ def cmd_repair(workspace: Workspace, args: argparse.Namespace) -> None:
         print(line)
     if not report:
         print("every table reads in full and every run is listed: nothing to repair")
+
+
+def cmd_delete(workspace: Workspace, args: argparse.Namespace) -> None:
+    """Deletes a dataset with its runs, or one run."""
+    if bool(args.dataset) == bool(args.run):
+        raise SettingsError("Name what to delete: --dataset ID (with its runs) or --run ID.")
+    if args.dataset:
+        n_runs = len(_readable(lambda: workspace.runs(args.dataset), [], []))
+        workspace.delete_dataset(args.dataset)
+        print(f"deleted dataset {args.dataset} and its {n_runs} run(s)")
+        return
+    workspace.run(args.run)  # NotFoundError for a run that does not exist
+    workspace.delete_run(args.run)
+    print(f"deleted run {args.run}")

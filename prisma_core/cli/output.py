@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from prisma_core.errors import RunBehindError
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
 
@@ -89,7 +90,13 @@ def print_trained(workspace: Workspace, summary: RunSummary) -> None:
     print("  seconds: " + ", ".join(f"{stage} {s:.1f}" for stage, s in summary.seconds.items()))
     if summary.carried:
         print(f"  your edits of run {summary.carried.from_run}: " + "; ".join(summary.carried.summary()))
-    print_themes(workspace, summary.run_id)
+    try:
+        print_themes(workspace, summary.run_id)
+    except RunBehindError as error:  # documents were added while it trained: the run is saved all the same
+        print(
+            f"  {error.n_documents - error.n_covered:,} documents were added to the dataset while this run trained on "
+            f"its first {error.n_covered:,}: `python -m prisma_core place` places them in it, without training again"
+        )
 
 
 def _kept_features(metrics: dict[str, Any]) -> str:

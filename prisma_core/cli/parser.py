@@ -8,7 +8,15 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from prisma_core.cli.dataset_commands import cmd_add, cmd_embed, cmd_ingest, cmd_list, cmd_place, cmd_repair
+from prisma_core.cli.dataset_commands import (
+    cmd_add,
+    cmd_delete,
+    cmd_embed,
+    cmd_ingest,
+    cmd_list,
+    cmd_place,
+    cmd_repair,
+)
 from prisma_core.cli.edit_commands import cmd_carry, cmd_edit
 from prisma_core.cli.flags import add_config_flags, config_from_args, feature_ids, flag_prefix
 from prisma_core.cli.label_commands import cmd_label, cmd_score
@@ -43,6 +51,8 @@ EMBEDDING_ONLY = ("ray_address", "ray_workers")
 this machine, so it does not offer them."""
 
 
+CREATING_COMMANDS = ("ingest", "run")
+"""The commands that make a new workspace where none is; the others refuse a folder that does not exist."""
 DATASET_HELP = "dataset id (default: the newest)"
 RUN_HELP = "run id (default: the newest)"
 Commands = Any  # argparse's subparsers action (a private type)
@@ -120,8 +130,13 @@ def _add_run_commands(commands: Commands) -> None:
     help_text = "carry an earlier run's edits to a run trained again, and compare their concepts"
     carry = _command(commands, "carry", help_text, cmd_carry, CarryConfig)
     carry.add_argument("--run", help="the run the edits go to (default: the newest)")
-    help_text = "check every table in full; restore a damaged table's last intact version and lost run records"
+    help_text = (
+        "check every table in full; remove a damaged table's unreadable files (intact rows kept), restore lost records"
+    )
     _command(commands, "repair", help_text, cmd_repair)
+    delete = _command(commands, "delete", "delete a dataset (with its runs) or a run", cmd_delete)
+    delete.add_argument("--dataset", help="the dataset to delete, with its runs")
+    delete.add_argument("--run", help="the run to delete")
 
 
 def _add_label_commands(commands: Commands) -> None:
@@ -156,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check_settings(args)
-        args.handler(Workspace(args.workspace), args)
+        args.handler(Workspace(args.workspace, create=args.command in CREATING_COMMANDS), args)
     except PrismaError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -69,7 +69,10 @@ def group_predictors(
     seed: int = 0,
 ) -> Predictors | None:
     """The concepts (columns of units [n_documents, n_concepts], present where > 0) that best predict each
-    document's group, scored on held-out documents; None when fewer than two groups have `folds` documents."""
+    document's group, scored on held-out documents; None when fewer than two groups have `folds` documents, or
+    there is no concept (every one hidden)."""
+    if units.shape[1] == 0:
+        return None
     positions = sample_positions(units.shape[0], max_documents, seed)
     labels = groups.astype("string").fillna(MISSING).to_numpy()[positions]
     names, sizes = np.unique(labels, return_counts=True)

@@ -34,7 +34,15 @@ from prisma_core.embed.config import (
     resolve_device,
     resolve_precision,
 )
-from prisma_core.embed.model import Encoder, EncoderSpec, Pooler, bounded, load_model, release_loaded_models
+from prisma_core.embed.model import (
+    Encoder,
+    EncoderSpec,
+    Pooler,
+    bounded,
+    check_model_available,
+    load_model,
+    release_loaded_models,
+)
 from prisma_core.embed.passages import pooled_passages
 from prisma_core.errors import EmbeddingError
 from prisma_core.progress import ProgressCallback, ignore_progress
@@ -147,7 +155,9 @@ def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
     """The model (tokenizer, window, dimension) and the pooler that runs it on the backend `config` resolves to.
 
     Only here are the backend and its libraries (torch, sentence-transformers, openvino) imported: a process that
-    finds every vector it needs in the cache never loads them."""
+    finds every vector it needs in the cache never loads them. A model that is not on this machine and cannot be
+    downloaded is refused before any of them is imported."""
+    check_model_available(config.model)
     backend = importlib.import_module(BACKENDS[resolve_backend(config)])
     return backend.load_encoder(replace(config, precision=resolve_config_precision(config)))
 

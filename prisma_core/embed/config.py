@@ -40,6 +40,7 @@ class EmbedConfig(CheckedConfig):
         16,
         label="Batch size",
         minimum=1,
+        maximum=4_096,
         help="How many text pieces are processed at once. Lower it if the app runs out of memory.",
     )
     """Chunks per forward pass. On a CPU 16 runs at the speed of 64 with a third of the working memory (about 280 MB
@@ -87,7 +88,7 @@ class EmbedConfig(CheckedConfig):
     """Embed on the Ray cluster at this address (host:6379, ray://host:10001, or auto for the cluster started on this
     machine with `ray start --head`) as a Ray Data job; empty: on this machine. $PRISMA_RAY_ADDRESS by default. The
     vector space (model_key) does not depend on it. Needs `pip install "ray[data]"`."""
-    ray_workers: int | None = setting(None, minimum=1, unprefixed_flag=True)
+    ray_workers: int | None = setting(None, minimum=1, maximum=10_000, unprefixed_flag=True)
     """Embedding workers on the Ray cluster, each loading the model once. Default: one per GPU when the cluster has
     GPUs and the vector space runs on them (the torch backend), else one per 4 CPUs of the cluster."""
 

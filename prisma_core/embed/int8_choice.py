@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from prisma_core.embed.config import EmbedConfig
+from prisma_core.embed.model import check_model_available
 from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.embed.quantize import CHECK_FILE, Int8Check
 from prisma_core.errors import EmbeddingError
@@ -32,12 +33,14 @@ def check_folder(model: str) -> Path:
 def int8_check(model: str) -> Int8Check | None:
     """The int8 model's check on this machine: read from its cache folder, else measured now by quantizing the model
     (once per machine; the model is then compiled and ready for this process). None when the model cannot be
-    loaded or no cache could keep the check."""
+    loaded (a model neither here nor downloadable is found out before any conversion starts) or no cache could keep
+    the check."""
     path = check_folder(model) / CHECK_FILE
     if not path.is_file():
         from prisma_core.embed import openvino_backend  # imports openvino: only when there is no check to read
 
         try:
+            check_model_available(model)
             openvino_backend.load_encoder(EmbedConfig(model=model, precision="int8", backend="openvino"))
         except EmbeddingError as error:  # a model that cannot load: the embedding itself will say why
             logger.warning("No int8 model of %s: %s", model, error)

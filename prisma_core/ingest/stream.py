@@ -23,6 +23,7 @@ from prisma_core.ingest.archives import (
     check_not_empty,
     check_total_size,
     extension,
+    regular_file,
     unpack,
 )
 from prisma_core.ingest.config import IngestConfig, Source
@@ -177,9 +178,7 @@ class DocumentStream:
 
 
 def _existing(path: str | Path) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        raise IngestError(f"{path}: file not found")
+    path = regular_file(Path(path))
     check_extension(path.name)
     return path
 

@@ -40,23 +40,23 @@ FEATURES_PER_READ = 64
 class ScoreConfig(CheckedConfig):
     settings_name = "label score"
 
-    n_shown: int = setting(20, minimum=0)
+    n_shown: int = setting(20, minimum=0, maximum=10_000)
     """Strongest activating documents kept out of scoring: a labeller may have seen them."""
-    min_positives: int = setting(5, minimum=1)
+    min_positives: int = setting(5, minimum=1, maximum=200)
     """Fewest activating documents to score on (held out if possible, else all of them)."""
-    max_positives: int = 200
+    max_positives: int = setting(200, minimum=5, maximum=100_000)
     """Activating documents sampled per feature for the embedding score."""
-    n_negatives: int = setting(500, minimum=1)
+    n_negatives: int = setting(500, minimum=1, maximum=100_000)
     """Non-activating documents sampled per feature for the embedding score."""
-    n_detect_positives: int = setting(5, minimum=1)
+    n_detect_positives: int = setting(5, minimum=1, maximum=100)
     """Activating documents shown in a detection check (from the same sample)."""
-    n_detect_negatives: int = setting(5, minimum=1)
+    n_detect_negatives: int = setting(5, minimum=1, maximum=100)
     """Non-activating documents shown in a detection check."""
     detect_keyword_labels: bool = False
     """Also run the LLM detection check on keyword labels (one call each)."""
-    max_consecutive_failures: int = setting(3, minimum=1)
+    max_consecutive_failures: int = setting(3, minimum=1, maximum=1_000)
     """Stop the detection checks after this many failures in a row."""
-    seed: int = 0
+    seed: int = setting(0, minimum=0, maximum=2**31 - 1)
     """Seeds the document samples (with the feature id)."""
 
     def other_problems(self) -> list[str]:

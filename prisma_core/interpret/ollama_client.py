@@ -6,7 +6,9 @@ model with the reason, up to `max_retries` times, then LabellingError is raised.
 LabellingError at once, with distinct messages for an unreachable server, a missing model and a timeout; every
 message is redacted (`OllamaConfig.scrub`) before it is raised.
 
-Replies are bounded (`bounded_http`): at most MAX_REPLY_BYTES, arrived within `timeout_s` of the request.
+Replies are bounded (`bounded_http`): at most MAX_REPLY_BYTES, arrived within `timeout_s` of the request; what a
+reply says (a model's answer, the names of the models) is rid of every form of the config's credentials before
+anything parses, shows or stores it (`OllamaConfig.reply_text`).
 """
 
 import math
@@ -73,7 +75,7 @@ class OllamaClient:
     def list_models(self) -> list[str]:
         with self._translated_errors():
             response = self._client.list()
-        return [model.model for model in response.models if model.model]
+        return [self.config.reply_text(model.model) for model in response.models if model.model]
 
     def check(self) -> None:
         """Raise LabellingError with a plain message unless the server answers and has the model."""
@@ -93,15 +95,23 @@ class OllamaClient:
         for _ in range(self.config.max_retries + 1):
             content = self._chat(conversation, schema, answer_tokens)
             try:
-                return parse(content)
+                return self._without_secrets(parse(content))  # again once parsed: JSON escapes can hide a secret
             except InvalidAnswer as problem:
-                last_problem = str(problem)
+                last_problem = self.config.reply_text(str(problem))
                 conversation = repair_messages(messages, content, last_problem)
         attempts = self.config.max_retries + 1
         raise LabellingError(
             f"The model '{self.config.model}' gave no usable answer in {attempts} attempts "
             f"(last problem: {last_problem}). Try again, or choose a larger model."
         )
+
+    def _without_secrets(self, answer: T) -> T:
+        """A parsed answer's texts (a label and its description) rid of the config's credentials."""
+        if isinstance(answer, str):
+            return self.config.reply_text(answer)
+        if isinstance(answer, tuple):
+            return tuple(self._without_secrets(part) for part in answer)
+        return answer
 
     def _chat(self, messages: list[Message], schema: dict[str, Any], answer_tokens: int) -> str:
         options = {
@@ -113,7 +123,7 @@ class OllamaClient:
             response = self._client.chat(
                 model=self.config.model, messages=messages, format=schema, options=options, stream=False
             )
-        return response.message.content or ""
+        return self.config.reply_text(response.message.content or "")
 
     @contextmanager
     def _translated_errors(self, missing_model_on_404: bool = False) -> Iterator[None]:

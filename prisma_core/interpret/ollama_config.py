@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.errors import SettingsError
-from prisma_core.interpret.secrets import Secret, host_problem, redact, server_text, split_host_credentials
+from prisma_core.interpret.secrets import (
+    Secret,
+    host_problem,
+    redact,
+    redact_secrets,
+    server_text,
+    split_host_credentials,
+)
 
 DEFAULT_HOST = "http://localhost:11434"
 API_KEY_ENV = "OLLAMA_API_KEY"
@@ -42,17 +49,17 @@ class OllamaConfig(CheckedConfig):
     """Ollama server URL: $OLLAMA_HOST when set, else http://localhost:11434 (this machine)."""
     model: str = "llama3.2"
     """Any chat model pulled on that server (llama3.2 is 3B: quick on a laptop)."""
-    timeout_s: float = setting(60.0, above=0)
+    timeout_s: float = setting(60.0, above=0, maximum=3_600)
     """Bound on connecting and on waiting for each reply, in seconds."""
-    max_retries: int = setting(2, minimum=0)
+    max_retries: int = setting(2, minimum=0, maximum=20)
     """Extra attempts after an invalid answer (bad JSON, wrong schema, unusable label)."""
-    temperature: float = setting(0.0, minimum=0)
+    temperature: float = setting(0.0, minimum=0, maximum=2)
     """Sampling temperature; 0 makes labels reproducible."""
-    max_doc_tokens: int = setting(256, minimum=16)
+    max_doc_tokens: int = setting(256, minimum=16, maximum=32_768)
     """Each document is cut to about this many tokens (chars / 4) in prompts."""
-    n_evidence: int = setting(8, minimum=1)
+    n_evidence: int = setting(8, minimum=1, maximum=100)
     """Top-activating documents shown when labelling a feature."""
-    n_contrast: int = setting(8, minimum=0)
+    n_contrast: int = setting(8, minimum=0, maximum=100)
     """Non-activating documents shown as contrast."""
     api_key: Secret | None = field(default_factory=default_api_key, repr=False, compare=False, metadata=_not_a_flag())
     """A hosted Ollama's API key, sent as a bearer token; OLLAMA_API_KEY by default; never shown or stored."""
@@ -86,6 +93,11 @@ class OllamaConfig(CheckedConfig):
     def scrub(self, text: str) -> str:
         """`text` without any credential, of this config or in a URL or header a server echoed back (`redact`)."""
         return redact(text, self._secrets())
+
+    def reply_text(self, text: str) -> str:
+        """What the model answered (a label, a description) or the server listed (model names), without any form
+        of this config's credentials, before it is shown or stored: a server knows them and may send them back."""
+        return redact_secrets(text, self._secrets())
 
     def server_text(self, text: str) -> str:
         """What the server said (an error body), redacted and shortened, for a message that is shown and stored."""

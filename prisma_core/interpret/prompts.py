@@ -10,11 +10,13 @@ tokenizers; it needs no tokenizer. Other languages and clinical or technical tex
 character, so the labeller asks Ollama for a context with a wide margin over this estimate.
 """
 
+from prisma_core.names import MAX_NAME_CHARS
+
 PROMPT_VERSION = "v1"
 
 CHARS_PER_TOKEN = 4
 MAX_LABEL_WORDS = 8
-MAX_LABEL_CHARS = 120
+MAX_LABEL_CHARS = MAX_NAME_CHARS
 """The longest label stored, whoever wrote it: a model's longer label is sent back, an analyst's refused."""
 TRUNCATION_MARK = " […]"
 SAFE_LT, SAFE_GT = "\u2039", "\u203a"  # single angle quotation marks stand in for < and > in untrusted text

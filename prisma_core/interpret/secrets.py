@@ -4,7 +4,7 @@ server sent back (an error body that may echo the request's headers) is redacted
 import base64
 import re
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 MASK = "***"
 MAX_SERVER_TEXT_CHARS = 300
@@ -68,19 +68,40 @@ def redact_url(text: str) -> str:
 def redact(text: str, secrets: tuple["Secret | None", ...] = ()) -> str:
     """`text` without credentials: those of URLs (user:password, query strings and fragments, where tokens travel),
     the values of credential headers and fields ("authorization": "Basic ...", token=...), and every form of the
-    given secrets (the value, a user:password's password, and its base64 as basic authentication sends it)."""
-    text = _SECRET_FIELD.sub(rf"\1\2{MASK}", _URL_QUERY.sub(rf"\1?{MASK}", redact_url(text)))
-    for secret in secrets:
-        if secret:
-            for value in _forms(secret.reveal()):
-                text = text.replace(value, MASK)
+    given secrets (`redact_secrets`)."""
+    return redact_secrets(_SECRET_FIELD.sub(rf"\1\2{MASK}", _URL_QUERY.sub(rf"\1?{MASK}", text)), secrets)
+
+
+def redact_secrets(text: str, secrets: tuple["Secret | None", ...]) -> str:
+    """`text` without the user:password of any URL and without any form of the given secrets (the value, a
+    user:password's password, their base64 as basic authentication sends it, their URL encoding): what a model's
+    reply (a label, a description, a model's name) goes through before it is shown or stored. A form shorter than
+    SHORT_SECRET_CHARS is masked only where it stands as a word of its own, so that a short password does not
+    blank out the words it is part of."""
+    text = redact_url(text)
+    forms = {form for secret in secrets if secret for form in _forms(secret.reveal())}
+    for form in sorted(forms, key=len, reverse=True):
+        if len(form) >= SHORT_SECRET_CHARS:
+            text = text.replace(form, MASK)
+        else:
+            text = re.sub(rf"(?<![0-9A-Za-z]){re.escape(form)}(?![0-9A-Za-z])", MASK, text)
     return text
 
 
+SHORT_SECRET_CHARS = 8
+
+
 def _forms(value: str) -> set[str]:
-    """The ways a credential can appear in text a server echoes: as is, its password part, its base64."""
-    forms = {value, *value.split(":", 1)[1:], base64.b64encode(value.encode()).decode()}
-    return {form for form in forms if len(form) >= 3}
+    """The ways a credential can appear in text a server echoes: as is, its password part, the base64 of either
+    (padded or not, standard or URL-safe) and their URL encoding."""
+    plain = {value, *value.split(":", 1)[1:]}
+    encoded = set()
+    for form in plain:
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            token = encode(form.encode()).decode()
+            encoded |= {token, token.rstrip("=")}
+        encoded.add(quote(form, safe=""))
+    return {form for form in plain | encoded if form}
 
 
 def server_text(text: str, secrets: tuple["Secret | None", ...] = ()) -> str:

@@ -16,6 +16,7 @@ from prisma_core.embed import EmbedConfig, embed_documents, model_key
 from prisma_core.ingest import DocumentStream, IngestConfig, IngestReport, Source
 from prisma_core.ingest.documents import unique_ids
 from prisma_core.lineage import record_stage
+from prisma_core.names import MAX_NAME_CHARS, checked_name, snippet
 from prisma_core.pipeline.passage_cap import PassageCap
 from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
@@ -46,9 +47,8 @@ def ingest(
     Parquet, CSV, TSV and JSON lines files on disk are read and stored `config.batch_rows` rows at a time, so memory
     does not grow with their size (see ingest/stream.py); uploads and other formats are read whole."""
     stream = _document_stream(files, config, progress)
-    dataset_id = workspace.add_dataset_batches(
-        name or Path(stream.names[0]).stem, stream.documents(), stream.names, lambda: asdict(stream.report)
-    )
+    name = checked_name(name, "The dataset's name") if name else snippet(Path(stream.names[0]).stem, MAX_NAME_CHARS)
+    dataset_id = workspace.add_dataset_batches(name, stream.documents(), stream.names, lambda: asdict(stream.report))
     report = stream.report
     summary = {"n_documents": report.n_documents, "files": report.files}
     record_stage(workspace, "ingest", "", dataset_id, asdict(config), summary, record_id=dataset_id)
@@ -83,16 +83,17 @@ def add_documents(
     is given. Documents whose text the dataset holds already are skipped; an id it holds already gets a suffix
     ("7" -> "7#2"). The dataset's runs stay as they were until `place_new_documents` encodes the new documents."""
     config = config or _ingest_settings(workspace, dataset_id)
-    stream = _document_stream(files, config, progress)
-    known = workspace.documents(dataset_id, ["doc_id", "text_hash"])
-    new = _NewDocuments(set(known["doc_id"]), set(known["text_hash"]))
-    del known
-    n_added = workspace.append_documents(dataset_id, new.of(stream.documents()), stream.names)
-    if n_added:
-        workspace.remove_document_maps(dataset_id)  # drawn again, with the new documents, when next shown
-    n_documents = workspace.dataset(dataset_id).n_documents
-    summary = {"n_added": n_added, "n_documents": n_documents, "n_already_there": len(new.already_there)}
-    record_stage(workspace, "append", dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})
+    with workspace.adding_documents(dataset_id):  # before the dataset's documents are read: as this addition finds them
+        stream = _document_stream(files, config, progress)
+        known = workspace.documents(dataset_id, ["doc_id", "text_hash"])
+        new = _NewDocuments(set(known["doc_id"]), set(known["text_hash"]))
+        del known
+        n_added = workspace.append_documents(dataset_id, new.of(stream.documents()), stream.names)
+        if n_added:
+            workspace.remove_document_maps(dataset_id)  # drawn again, with the new documents, when next shown
+        n_documents = workspace.dataset(dataset_id).n_documents
+        summary = {"n_added": n_added, "n_documents": n_documents, "n_already_there": len(new.already_there)}
+        record_stage(workspace, "append", dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})
     return AddedDocuments(n_added, n_documents, new.already_there, new.renamed_ids, stream.report)
 
 

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from prisma_core.errors import StoreError
 from prisma_core.explore import spreadsheet_csv
-from prisma_core.pipeline.files import outside_workspace
+from prisma_core.pipeline.files import cannot_stage, outside_workspace
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
 from prisma_core.store import NamedFamily, Workspace
 from prisma_core.trends.periods import date_columns
@@ -49,8 +49,11 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
     """
     out = export_target(workspace, Path(out_dir))
     run = load_run(workspace, run_id)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".prisma-export-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".prisma-export-", dir=out.parent))
+    except OSError as error:
+        raise StoreError(cannot_stage("the export", out, error)) from error
     try:
         _write_export(workspace, run, staging)
         out.mkdir(exist_ok=True)

@@ -29,13 +29,23 @@ def file_target(workspace: Workspace, out: Path, noun: str, example: str) -> Pat
     out = outside_workspace(workspace, out, f"write the {noun} outside it")
     if out.is_dir():
         raise StoreError(f"{out} is a folder; name the {noun}'s file, e.g. {out / example}.")
+    if out.exists() and not out.is_file():  # a device or a pipe (/dev/null): the file written would replace it
+        raise StoreError(f"{out} is not a file (a device or a pipe); name a file to write the {noun} to.")
     return out
 
 
-def write_whole(target: Path, text: str) -> Path:
+def cannot_stage(what: str, target: Path, error: OSError) -> str:
+    """Why `what` cannot be written to `target`: its folder takes no new file (/proc, a read-only disk, no rights)."""
+    return f"Could not write {what} to {target}: no file can be made in {target.parent} ({error.strerror or error})."
+
+
+def write_whole(target: Path, text: str, what: str = "the file") -> Path:
     """Writes `text` to `target` whole or not at all (a temporary file beside it, renamed) and returns it."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=f".prisma-{target.stem}-", suffix=target.suffix, dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, staging = tempfile.mkstemp(prefix=f".prisma-{target.stem}-", suffix=target.suffix, dir=target.parent)
+    except OSError as error:
+        raise StoreError(cannot_stage(what, target, error)) from error
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(text)

@@ -65,22 +65,25 @@ def grow_dataset(
     config: IngestConfig | None = None,
     progress: ProgressCallback = ignore_progress,
 ) -> tuple[AddedDocuments, list[Placement]]:
-    """Add files' documents to a dataset, embed them and place them in every run of the dataset."""
-    for run in workspace.runs(dataset_id):
-        _record_coverage(workspace, run)
-    added = add_documents(workspace, dataset_id, files, config, progress)
-    return added, place_in_runs(workspace, dataset_id, progress)
+    """Add files' documents to a dataset, embed them and place them in every run of the dataset, holding the dataset
+    all along: a second addition or placement meanwhile is refused before it stores anything."""
+    with workspace.adding_documents(dataset_id):
+        for run in workspace.runs(dataset_id):
+            _record_coverage(workspace, run)
+        added = add_documents(workspace, dataset_id, files, config, progress)
+        return added, place_in_runs(workspace, dataset_id, progress)
 
 
 def place_in_runs(
     workspace: Workspace, dataset_id: str, progress: ProgressCallback = ignore_progress
 ) -> list[Placement]:
     """Embed the dataset's documents not embedded yet (in each run's embedding space) and place them in every run
-    that does not cover them, oldest run first."""
+    that does not cover them, oldest run first; one addition or placement per dataset at a time."""
     placements = []
-    for run in sorted(workspace.runs(dataset_id), key=lambda run: run.created_at):
-        embed_dataset(workspace, dataset_id, run_settings(run).embed, progress)
-        placements.append(place_new_documents(workspace, run.run_id, progress))
+    with workspace.adding_documents(dataset_id):
+        for run in sorted(workspace.runs(dataset_id), key=lambda run: run.created_at):
+            embed_dataset(workspace, dataset_id, run_settings(run).embed, progress)
+            placements.append(place_new_documents(workspace, run.run_id, progress))
     return placements
 
 

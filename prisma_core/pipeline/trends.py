@@ -151,4 +151,4 @@ def write_trends(
     formula made inert) and returns its resolved path and what it holds."""
     target = file_target(workspace, Path(out), "table", "trends.csv")
     found = concept_trends(workspace, run, config)
-    return write_whole(target, spreadsheet_csv(trends_table(found, config.max_q))), found
+    return write_whole(target, spreadsheet_csv(trends_table(found, config.max_q)), "the table over time"), found

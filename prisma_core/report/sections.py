@@ -29,7 +29,7 @@ from prisma_core.compare.prevalence import (
 )
 from prisma_core.explore import level_units, named_units
 from prisma_core.groups import group_sizes
-from prisma_core.names import LEVEL_PLURALS, feature_names, snippet, theme_names, unit_name
+from prisma_core.names import LEVEL_PLURALS, feature_names, level_word, snippet, theme_names, unit_name
 from prisma_core.overview import (
     coverage_sentence,
     families_of_themes,
@@ -211,6 +211,12 @@ def comparison(contents: ReportContents) -> Section:
         return Section("groups", "Groups compared", "no_groups.html.j2", {"text": text})
     config, run = contents.config, contents.run
     units, unit_frame = level_units(run, config.level)
+    if units.shape[1] == 0:
+        text = (
+            f"Every {level_word(config.level)} of this run is hidden, so the groups of {contents.column} have no "
+            f"{LEVEL_PLURALS[config.level]} to be compared on: show one again to compare them."
+        )
+        return Section("groups", f"Groups compared: {contents.column}", "no_groups.html.j2", {"text": text})
     result = ranked(named_units(group_comparison(units, contents.groups), config.level, unit_frame), config.max_q)
     rows_of = dict(tuple(result.groupby("group")))
     groups = [

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from prisma_core import __version__
+from prisma_core.names import isolated
 from prisma_core.pipeline.files import file_target, write_whole
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import gather
@@ -15,12 +17,19 @@ from prisma_core.report.sections import SECTIONS, title
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
 
+
+def _as_text(value: object) -> object:
+    """Every text the page shows, isolated (`names.isolated`); the HTML the templates make is left as it is."""
+    return isolated(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 _TEMPLATES = Environment(
     loader=PackageLoader("prisma_core.report", "templates"),
     autoescape=True,  # every value is text: documents, labels, names and numbers alike
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=_as_text,
 )
 
 
@@ -40,7 +49,7 @@ def report_html(
 def write_report(workspace: Workspace, run: LoadedRun, out: str | Path, config: ReportConfig = ReportConfig()) -> Path:
     """Writes the report to `out` (a file; written whole or not at all) and returns its resolved path."""
     target = report_target(workspace, Path(out))
-    return write_whole(target, report_html(workspace, run, config))
+    return write_whole(target, report_html(workspace, run, config), "the report")
 
 
 def report_target(workspace: Workspace, out: Path) -> Path:

@@ -49,6 +49,10 @@ MAX_FEATURES = 98_304
 """More features than this (256 per dimension of the default model) are refused outright (before any work); below
 it, the memory check in `check_config` decides."""
 MAX_TRAININGS = 9
+MAX_EPOCHS = 1_000
+"""More passes than this over the documents are refused: far past what any corpus needs (the suggested settings use
+at most 20), and a mistyped count would train for days."""
+MAX_K = 4_096
 TRAINING_BYTES_PER_WEIGHT = 16
 """float32 bytes held per encoder/decoder weight while training: the weight, its gradient and Adam's two moments."""
 VECTOR_BYTES = 4
@@ -79,6 +83,7 @@ class SAEConfig(CheckedConfig):
         SUGGESTED_K,
         label="k (active features per document)",
         minimum=1,
+        maximum=MAX_K,
         help="How many features describe each document. Larger keeps more detail of each document; smaller gives "
         "fewer, broader concepts per document.",
     )
@@ -103,12 +108,13 @@ class SAEConfig(CheckedConfig):
         None,
         label="Second-chance features",
         minimum=1,
+        maximum=MAX_FEATURES,
         empty="2 k",
         help="Features that have stopped firing get a second chance: this many of them are trained on what the "
         "others miss. Auto is twice k.",
     )
     """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_features."""
-    nested_levels: int = setting(4, minimum=1)
+    nested_levels: int = setting(4, minimum=1, maximum=8)
     """Matryoshka nesting: the first n_features/8^j features (j = levels-1 ... 1) must also reconstruct each document
     on their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
     aux_alpha: float = setting(
@@ -124,6 +130,7 @@ class SAEConfig(CheckedConfig):
         12,
         label="Epochs",
         minimum=1,
+        maximum=MAX_EPOCHS,
         help="How many times each training goes through all documents. Too many on a small dataset makes the "
         "model memorise its documents (overfitting).",
     )
@@ -132,6 +139,7 @@ class SAEConfig(CheckedConfig):
         128,
         label="Batch size",
         minimum=2,
+        maximum=65_536,
         help="How many documents the model looks at per training step. The default suits most datasets.",
     )
     """Documents per optimiser step (capped at the number of training documents)."""
@@ -151,6 +159,7 @@ class SAEConfig(CheckedConfig):
         None,
         label="Never-firing after (documents)",
         minimum=1,
+        maximum=1_000_000_000,
         step=1_000,
         empty="one epoch",
         help="After how many documents without firing a feature counts as never firing and gets the second chance. "
@@ -184,7 +193,7 @@ class SAEConfig(CheckedConfig):
     )
     """Seeds the holdout split and, through one seed drawn from it per training, each training's initialisation and
     shuffling: same seed, data and device -> same weights."""
-    vectors_memory_mb: float = setting(256.0, minimum=0.0)
+    vectors_memory_mb: float = setting(256.0, minimum=0.0, maximum=1_048_576.0)
     """Training holds the vectors in memory when they take at most this many MB (float32: 1.5 KB per document at
     384 dimensions, so 256 MB is about 175,000 documents); larger corpora are read from the vectors table in shuffled
     slices, holding about this much at a time, so memory stays bounded whatever the corpus size. 0 always reads in

@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -15,10 +17,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from prisma_core.errors import NotFoundError, SettingsError, StoreError
+from prisma_core.errors import LostRowsError, NotFoundError, SettingsError, StoreError
+from prisma_core.names import checked_name
 from prisma_core.store.ids import check_id, new_id, now_iso
 from prisma_core.store.maintenance import KEEP_VERSIONS_FOR
-from prisma_core.store.ownership import in_use, mark_owner, owner_is_gone
+from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
@@ -46,9 +49,12 @@ DOCUMENT_COLUMNS = ("doc_id", "title", "text", "text_hash")
 _INGESTS = "ingests"
 """In the workspace: a folder per ingest being written, naming its process (removed when it ends, however it ends
 short of a hard kill)."""
-_APPENDS = "appends"
-"""In the workspace: a folder per dataset documents are being added to, naming the process adding them (two additions
-at once would take the same positions)."""
+_ADDING: ContextVar[tuple[str, ...]] = ContextVar("prisma_adding_documents", default=())
+"""The datasets this thread (its context) holds for adding documents: an addition inside another one goes on."""
+BUSY_ADDING = (
+    "Documents are being added to this dataset by another session or command right now: add these once it is done. "
+    "Nothing was stored."
+)
 BATCH_ROWS = 16_384
 """Documents `Datasets.document_batches` reads at a time: about 15 MB of texts at 150 words each."""
 
@@ -97,7 +103,7 @@ class Datasets(Runs):
         at a time (every batch with the same columns), then the dataset record, with the
         report as it is once the batches are done. Until the record is added the rows are invisible; if anything
         fails, the batches' exceptions included, the rows written are deleted."""
-        name = name.strip() or "dataset"
+        name = checked_name(name, "The dataset's name")
         self._remove_abandoned_documents()
         dataset_id = new_id("ds")
         marker = self.root / _INGESTS / dataset_id
@@ -134,15 +140,10 @@ class Datasets(Runs):
         how many. The dataset's record (count, sources, metadata columns) changes last, in one commit; if anything
         fails before, the rows written are deleted, and rows a killed append left behind are removed first. One
         addition per dataset at a time (StoreError while another process adds to it)."""
-        self.dataset(dataset_id)
-        marker = self.root / _APPENDS / check_id(dataset_id)
-        if in_use(marker):
-            raise StoreError(
-                "Documents are being added to this dataset by another session or command right now: add these once "
-                "it is done. Nothing was stored."
-            )
-        marker.make_folder()
-        mark_owner(marker)
+        with self.adding_documents(dataset_id):
+            return self._append_documents(dataset_id, batches, sources)
+
+    def _append_documents(self, dataset_id: str, batches: Iterable[pd.DataFrame], sources: Sequence[str]) -> int:
         record = self.dataset(dataset_id)  # read once the dataset is ours: as the last addition left it
         beyond = f"dataset_id = '{check_id(dataset_id)}' AND position >= {record.n_documents}"
         n_added, metadata_columns = 0, list(record.metadata_columns)
@@ -165,10 +166,23 @@ class Datasets(Runs):
             with contextlib.suppress(StoreError):
                 self._delete("documents", beyond)
             raise
-        finally:
-            with contextlib.suppress(OSError):
-                marker.remove()
         return n_added
+
+    @contextlib.contextmanager
+    def adding_documents(self, dataset_id: str) -> Iterator[None]:
+        """Holds the dataset for one addition of documents (reading, embedding and placing them): a second addition,
+        from another session, command or thread, is refused with StoreError until this one ends (`Tables.holding`:
+        a compare-and-swap on the dataset's `writer`, as atomic in an object store as on a local disk)."""
+        if dataset_id in _ADDING.get():
+            yield
+            return
+        self.dataset(dataset_id)  # NotFoundError for a dataset that does not exist
+        with self.holding("datasets", f"dataset_id = '{check_id(dataset_id)}'", "writer", BUSY_ADDING):
+            held = _ADDING.set((*_ADDING.get(), dataset_id))
+            try:
+                yield
+            finally:
+                _ADDING.reset(held)
 
     def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
         """The daily clean-up (see `Maintenance.reclaim_space`), after removing what killed ingests left behind."""
@@ -190,6 +204,9 @@ class Datasets(Runs):
                 if (marker.modified() is None or owner_is_gone(marker)) and self._read("datasets", where).empty:
                     self._delete("documents", where)
                     marker.remove()
+            for marker in (self.root / _INGESTS).folders():  # an ingest killed before or after storing rows
+                if marker.name not in stored - kept and owner_is_gone(marker):
+                    marker.remove()
 
     def _dataset_ids_with_documents(self) -> set[str]:
         """The dataset ids the documents table holds rows of (one scan of that column)."""
@@ -203,7 +220,8 @@ class Datasets(Runs):
         }
 
     def datasets(self) -> list[DatasetRecord]:
-        return self._records("datasets", "true", DatasetRecord)
+        records = self._records("datasets", "true", DatasetRecord)
+        return [record if isinstance(record.writer, str) else replace(record, writer="") for record in records]
 
     def dataset(self, dataset_id: str) -> DatasetRecord:
         for record in self.datasets():
@@ -213,11 +231,9 @@ class Datasets(Runs):
 
     def rename_dataset(self, dataset_id: str, name: str) -> None:
         self.dataset(dataset_id)
+        name = checked_name(name, "The dataset's name")
         table = self.db.open_table("datasets")
-        retry(
-            lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name.strip()}),
-            self.uri,
-        )
+        retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values={"name": name}), self.uri)
 
     def delete_dataset(self, dataset_id: str) -> None:
         """Record first, then everything derived, so a crash half-way leaves no visible half-dataset."""
@@ -236,15 +252,29 @@ class Datasets(Runs):
         self._reclaim_space_if_due()
 
     def _listed_documents(self, dataset_id: str) -> str:
-        """The filter of the dataset's documents as its record counts them: not the rows an addition is writing, or
-        a killed one left behind (NotFoundError for a dataset that does not exist)."""
-        n_documents = self.dataset(dataset_id).n_documents
-        return f"dataset_id = '{check_id(dataset_id)}' AND position < {n_documents}"
+        """The filter of the dataset's documents as its record counts them (NotFoundError for a dataset that does
+        not exist)."""
+        return listed_documents(dataset_id, self.dataset(dataset_id).n_documents)
 
     def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Documents in stored order (`position` = row index used by embeddings and activations)."""
-        frame = self._read("documents", self._listed_documents(dataset_id), columns)
+        n_documents = self.dataset(dataset_id).n_documents
+        frame = self._read("documents", listed_documents(dataset_id, n_documents), columns)
+        if len(frame) < n_documents:
+            raise LostRowsError(lost_documents(dataset_id, len(frame), n_documents))
         return frame.sort_values("position").reset_index(drop=True) if "position" in frame else frame
+
+    def documents_left(self, dataset_id: str) -> int:
+        """How many of the dataset's documents are stored: fewer than its record counts only after a repair removed
+        a damaged file's rows."""
+        where = self._listed_documents(dataset_id)
+        with reading("documents"):
+            return self.db.open_table("documents").count_rows(where) if self._has_table("documents") else 0
+
+    def _raise_lost_documents(self, dataset_id: str) -> None:
+        raise LostRowsError(
+            lost_documents(dataset_id, self.documents_left(dataset_id), self.dataset(dataset_id).n_documents)
+        )
 
     def metadata(self, dataset_id: str) -> pd.DataFrame:
         """Metadata columns as a typed frame, one row per document in stored order.
@@ -272,6 +302,8 @@ class Datasets(Runs):
         only those rows: what the app shows of a large dataset. `columns` must include `position`."""
         positions = np.asarray(positions, dtype=np.int64)
         found = self._documents_where(dataset_id, "position", [str(int(p)) for p in np.unique(positions)], columns)
+        if not np.isin(positions, found["position"].to_numpy()).all():
+            self._raise_lost_documents(dataset_id)
         return found.set_index("position", drop=False).loc[positions].reset_index(drop=True)
 
     def documents_with_ids(
@@ -309,12 +341,31 @@ class Datasets(Runs):
     ) -> Iterator[pd.DataFrame]:
         """The dataset's documents, at most `rows` at a time, in no set order (select `position` to place them): one
         scan of the documents table that never holds the whole dataset."""
-        where = self._listed_documents(dataset_id)
+        n_documents = self.dataset(dataset_id).n_documents
         if not self._has_table("documents"):
             return
-        query = self.db.open_table("documents").search().where(where)
+        query = self.db.open_table("documents").search().where(listed_documents(dataset_id, n_documents))
+        n_read = 0
         for batch in self._batches("documents", query.select(list(columns)), rows):
+            n_read += batch.num_rows
             yield batch.to_pandas()
+        if n_read < n_documents:
+            raise LostRowsError(lost_documents(dataset_id, n_read, n_documents))
+
+
+def listed_documents(dataset_id: str, n_documents: int) -> str:
+    """The filter of a dataset's documents as its record counts them: not the rows an addition is writing, or a
+    killed one left behind."""
+    return f"dataset_id = '{check_id(dataset_id)}' AND position < {int(n_documents)}"
+
+
+def lost_documents(dataset_id: str, n_left: int, n_documents: int) -> str:
+    """What to say of a dataset a repair left with fewer documents than its record counts."""
+    return (
+        f"dataset {dataset_id}: {n_left:,} of its {n_documents:,} documents are left (the others were in a damaged "
+        f"file a repair removed); delete it (`python -m prisma_core delete --dataset {dataset_id}`, or on the Datasets "
+        "page) and ingest its files again"
+    )
 
 
 def _sql_text(value: str) -> str:

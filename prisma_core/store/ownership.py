@@ -4,6 +4,7 @@ import json
 import os
 import socket
 import time
+import uuid
 
 from prisma_core.store.location import Location
 
@@ -14,6 +15,11 @@ _UNOWNED_GRACE_S = 60.0  # a run folder with no owner file is only considered ab
 def mark_owner(folder: Location) -> None:
     """Marks a new run (or ingest) folder with the process writing it (host, pid)."""
     (folder / _OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+
+
+def new_owner_note() -> str:
+    """This process (host, pid) with a token of its own, so that two threads of one process are two owners."""
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex})
 
 
 def in_use(folder: Location) -> bool:
@@ -28,8 +34,21 @@ def owner_is_gone(folder: Location) -> bool:
     except (OSError, ValueError):
         modified = folder.modified()
         return modified is not None and time.time() - modified > _UNOWNED_GRACE_S
-    if owner.get("host") != socket.gethostname() or os.name == "nt":  # on Windows, os.kill would end the process
+    return process_is_gone(owner)
+
+
+def note_is_gone(note: str) -> bool:
+    """Whether the process an owner note (JSON, `new_owner_note`) names has ended."""
+    try:
+        return process_is_gone(json.loads(note))
+    except ValueError:
         return False
+
+
+def process_is_gone(owner: dict) -> bool:
+    """Whether the process an owner note names (host, pid) has ended: only known on its own machine."""
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname() or os.name == "nt":
+        return False  # on Windows, os.kill would end the process
     try:
         os.kill(int(owner["pid"]), 0)
     except ProcessLookupError:

@@ -1,29 +1,37 @@
-"""Repairing a damaged workspace: a table whose newest files cannot be read goes back to its newest intact version,
-and a run or a dataset whose record a lost version held gets its record back from its stage records.
+"""Repairing a damaged workspace: a table some of whose data files cannot be read loses the rows of those files only
+(one commit deleting them, every intact row kept); a table that cannot be read even so goes back to its newest intact
+version. A run or a dataset whose record a lost version held gets its record back from its stage records.
 
-What the store cannot bring back is said, never hidden: the rows of the commits after the intact version (named by
-the runs and datasets that lost rows), and a run's training curves (not in its stage record).
+What the store cannot bring back is said, never hidden: the rows of the damaged files (named by the runs and datasets
+that lost rows, which stay named until they are deleted) and a run's training curves (not in its stage record).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from prisma_core.store.datasets import Datasets
+import numpy as np
+import pyarrow as pa
+
+from prisma_core.store.datasets import Datasets, lost_documents
 from prisma_core.store.ids import check_id
 from prisma_core.store.retry import plain_reason, retry
-from prisma_core.store.schemas import RunRecord, StageRecord
-from prisma_core.store.stages import AFTER_SAE_STAGES, REBUILT_STAGES, TRAINING_STAGE, shown_counts
+from prisma_core.store.schemas import SCHEMAS, RunRecord, StageRecord
+from prisma_core.store.stages import AFTER_SAE_STAGES, REBUILT_STAGES, TRAINING_STAGE, rebuilt_counts, shown_counts
+from prisma_core.store.tables import reading
 
 if TYPE_CHECKING:
     import lancedb
 
+BUSY_REPAIRING = "Another repair of this workspace is running: wait for it to end, then run repair again if needed."
 CHECK_ROWS = 65_536
 """Rows read at a time when a table is checked in full."""
-_RUN_TABLES = ("activations", "features")
-"""Tables every run has rows in: a run without any there has lost them."""
+_FILE_BITS = 32
+"""A row's address is its data file's number (a Lance fragment) shifted by this many bits, plus its offset there."""
+_REBUILT = {"themes": ("themes", "themes"), "subthemes": ("sub-themes", "themes"), "families": ("families", "families")}
+"""A run's groups a repair can lose (table: what they are called, the command that makes them again)."""
 
 
 def unreadable(table: lancedb.table.Table) -> str:
@@ -43,12 +51,82 @@ class Repairs(Datasets):
         return {name: reason for name, reason in reasons.items() if reason}
 
     def repair(self) -> list[str]:
-        """Restores every damaged table's newest intact version and every hidden run's record; one sentence per
-        thing done or found that cannot be done, then one per run or dataset that lost rows."""
-        report = [self._restore_intact_version(name, reason) for name, reason in self.damaged_tables().items()]
-        report += [self._restore_dataset_record(dataset_id) for dataset_id in self.hidden_datasets()]
-        report += [self._restore_run_record(run_id) for run_id in self.hidden_runs()]
-        return report + (self._incomplete() if report else [])
+        """Removes the damaged files of every damaged table and restores every hidden run's record; one sentence per
+        thing done or found that cannot be done, then one per run or dataset that lost rows (in this repair or an
+        earlier one: they are named until deleted). One repair at a time (StoreError while another one runs): two
+        would each restore the same records, or restore a version the other has just repaired. A workspace with
+        nothing to repair is only read."""
+        if self.damaged_tables() or self.hidden_datasets() or self.hidden_runs():
+            self._add_locks()
+            with self.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
+                report = [self._repair_table(name, reason) for name, reason in self.damaged_tables().items()]
+                report += [self._restore_dataset_record(dataset_id) for dataset_id in self.hidden_datasets()]
+                report += [self._restore_run_record(run_id) for run_id in self.hidden_runs()]
+        else:
+            report = []
+        return report + [sentence for sentences in self.losses().values() for sentence in sentences]
+
+    def _add_locks(self) -> None:
+        """The locks table, made with its one row in one commit (a table is made once: of two processes making it
+        at once, one makes it and the other opens it), so that the row a lock is taken on exists exactly once."""
+        rows = pa.table({"name": ["repair"], "holder": [""]}, schema=SCHEMAS["locks"])
+        retry(lambda: self.db.create_table("locks", data=rows, exist_ok=True), self.uri)
+
+    def losses(self) -> dict[str, list[str]]:
+        """Every dataset and run that holds fewer rows than its records say (what a repair removed), by id, each
+        loss in words with what to do about it."""
+        losses: dict[str, list[str]] = {}
+        for dataset in self.datasets():
+            left = self.documents_left(dataset.dataset_id)
+            if left < dataset.n_documents:
+                losses[dataset.dataset_id] = [lost_documents(dataset.dataset_id, left, dataset.n_documents)]
+        for run in self.runs():
+            if sentences := self._run_losses(run):
+                losses[run.run_id] = sentences
+        return losses
+
+    def _run_losses(self, run: RunRecord) -> list[str]:
+        where = f"run_id = '{check_id(run.run_id)}'"
+        features = self._read("features", where, ["feature_id", "density"])
+        metrics = run.metrics | rebuilt_counts(self.stages(run.dataset_id, run.run_id))
+        activations = self._count("activations", where)
+        parts = lost_run_parts(metrics, len(features), activations, int(features["density"].sum()))
+        if parts:  # the run is to be trained again: what else it lost does not matter
+            return [lost_run(run.run_id, parts)]
+        sentences = []
+        labelled = set(self._read("interpretations", where, ["feature_id"])["feature_id"])
+        unlabelled = len(set(features["feature_id"]) - labelled)
+        if unlabelled:
+            sentences.append(
+                f"run {run.run_id}: the labels of {unlabelled} features are lost; they show as {LOST_LABEL!r} until "
+                f"named again (`python -m prisma_core label --run {run.run_id}` with a model, or on the Labels page)"
+            )
+        lost_groups = [name for name in _REBUILT if metrics.get(f"n_{name}") and not self._count(name, where)]
+        for command in dict.fromkeys(_REBUILT[name][1] for name in lost_groups):
+            groups = " and ".join(_REBUILT[name][0] for name in lost_groups if _REBUILT[name][1] == command)
+            sentences.append(
+                f"run {run.run_id}: its {groups} are lost; `python -m prisma_core {command} --run {run.run_id}` "
+                "makes them again"
+            )
+        return sentences
+
+    def _repair_table(self, name: str, reason: str) -> str:
+        """Deletes the rows of the table's damaged data files, keeping every intact row; when the table still cannot
+        be read (its damage is not in a data file), restores its newest intact version."""
+        table = self.db.open_table(name)
+        damaged = _damaged_files(table)
+        if damaged:
+            lost = sum(len(rows) for rows in damaged.values())
+            where = " OR ".join(
+                f"(_rowaddr >= {file << _FILE_BITS} AND _rowaddr < {(file + 1) << _FILE_BITS})" for file in damaged
+            )
+            retry(lambda: table.delete(where), self.uri)
+            if not unreadable(table):
+                return (
+                    f"{name}: damaged ({reason}); removed the {lost:,} rows of its {len(damaged)} damaged data "
+                    f"file(s) and kept its {table.count_rows():,} intact rows"
+                )
+        return self._restore_intact_version(name, reason)
 
     def _restore_intact_version(self, name: str, reason: str) -> str:
         table = self.db.open_table(name)
@@ -65,7 +143,7 @@ class Repairs(Datasets):
         table.checkout_latest()
         return (
             f"{name}: damaged ({reason}) and no intact earlier version is kept, so it cannot be restored; delete "
-            "the datasets or runs it holds and create them again"
+            "the datasets or runs it holds (`python -m prisma_core delete`) and make them again"
         )
 
     def hidden_datasets(self) -> list[str]:
@@ -130,25 +208,50 @@ class Repairs(Datasets):
             "stage records, without its training curves"
         )
 
-    def _incomplete(self) -> list[str]:
-        """Runs and datasets that lost rows (after a table was restored to an older version)."""
-        lost = []
-        for dataset in self.datasets():
-            stored = self._count("documents", _of(dataset.dataset_id))
-            if stored != dataset.n_documents:
-                lost.append(
-                    f"dataset {dataset.dataset_id}: {stored:,} of its {dataset.n_documents:,} documents are left; "
-                    "delete it and ingest its files again"
-                )
-        for run in self.runs():
-            where = f"run_id = '{check_id(run.run_id)}'"
-            missing = [name for name in _RUN_TABLES if not self._count(name, where)]
-            if missing:
-                lost.append(f"run {run.run_id}: its {' and '.join(missing)} are lost; delete it and train again")
-        return lost
-
     def _count(self, name: str, where: str) -> int:
-        return self.db.open_table(name).count_rows(where) if self._has_table(name) else 0
+        with reading(name):
+            return self.db.open_table(name).count_rows(where) if self._has_table(name) else 0
+
+
+LOST_LABEL = "(label lost)"
+"""What a feature whose every label a repair removed shows, until it is named again."""
+
+
+def lost_run_parts(metrics: dict[str, Any], n_features: int, n_activations: int, n_counted: int) -> list[str]:
+    """What a run cannot be shown without and has lost: features (fewer than it kept) and activations (fewer rows
+    than its features' densities count: `n_counted`)."""
+    parts = ["features"] if n_features < int(metrics.get("features_kept", 0)) else []
+    return parts + (["activations"] if n_activations < n_counted else [])
+
+
+def lost_run(run_id: str, parts: list[str]) -> str:
+    """What to say of a run a repair left without some of its features or activations."""
+    return (
+        f"run {run_id}: its {' and '.join(parts)} are lost (they were in a damaged file a repair removed); delete it "
+        f"(`python -m prisma_core delete --run {run_id}`, or on the Train SAE page) and train again"
+    )
+
+
+def _damaged_files(table: lancedb.table.Table) -> dict[int, np.ndarray]:
+    """The table's data files that cannot be read, each with its rows' ids; empty when the rows cannot even be
+    listed (then the damage is not in a data file). Listing row addresses reads no data file."""
+    try:
+        rows = table.search().with_row_id(True).select(["_rowaddr"]).limit(None).to_arrow()
+    except (OSError, RuntimeError):
+        return {}
+    files = rows["_rowaddr"].to_numpy() >> _FILE_BITS
+    ids = rows["_rowid"].to_numpy()
+    return {int(file): ids[files == file] for file in np.unique(files) if not _reads(table, ids[files == file])}
+
+
+def _reads(table: lancedb.table.Table, row_ids: np.ndarray) -> bool:
+    """Whether these rows (of one data file) can be read, every column."""
+    try:
+        for start in range(0, len(row_ids), CHECK_ROWS):
+            table.take_row_ids(row_ids[start : start + CHECK_ROWS].tolist()).to_arrow()
+    except (OSError, RuntimeError):
+        return False
+    return True
 
 
 def _of(dataset_id: str) -> str:

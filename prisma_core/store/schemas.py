@@ -55,6 +55,7 @@ class DatasetRecord:
     sources: list[str]
     report: dict[str, Any]
     metadata_columns: list[str]
+    writer: str = ""  # the process adding documents to it while it does (`Datasets.adding_documents`), else ""
 
 
 @dataclass(frozen=True)
@@ -205,5 +206,6 @@ SCHEMAS: dict[str, pa.Schema] = {
     "stages": _record_schema(StageRecord),
     "edits": _record_schema(EditRecord),
     "maps": _schema("dataset_id embedding_key position:int64 x:float32 y:float32"),
+    "locks": _schema("name holder"),
 }
 """Every table of a workspace: its columns in stored order."""

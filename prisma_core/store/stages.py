@@ -4,6 +4,7 @@ what."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -28,6 +29,16 @@ def shown_counts(summary: dict[str, Any]) -> dict[str, Any]:
     """What a themes or families record counts, as the run's metrics: without its seconds (the run's `seconds` are
     its SAE training's)."""
     return {name: value for name, value in summary.items() if name != "seconds"}
+
+
+def rebuilt_counts(stages: Sequence[StageRecord]) -> dict[str, Any]:
+    """What a run shows now, counted by the newest record of its families and of its themes (the training's or a
+    rebuild's since) among its `stages` (oldest first)."""
+    counts: dict[str, Any] = {}
+    for stage in stages:
+        if stage.stage in REBUILT_STAGES:
+            counts |= shown_counts(stage.summary)
+    return counts
 
 
 class Stages(Tables):

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pandas as pd
 import pyarrow as pa
 
-from prisma_core.errors import DamagedTableError
+from prisma_core.errors import DamagedTableError, StoreError
 from prisma_core.store.location import Location
+from prisma_core.store.ownership import new_owner_note, note_is_gone
 from prisma_core.store.retry import plain_reason, retry
 from prisma_core.store.schemas import SCHEMAS, json_fields
 
@@ -100,6 +101,37 @@ class Tables:
             table = self.db.open_table(name)
             if not count_first or table.count_rows(where):
                 retry(lambda: table.delete(where), self.uri)
+
+    @contextlib.contextmanager
+    def holding(self, name: str, where: str, column: str, busy: str) -> Iterator[None]:
+        """Holds the row `where` selects in table `name` while the block runs: its `column` names this process (an
+        owner note), else StoreError(`busy`) when another live process or thread holds it. Taking it is one
+        compare-and-swap (an update whose filter requires the column empty: LanceDB applies concurrent updates one
+        after the other, each re-checking its filter), so two can never both hold it, on a local disk or in an object
+        store; a hold whose process ended without giving it back (killed) is taken over."""
+        note = new_owner_note()
+        if not self._swap(name, where, column, "", note):
+            current = self._read(name, where, [column])[column]
+            stale = current.iloc[0] if len(current) and isinstance(current.iloc[0], str) else ""
+            if not (stale and note_is_gone(stale) and self._swap(name, where, column, stale, note)):
+                raise StoreError(busy)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(StoreError):
+                self._swap(name, where, column, note, "")
+
+    def _swap(self, name: str, where: str, column: str, expected: str, value: str) -> bool:
+        """Sets `column` of the rows `where` selects to `value` if it is `expected` ("" for none); whether it did."""
+        held = (
+            f"{column} = '{expected.replace(chr(39), chr(39) * 2)}'"
+            if expected
+            else f"({column} IS NULL OR {column} = '')"
+        )
+        table = self._table(name)  # a table from before the column was recorded gets it
+        return (
+            retry(lambda: table.update(where=f"{where} AND {held}", values={column: value}), self.uri).rows_updated > 0
+        )
 
     def table_versions(self, names: Sequence[str]) -> int:
         """The sum of these tables' versions: it grows with every commit to any of them, by any process."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,15 +55,28 @@ class Workspace(PassageCache, Artefacts, Edits, Stages, Repairs):
     store prefix). `uri` names the workspace (what reopens it); `path` is its local folder: the workspace itself, or
     for one in an object store a local folder for downloads and caches."""
 
-    def __init__(self, where: str | Path | None = None, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, where: str | Path | None = None, storage_options: Mapping[str, Any] | None = None, create: bool = True
+    ) -> None:
+        """`create=False`: a local workspace folder that does not exist is a StoreError (a mistyped path), not a
+        new empty workspace."""
         os.environ.setdefault(LANCEDB_LOG_ENV, "error")  # before lancedb starts its logger
         lancedb = import_lancedb()  # here, not at the top: commands that open no workspace (--help) do not pay it
 
         self.uri = resolve_workspace(where)
+        if any(unicodedata.category(char) == "Cc" for char in self.uri):
+            raise StoreError(
+                f"The workspace's address {self.uri!r} holds a line break or another control character, which the "
+                "storage engine cannot read: choose a folder name without one."
+            )
         remote = is_object_store(self.uri)
         self.settings = S3Settings.resolve(storage_options) if remote else None
         self.root = Location.of(self.uri, self.settings)
         self.path = local_folder_for(self.uri) if remote else Path(self.uri)
+        if not (remote or create or self.path.is_dir()):
+            raise StoreError(
+                f"There is no workspace at {self.uri}: check the path (`ingest` or `run` makes a new workspace)."
+            )
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             if remote:

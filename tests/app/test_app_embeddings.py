@@ -84,9 +84,10 @@ def test_unknown_model_shows_the_loading_error(trained_app):
     at.run()
     (error,) = texts(at.error)
     assert error.startswith(
-        "Embedding “BBC sample” failed: Could not load the embedding model '/nonexistent/prisma-model'"
+        "Embedding “BBC sample” failed: The embedding model '/nonexistent/prisma-model' is neither a folder here nor "
+        "a model id."
     )
-    assert "Use the bundled default 'all-MiniLM-L6-v2'" in error
+    assert "Use the bundled 'all-MiniLM-L6-v2'" in error
     assert trained_app.workspace.has_vectors(trained_app.dataset_id, model_key(EmbedConfig()))
 
 

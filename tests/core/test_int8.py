@@ -158,5 +158,5 @@ def test_workspace_keeps_int8_and_bf16_vectors_apart(int8_cache, tmp_path: Path,
 def test_a_model_that_cannot_load_is_not_quantized_and_auto_stays_in_floating_point():
     space = model_key(EmbedConfig(model="/nonexistent/prisma-model"))
     assert space.startswith("/nonexistent/prisma-model|") and not space.endswith("int8")
-    with pytest.raises(EmbeddingError, match="Could not load the embedding model"):
+    with pytest.raises(EmbeddingError, match="'/nonexistent/prisma-model' is neither a folder here nor a model id"):
         embed_texts(["a text"], EmbedConfig(model="/nonexistent/prisma-model"))

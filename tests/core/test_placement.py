@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,6 @@ from prisma_core.run_quality import placements
 from prisma_core.runs import LoadedRun, document_themes, load_run
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import _document_rows, with_text_hashes
-from prisma_core.store.ownership import mark_owner
 
 N_NEW_PER_CATEGORY = 3
 
@@ -227,16 +227,30 @@ def test_the_command_line_adds_documents_and_says_whether_to_train_again(
 def test_documents_are_added_to_a_dataset_by_one_process_at_a_time(small_run: SmallRun, bbc: pd.DataFrame, tmp_path):
     workspace = small_run.copy(tmp_path / "ws")
     path, _ = _more_bbc(bbc, tmp_path, repeated=0)
-    marker = workspace.root / "appends" / small_run.dataset_id
-    marker.make_folder()
-    mark_owner(marker)  # as if this (running) process were adding documents from another session
+    held = threading.Event()
+
+    def hold() -> None:  # another session of this (running) process adding documents: a thread of its own
+        with Workspace(workspace.path).adding_documents(small_run.dataset_id):
+            holding.set()
+            held.wait(30)
+
+    holding = threading.Event()
+    other_session = threading.Thread(target=hold)
+    other_session.start()
+    assert holding.wait(30)
     with pytest.raises(StoreError, match="being added to this dataset by another session"):
         pipeline.add_documents(workspace, small_run.dataset_id, [path])
+    with pytest.raises(StoreError, match="being added to this dataset by another session"):
+        pipeline.place_in_runs(workspace, small_run.dataset_id)
+    held.set()
+    other_session.join(30)
     assert workspace.dataset(small_run.dataset_id).n_documents == 60
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (marker / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)}))
+    killed = json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)})
+    dataset = f"dataset_id = '{small_run.dataset_id}'"
+    assert workspace._swap("datasets", dataset, "writer", "", killed)  # an addition killed before it gave it back
     assert pipeline.add_documents(workspace, small_run.dataset_id, [path]).n_added == 15  # its process has ended
-    assert not marker.is_file() and marker.modified() is None  # the marker leaves with the addition
+    assert workspace.dataset(small_run.dataset_id).writer == ""  # the claim leaves with the addition
 
 
 def test_rows_a_killed_addition_left_are_not_read_and_are_replaced(small_run: SmallRun, bbc: pd.DataFrame, tmp_path):

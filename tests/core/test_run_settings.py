@@ -70,7 +70,7 @@ def test_a_record_without_any_section_reads_as_the_defaults():
     [
         ({"themes": {"member_share": 2.0}}, "member_share must be above 0 and at most 1, got 2.0"),
         ({"families": {"tau": "tight"}}, "tau must be a finite number, got 'tight'"),
-        ({"sae": {"n_features": 64, "k": 0}}, "k must be a whole number of at least 1, got 0"),
+        ({"sae": {"n_features": 64, "k": 0}}, "k must be a whole number between 1 and 4096, got 0"),
         ({"keywords": {"n_top": 5}}, "Unknown keyword settings: n_top"),
         ({"embed": ["all-MiniLM-L6-v2"]}, "the embed settings are ['all-MiniLM-L6-v2'], not settings by name"),
         ({"sae": {"n_features": 64, "expansion": 8}}, "Unknown SAE settings: expansion"),

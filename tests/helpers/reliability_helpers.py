@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 from cached_vectors import cache_vectors_from
+from start_line import start_line
 
 from prisma_core import cli, pipeline
 from prisma_core.ingest import IngestConfig
@@ -155,6 +156,47 @@ class Running:
         self.process.send_signal(signal.SIGKILL)
         assert self.process.wait(timeout=30) == -signal.SIGKILL
         self._reader.join(timeout=5)
+
+
+def cli_worker(where: str, start: str, *commands: list[str]) -> subprocess.Popen:
+    """tests/helpers/reliability_cli_worker.py: CLI commands in another process once the start line is reached."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "tests" / "helpers" / "reliability_cli_worker.py"),
+            where,
+            start,
+            json.dumps(commands),
+        ],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def add_during_an_addition(where: str, dataset_id: str, first: Path, second: Path, folder: Path) -> list[tuple]:
+    """`add FIRST` to a dataset that has a run, then `add SECOND` started the moment the first addition's documents
+    are stored, while it still embeds and places them; (status, stdout, stderr) of both."""
+    line = start_line(folder / "second", 2)  # the second process, and this test once the first has stored
+    later = cli_worker(where, line, ["add", str(second), "--dataset", dataset_id])
+    while not list((folder / "second").glob("*.ready")):
+        assert later.poll() is None, later.communicate()
+        time.sleep(0.05)
+    n_before = Workspace(where).dataset(dataset_id).n_documents
+    earlier = cli_worker(where, start_line(folder / "first", 1), ["add", str(first), "--dataset", dataset_id])
+    while Workspace(where).dataset(dataset_id).n_documents == n_before:
+        assert earlier.poll() is None, earlier.communicate()
+        time.sleep(0.05)
+    (folder / "second" / "test.ready").touch()
+    return [finished(worker) for worker in (earlier, later)]
+
+
+def finished(worker: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a worker, once it has ended."""
+    stdout, stderr = worker.communicate(timeout=timeout)
+    return worker.returncode, stdout, stderr
 
 
 FAMILY_SETTINGS = (

@@ -21,7 +21,9 @@ from reliability_helpers import (
     REPO,
     SMALL_SAE,
     Trained,
+    add_during_an_addition,
     bbc_subset,
+    error_lines,
     sae_flags,
     two_family_settings,
     write_parquet,
@@ -33,6 +35,7 @@ from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.store import WORKSPACE_ENV, NamedFamily, Workspace, vectors_table_name
+from prisma_core.store.datasets import BUSY_ADDING
 from ui.jobs import Job, JobRegistry
 from ui.state import job_registry
 
@@ -237,3 +240,23 @@ def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Train
     assert rows["family_id"].is_unique
     assert members_of(workspace.families(trained.run_id)) in expected.values()
     assert seen > 10
+
+
+# -- round 4: two additions at once -----------------------------------------------------------------------------------
+
+
+def test_an_addition_started_while_another_embeds_and_places_stores_nothing(
+    workspace: Workspace, small_run, bbc: pd.DataFrame, tmp_path: Path
+) -> None:
+    files = [write_parquet(bbc_subset(bbc, 3, skip=20 + 3 * n), tmp_path / f"more{n}.parquet") for n in (0, 1)]
+    first, second = add_during_an_addition(str(workspace.path), small_run.dataset_id, *files, tmp_path)
+
+    assert first[0] == 0 and "added 15 documents: the dataset has 75" in first[1], first[2][-2000:]
+    assert second[0] == 2 and "Traceback" not in second[2], second[2][-2000:]
+    (message,) = error_lines(second[2])
+    assert message == f"error: {BUSY_ADDING}"
+    workspace = Workspace(workspace.path)
+    assert workspace.dataset(small_run.dataset_id).n_documents == 75
+    assert workspace.documents(small_run.dataset_id)["position"].tolist() == list(range(75))
+    assert workspace.db.open_table("documents").count_rows() == 75  # no row of the refused addition
+    assert pipeline.load_run(workspace).codes.shape[0] == 75  # and the first one's are placed

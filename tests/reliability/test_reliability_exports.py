@@ -4,6 +4,8 @@ spreadsheet (rounds 2 and 3).
 
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -88,3 +90,47 @@ def test_csv_downloads_neutralise_formulas_in_column_names_too() -> None:
     header, row = spreadsheet_csv(frame).splitlines()
     assert header == "'=1+2,'@SUM(A1),plain"
     assert row == "'=1+1,3,'-x"
+
+
+# -- round 4: no traceback, whatever the output or the workspace's name -----------------------------------------------
+
+
+def test_a_report_or_export_where_no_file_can_be_made_is_refused_in_words(trained: Trained, capsys) -> None:
+    proc_version = Path("/proc/version").read_text()
+    assert cli_main("report", "--out", "/proc/version", workspace=trained.path) == 2
+    (message,) = error_lines(capsys.readouterr().err)
+    assert message.startswith("error: Could not write the report to /proc/version: no file can be made in /proc (")
+    assert cli_main("export", "--out", "/proc/prisma-export", workspace=trained.path) == 2
+    (message,) = error_lines(capsys.readouterr().err)
+    assert message.startswith("error: Could not write the export to /proc/prisma-export: no file can be made in /proc")
+    assert Path("/proc/version").read_text() == proc_version
+
+
+def test_a_report_never_replaces_a_pipe_or_a_device(trained: Trained, tmp_path: Path, capsys) -> None:
+    pipe = tmp_path / "report.html"
+    os.mkfifo(pipe)
+    assert cli_main("report", "--out", str(pipe), workspace=trained.path) == 2
+    (message,) = error_lines(capsys.readouterr().err)
+    assert message == f"error: {pipe} is not a file (a device or a pipe); name a file to write the report to."
+    assert stat.S_ISFIFO(pipe.stat().st_mode)  # still the pipe
+
+
+def test_a_workspace_whose_name_holds_a_line_break_is_refused_in_words(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "work\nspace"
+    for command in (["list"], ["repair"], ["ingest", str(tmp_path / "notes.csv")]):
+        assert cli_main(*command, workspace=folder) == 2
+        (message,) = error_lines(capsys.readouterr().err)
+        assert "holds a line break or another control character" in message
+    assert not folder.exists()
+
+
+def test_a_report_of_a_run_whose_every_theme_is_hidden_says_so(workspace: Workspace, tmp_path: Path, capsys) -> None:
+    run = pipeline.load_run(workspace)
+    assert len(set(workspace.metadata(run.record.dataset_id)["label"])) == 5  # groups to compare
+    for theme in run.theme_info["theme_id"]:
+        assert cli_main("edit", "--action", "hide", "--level", "theme", "--id", str(theme), workspace=workspace) == 0
+    assert cli_main("report", "--out", str(tmp_path / "report.html"), "--column", "label", workspace=workspace) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "Every theme of this run is hidden, so the groups of label have no themes to be compared on" in page
+    assert cli_main("export", "--out", str(tmp_path / "export"), workspace=workspace) == 0
+    assert json.loads((tmp_path / "export" / "themes.json").read_text()) == []

@@ -3,7 +3,12 @@
 Every test ends by checking that what was stored before is intact and that the work can be done again cleanly.
 """
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,9 +20,11 @@ from app_helpers import new_app, open_page, texts
 from ollama_server import closed_port_url, running_fake_ollama
 from reliability_helpers import (
     BY_ID,
+    REPO,
     SMALL_SAE,
     Running,
     bbc_subset,
+    cli_command,
     error_lines,
     run_cli_with_file_limit,
     sae_flags,
@@ -31,6 +38,7 @@ from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import LabellingError, WeightsError
 from prisma_core.interpret.labelling import LabelConfig, label_run
 from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.sae.config import MAX_EPOCHS
 from prisma_core.sae.io import WEIGHTS_FILE
 from prisma_core.store import WORKSPACE_ENV, Workspace
 
@@ -117,7 +125,7 @@ def test_killed_embedding_leaves_everything_stored_and_reruns_cleanly(stored: St
 
 @pytest.mark.parametrize(
     ("stage", "epochs", "leaves_rows"),
-    [(b"train_sae:", 3000, False), (b"label:", 3, True)],
+    [(b"train_sae:", MAX_EPOCHS, False), (b"label:", 3, True)],  # the most epochs: long enough to be killed
     ids=["while-training", "while-storing-features-and-labels"],
 )
 def test_killed_training_shows_no_half_run_and_a_rerun_completes(
@@ -354,3 +362,74 @@ def test_a_damaged_run_can_be_deleted_from_the_train_page(stored: Stored, damage
     assert not at.exception and not at.error
     assert damaged_copy.runs() == [] and not (damaged_copy.path / "runs" / stored.run_a).exists()
     stored.assert_earlier_work_intact(Workspace(stored.path))  # the original is untouched
+
+
+# -- round 4: a model neither here nor reachable ----------------------------------------------------------------------
+
+REMOTE_MODEL = "sentence-transformers/all-mpnet-base-v2"
+
+
+def processes_naming(needle: str) -> list[int]:
+    """The ids of the running processes whose command line holds `needle`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if needle in command and int(entry.name) != os.getpid():
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({"HF_HUB_OFFLINE": "1"}, "and downloading is turned off (HF_HUB_OFFLINE is set)"),
+        ({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "{closed}"}, "and {closed} cannot be reached to download it"),
+    ],
+)
+def test_a_model_neither_here_nor_reachable_is_refused_at_once(
+    stored: Stored, tmp_path: Path, environment: dict[str, str], expected: str
+) -> None:
+    closed = closed_port_url()
+    env = os.environ | {"HF_HOME": str(tmp_path / "hf"), "PRISMA_CACHE_DIR": str(tmp_path / "cache")}
+    env |= {name: value.format(closed=closed) for name, value in environment.items()}
+    before = snapshot(Workspace(stored.path))
+    done = subprocess.run(
+        cli_command("embed", "--model", REMOTE_MODEL, "--dataset", stored.dataset_b, workspace=stored.path),
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,  # a hang guard: it took minutes before
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    (message,) = error_lines(done.stderr)
+    assert message == (
+        f"error: The embedding model '{REMOTE_MODEL}' is not on this machine, {expected.format(closed=closed)}"
+        f"{' (ConnectError)' if 'HF_ENDPOINT' in environment else ''}. Use the bundled 'all-MiniLM-L6-v2', a local "
+        "model folder, or a model downloaded beforehand."
+    )
+    assert "Traceback" not in done.stderr and processes_naming(str(tmp_path / "cache")) == []
+    assert not (tmp_path / "cache" / "openvino").exists()  # no conversion was even started
+    assert snapshot(Workspace(stored.path)) == before
+
+
+def test_a_conversion_ends_with_the_process_that_started_it(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    script = (
+        "from prisma_core.embed import EmbedConfig, openvino_backend; "
+        "openvino_backend.load_encoder(EmbedConfig(precision='int8', backend='openvino'))"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, env=os.environ | {"PRISMA_CACHE_DIR": str(cache)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    while not (children := processes_naming(f"_convert_to_cache('all-MiniLM-L6-v2', '{cache}")):
+        assert parent.poll() is None, "the conversion ended before it could be watched"
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 60  # a guard: it goes within about a second; quantizing alone takes far longer
+    while processes_naming(f"_convert_to_cache('all-MiniLM-L6-v2', '{cache}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_naming(f"_convert_to_cache('all-MiniLM-L6-v2', '{cache}") == [], children
+    assert not list(cache.glob("openvino/*/model.xml"))  # it ended before writing a model

@@ -5,6 +5,7 @@ and 3).
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,8 +22,9 @@ from reliability_helpers import REPO, cli_main, error_lines
 
 from prisma_core import pipeline
 from prisma_core.errors import IngestError
-from prisma_core.ingest import IngestConfig, preview_sources, read_sources
+from prisma_core.ingest import IngestConfig, preview_paths, preview_sources, read_sources
 from prisma_core.ingest.config import MAX_ROWS
+from prisma_core.ingest.encodings import text_encoding
 from prisma_core.ingest.readers import SHARED_STRINGS_PER_ROW
 from prisma_core.store import Workspace
 
@@ -252,6 +254,50 @@ def test_files_in_other_encodings_are_stored_as_the_right_text(
         assert f"not UTF-8, decoded as {detected}" in " ".join(report.warnings)
 
 
+RUSSIAN_NEWS = [
+    *("Футбольный клуб выиграл важный матч в воскресенье.", "Правительство объявило новые меры поддержки."),
+    *("Цены на нефть выросли на фоне новостей из Азии.", "Учёные представили результаты исследования климата."),
+    *("Музыканты выступили в филармонии в субботу.", "Банк снизил ключевую ставку до семи процентов."),
+    *("Жители города пожаловались на плохие дороги.", "Поезд прибыл на вокзал поздно ночью."),
+]
+
+
+def test_a_cp1251_table_of_russian_sentences_is_decoded_as_cp1251_whichever_rows_it_holds(tmp_path: Path) -> None:
+    """Mac Cyrillic decodes these bytes as cleanly (only the capitals differ: a quotation mark where the Ф of
+    "Футбольный" is); the encoding people actually save Russian text in wins."""
+    chosen = [
+        RUSSIAN_NEWS[i : i + 1] + RUSSIAN_NEWS[j : j + 1]
+        for i in range(len(RUSSIAN_NEWS))
+        for j in range(len(RUSSIAN_NEWS))
+        if i != j
+    ]
+    for rows in chosen:
+        data = ("text\n" + "".join(f"{row}\n" for row in rows)).encode("cp1251")
+        warnings: list[str] = []
+        assert data.decode(text_encoding("news.csv", data, "a text table", warnings)) == data.decode("cp1251"), rows
+        assert warnings == ["news.csv: not UTF-8, decoded as cp1251"]
+    on_disk = tmp_path / "news.csv"
+    on_disk.write_bytes(("text\n" + "".join(f"{row}\n" for row in RUSSIAN_NEWS[7::-7][::-1])).encode("cp1251"))
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [on_disk])
+    assert workspace.documents(dataset_id)["text"].tolist()[0] == "Футбольный клуб выиграл важный матч в воскресенье."
+
+
+def test_a_table_mixing_utf8_and_cp1252_lines_keeps_both_as_written(tmp_path: Path) -> None:
+    utf8 = ["Café crème à Zürich", "Müller sagt grüß Gott"]
+    western = ["Crème brûlée au château", "Señor Peña, año nuevo"]
+    data = ("text\n" + "".join(f'"{row}"\n' for row in utf8)).encode() + "".join(
+        f'"{row}"\n' for row in western
+    ).encode("cp1252")
+    on_disk = tmp_path / "joined.csv"
+    on_disk.write_bytes(data)
+    workspace = Workspace(tmp_path / "workspace")
+    for source in (on_disk, ("joined.csv", data)):  # read from disk in batches, and uploaded
+        dataset_id, report = pipeline.ingest(workspace, [source])
+        assert workspace.documents(dataset_id)["text"].tolist() == utf8 + western
+        assert "joined.csv: mixes UTF-8 with another encoding; its other lines decoded as cp1252" in report.warnings
+
+
 def workbook_with_shared_strings(n_strings: int) -> bytes:
     """An .xlsx of two rows whose shared strings table holds n_strings distinct texts (written as a stream)."""
     main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
@@ -300,3 +346,23 @@ def test_a_workbook_of_millions_of_shared_strings_is_refused_before_they_are_rea
     small = workbook_with_shared_strings(2)  # the same workbook with its two texts reads
     dataset_id, _ = pipeline.ingest(workspace, [("notes.xlsx", small)], config=IngestConfig(text_column="note 0"))
     assert workspace.documents(dataset_id)["text"].tolist() == ["note 1"]
+
+
+def test_a_device_a_pipe_and_a_folder_are_each_named_for_what_they_are(tmp_path: Path, capsys) -> None:
+    pipe = tmp_path / "notes.csv"
+    os.mkfifo(pipe)
+    folder = tmp_path / "more.csv"
+    folder.mkdir()
+    expected = {
+        "/dev/zero": "/dev/zero: is a device, not a file",
+        str(pipe): f"{pipe}: is a pipe or a socket, not a file; save what it gives to a file first",
+        str(folder): f"{folder}: is a folder, not a file; name the files in it, or a ZIP of them",
+        str(tmp_path / "gone.csv"): f"{tmp_path / 'gone.csv'}: file not found",
+    }
+    for path, message in expected.items():
+        assert cli_main("ingest", path, workspace=tmp_path / "workspace") == 2
+        assert error_lines(capsys.readouterr().err) == [f"error: {message}"]
+        with pytest.raises(IngestError) as raised:
+            preview_paths([path])  # what the command line previews to guess the id column
+        assert str(raised.value) == message
+    assert Workspace(tmp_path / "workspace").datasets() == []

@@ -2,15 +2,18 @@
 bounds, and documents that share no words (round 3).
 """
 
+import gzip
 import json
 import time
+import tracemalloc
+import zlib
 from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from ollama_server import FakeOllama
+from ollama_server import FakeOllama, _chat_reply
 from reliability_helpers import cli_main, error_lines
 
 from prisma_core import pipeline
@@ -61,6 +64,68 @@ def test_a_reply_larger_than_the_bound_is_not_read(fake_ollama: FakeOllama) -> N
     assert time.monotonic() - started < 10
 
 
+def gzip_bomb(inflated_mb: int) -> bytes:
+    """A gzip body of zeros that inflates to `inflated_mb` MB (a thousandth of that, compressed)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(2**20)
+    return b"".join(compressor.compress(zeros) for _ in range(inflated_mb)) + compressor.flush()
+
+
+def test_a_compressed_reply_is_bounded_once_inflated(fake_ollama: FakeOllama) -> None:
+    bomb = gzip_bomb(256)
+    assert len(bomb) < MAX_REPLY_BYTES
+
+    def gzip_bomb_reply(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Encoding", "gzip")
+        handler.send_header("Content-Length", str(len(bomb)))
+        handler.end_headers()
+        handler.wfile.write(bomb)
+
+    fake_ollama.raw_chat = gzip_bomb_reply
+    tracemalloc.start()
+    try:
+        with labeller_for(fake_ollama) as labeller, pytest.raises(LabellingError) as raised:
+            labeller.label_feature(EVIDENCE, [])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"larger than {MAX_REPLY_BYTES:,} bytes" in str(raised.value)
+    assert peak < 16 * 2**20  # never more than a few inflated pieces at once (256 MB before)
+
+    def brotli_reply(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Encoding", "br")
+        handler.send_header("Content-Length", "4")
+        handler.end_headers()
+        handler.wfile.write(b"\x0b\x01\x80\x03")
+
+    fake_ollama.raw_chat = brotli_reply
+    with (
+        labeller_for(fake_ollama) as labeller,
+        pytest.raises(LabellingError, match=r"encoding Prisma does not read \(br\)"),
+    ):
+        labeller.label_feature(EVIDENCE, [])
+    fake_ollama.raw_chat = None
+    small = gzip.compress(
+        json.dumps(_chat_reply("llama3.2", json.dumps({"label": "Arsenal", "description": "d"}), True)).encode()
+    )
+
+    def gzipped_answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Encoding", "gzip")
+        handler.send_header("Content-Length", str(len(small)))
+        handler.end_headers()
+        handler.wfile.write(small)
+
+    fake_ollama.raw_chat = gzipped_answer  # a well-behaved compressed reply is read as before
+    with labeller_for(fake_ollama) as labeller:
+        assert labeller.label_feature(EVIDENCE, []).label == "Arsenal"
+
+
 def test_a_server_dribbling_one_byte_at_a_time_is_given_up_on_after_the_timeout(fake_ollama: FakeOllama) -> None:
     def dribble(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)
@@ -85,7 +150,7 @@ def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Work
     run_id = workspace.run_or_latest().run_id
     before = len(workspace.interpretations(run_id))
     for label, description in (("x" * (MAX_LABEL_CHARS + 1), ""), ("fine", "y" * 1_000_000)):
-        with pytest.raises(SettingsError, match="shorten them"):
+        with pytest.raises(SettingsError, match="shorten it"):
             save_manual_label(workspace, run_id, 0, label, description)
     assert len(workspace.interpretations(run_id)) == before
 

@@ -16,12 +16,15 @@ import pandas as pd
 import pytest
 from app_helpers import new_app, open_page
 from hostile_run import HOSTILE, build_hostile_workspace
-from reliability_helpers import REPO
+from reliability_helpers import REPO, cli_main, error_lines
 from streamlit.testing.v1 import AppTest
 
-from prisma_core import pipeline
-from prisma_core.errors import IngestError, NotFoundError
+from prisma_core import edits, pipeline
+from prisma_core.errors import IngestError, NotFoundError, SettingsError
 from prisma_core.ingest import IngestConfig
+from prisma_core.interpret.manual_labels import save_manual_label
+from prisma_core.names import plain_line
+from prisma_core.report.writer import report_html
 from prisma_core.store import WORKSPACE_ENV, Workspace, resolve_workspace
 from ui.family_graph import LABEL_CHARS
 from ui.text import md
@@ -128,11 +131,63 @@ def test_dataset_names_are_stored_values_not_paths(tmp_path: Path, name: str) ->
     dataset_id = workspace.add_dataset(name, documents, [name], {})
     workspace.rename_dataset(dataset_id, f"{name}/again")
 
-    assert workspace.dataset(dataset_id).name == f"{name}/again".strip()
+    assert workspace.dataset(dataset_id).name == plain_line(f"{name}/again")  # a NUL is not kept
     assert workspace.dataset(dataset_id).sources == [name]
     assert workspace.documents(dataset_id)["doc_id"].tolist() == [name]
     assert dataset_id.startswith("ds-") and "/" not in dataset_id and ".." not in dataset_id
     assert files_under(tmp_path) - files_under(workspace.path) == before  # nothing written outside the workspace
+
+
+# -- round 4: names are bounded, visible, and never turn the text around them ---------------------------------------
+
+RIGHT_TO_LEFT_OVERRIDE = "\u202e"
+UNSHOWN_NAMES = ["\u200b", " \u200b\u200d\u3164 ", "\u202e\u2066", "\u0301"]
+
+
+def test_names_of_every_level_are_bounded_and_must_show_something(workspace: Workspace, tmp_path: Path, capsys) -> None:
+    run = pipeline.load_run(workspace)
+    feature = int(run.features["feature_id"].iloc[0])
+    before = workspace.edits(run.record.run_id)
+    for level, target in (("theme", 0), ("subtheme", 0), ("family", 0), ("feature", feature)):
+        for name in ["x" * 120_001, *UNSHOWN_NAMES]:
+            edit = ("edit", "--action", "rename", "--level", level, "--id", str(target), "--name", name)
+            assert cli_main(*edit, workspace=workspace) == 2, (level, name[:5])
+            (message,) = error_lines(capsys.readouterr().err)
+            assert "at most 120 characters" in message or "must hold something visible" in message
+        with pytest.raises(SettingsError, match="at most 120 characters"):
+            edits.rename(workspace, run, level, target, ("A\x00" + RIGHT_TO_LEFT_OVERRIDE) * 300_000)
+    assert workspace.edits(run.record.run_id) == before
+    with pytest.raises(SettingsError, match="something visible"):
+        save_manual_label(workspace, run.record.run_id, feature, "\u200b")
+    with pytest.raises(SettingsError, match="at most 120 characters"):
+        workspace.rename_dataset(run.record.dataset_id, "d" * 121)
+    notes = tmp_path / "notes.csv"
+    notes.write_text("text\n" + "a note\n" * 3)
+    assert cli_main("ingest", str(notes), "--name", "\u200b", workspace=workspace) == 2
+    assert "The dataset's name must hold something visible" in error_lines(capsys.readouterr().err)[0]
+
+
+def test_the_report_strips_nul_and_isolates_right_to_left_names(workspace: Workspace, tmp_path: Path) -> None:
+    run = pipeline.load_run(workspace)
+    hebrew = "שלום עולם"
+    edits.rename(workspace, run, "theme", 0, f"{hebrew}\x00{RIGHT_TO_LEFT_OVERRIDE} 2024", "a\x00b")
+    run = pipeline.load_run(workspace)
+    assert run.theme_info.set_index("theme_id").loc[0, "label"] == f"{hebrew} 2024"  # stored without them
+    workspace.add_interpretations(
+        run.record.run_id, [{"feature_id": 0, "label": f"x\x00y{RIGHT_TO_LEFT_OVERRIDE}z", "source": "old"}]
+    )
+    page = report_html(workspace, pipeline.load_run(workspace))
+    assert "\x00" not in page and RIGHT_TO_LEFT_OVERRIDE not in page  # stored before names were checked: cleaned
+    assert re.search(f"\u2068Theme 0: {hebrew} 2024\u2069", page)  # every text holding it is isolated
+    assert page.count("\u2068") == page.count("\u2069")
+
+
+def test_a_dataset_named_after_a_long_file_gets_its_first_120_characters(tmp_path: Path) -> None:
+    path = tmp_path / f"{'notes ' * 35}.csv"  # 210 characters
+    path.write_text("text\n" + "a note\n" * 3)
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [path])
+    assert len(workspace.dataset(dataset_id).name) == 120
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd.txt", "/etc/hosts.txt", "..\\..\\boot.ini.txt"])

@@ -7,6 +7,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import pandas as pd
 from ollama_server import FakeOllama
 from reliability_helpers import cli_main, error_lines, snapshot
 
@@ -84,3 +85,36 @@ def test_redaction_covers_echoed_headers_url_queries_and_base64_credentials() ->
     assert redact("a token limit of 256 and http://host:11434/api/chat") == (
         "a token limit of 256 and http://host:11434/api/chat"
     )  # ordinary words and addresses are left alone
+
+
+# -- round 4: secrets in what a model answers ------------------------------------------------------------------------
+
+SHORT_PASSWORD = "PW"
+SHORT_BASIC = base64.b64encode(f"alice:{SHORT_PASSWORD}".encode()).decode()
+
+
+def test_a_model_answering_with_the_credentials_never_gets_them_stored_printed_or_exported(
+    workspace: Workspace, fake_ollama: FakeOllama, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setenv("OLLAMA_API_KEY", TOKEN)
+    escaped_password = "".join(f"\\u{ord(char):04x}" for char in SHORT_PASSWORD)  # JSON escapes hide it from a scan
+    fake_ollama.responder = lambda request: (
+        f'{{"label": "key {SHORT_PASSWORD} {SHORT_BASIC} and {escaped_password}", '
+        f'"description": "Basic {SHORT_BASIC.rstrip("=")}, Bearer {TOKEN}, http://alice:{SHORT_PASSWORD}@host, '
+        f'{TOKEN.upper()} stays: it is not the key"}}'
+    )
+    host = fake_ollama.url.replace("http://", f"http://alice:{SHORT_PASSWORD}@")
+
+    assert cli_main("label", "--ollama-host", host, "--families", "--themes", workspace=workspace) == 0
+    printed = capsys.readouterr()
+    assert fake_ollama.authorizations[-1] == f"Bearer {TOKEN}"
+    assert cli_main("export", "--out", str(tmp_path / "export"), workspace=workspace) == 0
+    exported = "\n".join(path.read_text(errors="replace") for path in (tmp_path / "export").glob("*.json"))
+    exported += pd.read_parquet(tmp_path / "export" / "features.parquet").to_json()
+    stored = workspace.interpretations(workspace.run_or_latest().run_id)
+    labels = set(stored.loc[stored["source"] == "llama3.2", "label"])
+    assert labels == {"key and ***"}  # the credentials are gone, what the model said around them is kept
+    for where in (printed.out + printed.err, stored_text(workspace), exported):
+        for form in (f"key {SHORT_PASSWORD}", SHORT_BASIC, SHORT_BASIC.rstrip("="), TOKEN, f":{SHORT_PASSWORD}@"):
+            assert form not in where
+    assert TOKEN.upper() in stored_text(workspace)  # only the secrets themselves are masked

@@ -6,6 +6,10 @@ import dataclasses
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,18 +22,23 @@ from reliability_helpers import (
     Running,
     Trained,
     cli_main,
+    cli_worker,
     error_lines,
     family_flags,
+    finished,
     run_cli_with_file_limit,
     sae_flags,
     snapshot,
     two_family_settings,
 )
+from start_line import start_line
 
 from prisma_core import cli, pipeline
+from prisma_core.errors import LostRowsError
 from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig
 from prisma_core.store import WORKSPACE_ENV, Workspace
+from prisma_core.store.repair import BUSY_REPAIRING
 from ui.themes import ALL_THEMES
 
 # -- the app sees what the command line changed -----------------------------------------------------------------------
@@ -172,16 +181,17 @@ def test_a_damaged_table_is_named_everything_else_still_lists_and_repair_restore
     assert cli_main("list", workspace=workspace) == 0  # no traceback: what can be read is listed
     listed = capsys.readouterr().out
     assert first in listed and second in listed
-    assert (damage in listed) == (table in ("features", "datasets"))  # list reads those two
+    assert damage in listed  # list counts what every dataset and run holds
     assert cli_main("export", "--run", first, "--out", str(tmp_path / "before"), workspace=workspace) == 2
     assert damage in error_lines(capsys.readouterr().err)[0]
     assert set(workspace.damaged_tables()) == {table}
 
     assert cli_main("repair", workspace=workspace) == 0
     repaired = capsys.readouterr().out
-    assert repaired.startswith(f"{table}: damaged (") and "restored its version" in repaired
+    assert repaired.startswith(f"{table}: damaged (") and "damaged data file(s) and kept its" in repaired
     assert workspace.damaged_tables() == {}
-    assert cli_main("list", workspace=workspace) == 0 and "warning" not in capsys.readouterr().out
+    assert cli_main("list", workspace=workspace) == 0
+    assert ("warning" in capsys.readouterr().out) == (table != "datasets")  # the loss is named until deleted
     if table in ("features", "activations"):  # the second run's rows were in the damaged file: the first run is whole
         assert f"run {second}: its {table} are lost" in repaired
         assert cli_main("export", "--run", first, "--out", str(tmp_path / "after"), workspace=workspace) == 0
@@ -211,6 +221,129 @@ def test_a_run_hidden_by_a_lost_runs_table_version_is_named_kept_and_restored(tw
     assert cli_main("export", "--run", second, "--out", str(tmp_path / "export"), workspace=workspace) == 0
 
 
+# -- round 4: a repair removes only what is damaged, and what it removed stays named -----------------------------------
+
+
+def data_files(workspace: Workspace, table: str) -> set[Path]:
+    return set((workspace.path / "lancedb" / f"{table}.lance" / "data").glob("*.lance"))
+
+
+def cut_in_half(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def test_a_repair_keeps_the_intact_documents_stored_after_the_damaged_ones(
+    tmp_path: Path, ag_news: pd.DataFrame, capsys
+) -> None:
+    workspace = Workspace(tmp_path / "workspace")
+    parts = [ag_news.iloc[20 * i : 20 * (i + 1)] for i in range(3)]
+    dataset_ids, files = [], []
+    for number, part in enumerate(parts):
+        before = data_files(workspace, "documents")
+        config = IngestConfig(text_column="text", id_column="id")
+        dataset_ids.append(
+            pipeline.ingest(workspace, [(f"part{number}.csv", part.to_csv(index=False).encode())], config=config)[0]
+        )
+        files.append(data_files(workspace, "documents") - before)
+    (middle,) = files[1]
+    cut_in_half(middle)
+
+    assert cli_main("repair", workspace=workspace) == 0
+    repaired = capsys.readouterr().out.splitlines()
+    assert repaired[0].startswith("documents: damaged (")
+    assert repaired[0].endswith("removed the 20 rows of its 1 damaged data file(s) and kept its 40 intact rows")
+    assert repaired[1].startswith(f"dataset {dataset_ids[1]}: 0 of its 20 documents are left")
+    assert len(repaired) == 2
+    for dataset_id, part in zip(dataset_ids[::2], parts[::2], strict=True):  # the third dataset is whole
+        assert workspace.documents(dataset_id)["text"].tolist() == part["text"].tolist()
+    with pytest.raises(LostRowsError, match="0 of its 20 documents are left"):
+        workspace.documents(dataset_ids[1])
+
+    assert cli_main("list", workspace=workspace) == 0  # list agrees with the repair
+    listed = capsys.readouterr().out
+    assert f"{dataset_ids[1]}  'part1'  20 documents  (damaged: see the warning below)" in listed
+    (warning,) = [line for line in listed.splitlines() if line.startswith("warning:")]
+    assert warning.startswith(f"warning: dataset {dataset_ids[1]}: 0 of its 20 documents are left")
+    assert listed.count("(damaged") == 1
+    assert cli_main("repair", workspace=workspace) == 0  # a second repair still sees what is left
+    assert capsys.readouterr().out.splitlines() == repaired[1:]
+    assert f"python -m prisma_core delete --dataset {dataset_ids[1]}" in repaired[1]
+
+    assert cli_main("delete", "--dataset", dataset_ids[1], workspace=workspace) == 0  # the command it names
+    assert capsys.readouterr().out == f"deleted dataset {dataset_ids[1]} and its 0 run(s)\n"
+    assert cli_main("repair", workspace=workspace) == 0
+    assert capsys.readouterr().out.startswith("every table reads in full")
+    assert [dataset.dataset_id for dataset in workspace.datasets()] == dataset_ids[::2]
+
+
+def test_after_a_repair_a_run_whose_documents_were_lost_is_refused_in_words(
+    workspace: Workspace, small_run, tmp_path: Path, capsys
+) -> None:
+    (newest,) = data_files(workspace, "documents")
+    cut_in_half(newest)
+    run_id, dataset_id = small_run.run.run_id, small_run.dataset_id
+    assert cli_main("repair", workspace=workspace) == 0
+    assert f"dataset {dataset_id}: 0 of its 60 documents are left" in capsys.readouterr().out
+    commands = [
+        ("export", "--run", run_id, "--out", str(tmp_path / "export")),
+        ("report", "--run", run_id, "--out", str(tmp_path / "report.html")),
+        ("themes", "--run", run_id),
+        ("families", "--run", run_id),
+    ]
+    for command in commands:
+        assert cli_main(*command, workspace=workspace) == 2, command
+        (message,) = error_lines(capsys.readouterr().err)
+        assert message.startswith(f"error: dataset {dataset_id}: 0 of its 60 documents are left"), command
+    assert not (tmp_path / "export").exists() and not (tmp_path / "report.html").exists()
+    rename = ("edit", "--action", "rename", "--level", "theme", "--id", "0", "--name", "Kept")
+    assert cli_main(*rename, workspace=workspace) == 0  # an edit reads no document
+    assert "theme 0 renamed “Kept”" in capsys.readouterr().out
+
+    assert cli_main("delete", "--dataset", dataset_id, workspace=workspace) == 0
+    assert cli_main("list", workspace=workspace) == 0
+    assert capsys.readouterr().out == f"deleted dataset {dataset_id} and its 1 run(s)\n"  # and nothing is listed
+
+
+def test_a_run_that_lost_its_features_is_refused_and_the_groups_it_lost_are_made_again(
+    two_runs, tmp_path: Path, capsys
+) -> None:
+    _, first, second = two_runs
+    shutil.copytree(two_runs[0], tmp_path / "five")
+    five = Workspace(tmp_path / "five")
+    for table in ("features", "interpretations", "themes", "subthemes", "families"):  # the second run's rows
+        cut_in_half(max(data_files(five, table), key=lambda path: path.stat().st_mtime))
+    assert cli_main("repair", workspace=five) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"run {second}: its features are lost")
+    for command in ("edit", "export", "themes"):
+        out = ("--out", str(tmp_path / "export")) if command == "export" else ()
+        assert cli_main(command, "--run", second, *out, workspace=five) == 2
+        (message,) = error_lines(capsys.readouterr().err)
+        assert message.startswith(f"error: run {second}: its features are lost")
+        assert f"python -m prisma_core delete --run {second}" in message
+    assert cli_main("export", "--run", first, "--out", str(tmp_path / "first"), workspace=five) == 0
+
+    shutil.copytree(two_runs[0], tmp_path / "groups")
+    groups = Workspace(tmp_path / "groups")
+    n_features = len(groups.features(second))
+    for table in ("interpretations", "themes", "subthemes", "families"):
+        cut_in_half(max(data_files(groups, table), key=lambda path: path.stat().st_mtime))
+    assert cli_main("repair", workspace=groups) == 0
+    lost = capsys.readouterr().out.splitlines()[-3:]
+    assert lost == [
+        f"run {second}: the labels of {n_features} features are lost; they show as '(label lost)' until named again "
+        f"(`python -m prisma_core label --run {second}` with a model, or on the Labels page)",
+        f"run {second}: its themes and sub-themes are lost; `python -m prisma_core themes --run {second}` makes them "
+        "again",
+        f"run {second}: its families are lost; `python -m prisma_core families --run {second}` makes them again",
+    ]
+    assert set(pipeline.load_run(groups, second).features["label"]) == {"(label lost)"}
+    assert cli_main("themes", "--run", second, workspace=groups) == 0
+    assert cli_main("families", "--run", second, workspace=groups) == 0
+    assert cli_main("repair", workspace=groups) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == lost[0]  # only the labels are still missing
+    assert cli_main("export", "--run", second, "--out", str(tmp_path / "second"), workspace=groups) == 0
+
+
 # -- a killed ingest ---------------------------------------------------------------------------------------------------
 
 
@@ -238,3 +371,80 @@ def test_the_documents_of_a_killed_ingest_are_removed_by_the_next_ingest_and_the
     _, report = pipeline.ingest(workspace, [small_run.corpus], config=IngestConfig(id_column="id"))
     assert workspace.db.open_table("documents").count_rows() == report.n_documents == 60
     assert not list((workspace.path / "ingests").iterdir())
+
+
+def test_the_marker_of_an_ingest_killed_before_it_stored_anything_is_cleared_by_the_next_ingest(
+    tmp_path: Path, small_run
+) -> None:
+    workspace = Workspace(tmp_path / "workspace")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marker = workspace.path / "ingests" / "ds-20240101-000000-abcdef"
+    marker.mkdir(parents=True)  # what an ingest killed before its first batch leaves: its folder, naming its process
+    (marker / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)}))
+    live = workspace.path / "ingests" / "ds-20240101-000000-fedcba"
+    live.mkdir()
+    (live / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+
+    pipeline.ingest(workspace, [small_run.corpus], config=IngestConfig(id_column="id"))
+
+    assert sorted(path.name for path in (workspace.path / "ingests").iterdir()) == [live.name]  # a live one is kept
+
+
+def test_a_command_on_a_mistyped_workspace_path_creates_nothing(tmp_path: Path, capsys) -> None:
+    typo = tmp_path / "workspcae"
+    for command in (["repair"], ["list"], ["export", "--out", str(tmp_path / "out")], ["train"]):
+        assert cli_main(*command, workspace=typo) == 2
+        (message,) = error_lines(capsys.readouterr().err)
+        assert (
+            message
+            == f"error: There is no workspace at {typo}: check the path (`ingest` or `run` makes a new workspace)."
+        )
+    assert not typo.exists()
+
+
+# -- round 4, this round's own probe: repairs killed, repairs at once --------------------------------------------------
+
+
+def test_two_repairs_at_once_restore_a_lost_record_once(two_runs, tmp_path: Path) -> None:
+    workspace = damaged_copy(two_runs, tmp_path / "workspace", "datasets", "truncated")  # its record is lost
+    start = start_line(tmp_path / "start", 2)
+    workers = [cli_worker(str(workspace.path), start, ["repair"]) for _ in range(2)]
+    results = [finished(worker) for worker in workers]
+
+    for status, _, stderr in results:
+        assert "Traceback" not in stderr and status in (0, 2), stderr[-2000:]
+        assert status == 0 or error_lines(stderr) == [f"error: {BUSY_REPAIRING}"]
+    restored = [stdout for _, stdout, _ in results if "restored from its ingest stage record" in stdout]
+    assert len(restored) == 1  # by one of them: the other found nothing left to do, or waited its turn
+    assert Workspace(workspace.path).db.open_table("datasets").count_rows() == 1
+    assert Workspace(workspace.path).damaged_tables() == {}
+
+
+def test_a_repair_is_refused_while_another_runs_and_a_killed_one_does_not_block_the_next(
+    two_runs, tmp_path: Path, capsys
+) -> None:
+    workspace = damaged_copy(two_runs, tmp_path / "workspace", "features", "removed")
+    held, holding = threading.Event(), threading.Event()
+
+    def another_repair() -> None:  # another session's repair, in a thread of its own
+        other = Workspace(workspace.path)
+        other._add_locks()
+        with other.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
+            holding.set()
+            held.wait(60)
+
+    thread = threading.Thread(target=another_repair)
+    thread.start()
+    assert holding.wait(60)
+    assert cli_main("repair", workspace=workspace) == 2
+    assert error_lines(capsys.readouterr().err) == [f"error: {BUSY_REPAIRING}"]
+    held.set()
+    thread.join(60)
+    assert set(workspace.damaged_tables()) == {"features"}  # nothing was done meanwhile
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout), "token": "x"})
+    assert workspace._swap("locks", "name = 'repair'", "holder", "", killed)  # a repair killed while it held it
+    assert cli_main("repair", workspace=workspace) == 0
+    assert capsys.readouterr().out.startswith("features: damaged (")
+    assert workspace.damaged_tables() == {}

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from reliability_helpers import BY_ID, SMALL_SAE, Trained, bbc_subset
+from reliability_helpers import BY_ID, SMALL_SAE, Trained, bbc_subset, cli_main, error_lines, write_parquet
 
 from prisma_core import pipeline
+from prisma_core.cli.output import print_trained
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError, TrainingError
 from prisma_core.progress import Progress
@@ -84,3 +85,43 @@ def test_a_corpus_of_one_repeated_text_and_one_other_gets_two_themes_without_war
     summary = pipeline.train_run(workspace, dataset_id, dataclasses.replace(SMALL_SAE, holdout_fraction=0.0))
     assert summary.n_themes == 2 and summary.metrics["features_kept"] >= SMALL_SAE.k  # both texts' directions
     assert [str(warning.message) for warning in recwarn] == []
+
+
+# -- round 4: outcomes told truthfully --------------------------------------------------------------------------------
+
+
+def test_a_training_during_which_documents_were_added_is_saved_and_said_so(
+    workspace: Workspace, small_run, bbc: pd.DataFrame, tmp_path: Path, capsys
+) -> None:
+    more = write_parquet(bbc_subset(bbc, 3, skip=20), tmp_path / "more.parquet")
+    added = []
+
+    def add_during_training(event: Progress) -> None:
+        if event.stage == "train_sae" and not added:  # another session's `add`, while this SAE trains
+            added.append(pipeline.add_documents(workspace, small_run.dataset_id, [more]).n_added)
+
+    summary = pipeline.train_run(workspace, small_run.dataset_id, SMALL_SAE, progress=add_during_training)
+    print_trained(workspace, summary)  # what `train` prints once it has saved the run
+
+    assert added == [15] and workspace.run(summary.run_id).metrics["n_documents"] == 60
+    printed = capsys.readouterr().out
+    assert f"run {summary.run_id}: held-out FVU" in printed
+    assert printed.rstrip().endswith(
+        "15 documents were added to the dataset while this run trained on its first 60: `python -m prisma_core "
+        "place` places them in it, without training again"
+    )
+    assert cli_main("place", workspace=workspace) == 0
+    assert pipeline.load_run(workspace, summary.run_id).codes.shape[0] == 75
+
+
+def test_edits_are_never_carried_from_a_run_to_itself(workspace: Workspace, capsys) -> None:
+    run_id = workspace.run_or_latest().run_id
+    assert (
+        cli_main("edit", "--action", "rename", "--level", "theme", "--id", "0", "--name", "Mine", workspace=workspace)
+        == 0
+    )
+    before = workspace.edits(run_id)
+    assert cli_main("carry", "--run", run_id, "--from-run", run_id, workspace=workspace) == 2
+    (message,) = error_lines(capsys.readouterr().err)
+    assert message == f"error: Run {run_id}'s edits are its own already: name an earlier run to carry edits from."
+    assert workspace.edits(run_id) == before

@@ -179,7 +179,7 @@ def test_a_worker_that_cannot_load_the_model_fails_with_its_own_message(ray_addr
         with pytest.raises(EmbeddingError) as raised:
             list(compute(missing, lambda event: None, 10))
     assert str(raised.value) == (
-        f"Embedding on the Ray cluster at '{ray_address}' failed: Could not load the embedding model "
-        "'/nonexistent/model': Path /nonexistent/model not found. Use the bundled default 'all-MiniLM-L6-v2', a "
-        "local model folder, or a model id reachable from this machine."
+        f"Embedding on the Ray cluster at '{ray_address}' failed: The embedding model '/nonexistent/model' is "
+        "neither a folder here nor a model id. Use the bundled 'all-MiniLM-L6-v2', a local model folder, or a model "
+        "downloaded beforehand."
     )

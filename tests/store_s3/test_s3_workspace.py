@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.fs as pafs
 import pytest
-from reliability_helpers import REPO, SMALL_SAE, bbc_subset, sae_flags, write_parquet
+from reliability_helpers import REPO, SMALL_SAE, add_during_an_addition, bbc_subset, sae_flags, write_parquet
 from s3_server import S3Server, seaweed_s3
 from start_line import start_line
 
@@ -26,8 +26,10 @@ from prisma_core import cli, pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import StoreError
 from prisma_core.explore import refract_text
+from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import EXPORT_FILES
 from prisma_core.store import WORKSPACE_ENV, Workspace
+from prisma_core.store.datasets import BUSY_ADDING
 from prisma_core.store.location import Location, S3Settings
 
 pytestmark = pytest.mark.slow  # starts a server and embeds with the real model: the full suite, not the fast tier
@@ -299,3 +301,58 @@ def test_a_killed_writer_leaves_the_workspace_readable_and_its_run_is_cleaned_up
     assert run_folders(s3_env, "pipeline") == {built.run_id, run_id}
     workspace.delete_run(run_id)
     assert run_folders(s3_env, "pipeline") == {built.run_id}
+
+
+def test_an_addition_started_while_another_embeds_and_places_stores_nothing(
+    s3_env: S3Server, tmp_path: Path, bbc: pd.DataFrame
+) -> None:
+    """The claim on a dataset is one compare-and-swap on its row, as atomic in a bucket as on a local disk."""
+    uri = f"s3://{s3_env.bucket}/adding"
+    source = write_parquet(bbc_subset(bbc, 6), tmp_path / "bbc.parquet")
+    chained = pipeline.ingest_embed_train(
+        Workspace(uri),
+        pipeline.NewDataset([source], "bbc", IngestConfig(text_column="text", id_column="id")),
+        sae_config=SMALL_SAE,
+    )
+    files = [write_parquet(bbc_subset(bbc, 2, skip=20 + 2 * n), tmp_path / f"more{n}.parquet") for n in (0, 1)]
+    first, second = add_during_an_addition(uri, chained.dataset_id, *files, tmp_path)
+
+    assert first[0] == 0 and "added 10 documents: the dataset has 40" in first[1], first[2][-2000:]
+    assert second[0] == 2 and f"error: {BUSY_ADDING}" in second[2], second[2][-2000:]
+    workspace = Workspace(uri)
+    assert workspace.documents(chained.dataset_id)["position"].tolist() == list(range(40))
+    assert workspace.db.open_table("documents").count_rows() == 40
+    assert pipeline.load_run(workspace, chained.run_id).codes.shape[0] == 40
+
+
+def test_a_repair_in_a_bucket_removes_only_the_damaged_file(s3_env: S3Server, ag_news: pd.DataFrame, capsys) -> None:
+    uri = f"s3://{s3_env.bucket}/repair"
+    workspace, fs = Workspace(uri), s3_env.filesystem()
+    data = f"{s3_env.bucket}/repair/lancedb/documents.lance/data"
+    dataset_ids, written = [], []
+    for number in range(3):
+        before = objects(s3_env, "repair/lancedb/documents.lance/data") if number else set()
+        part = ag_news.iloc[20 * number : 20 * (number + 1)]
+        upload = [(f"part{number}.csv", part.to_csv(index=False).encode())]
+        dataset_ids.append(
+            pipeline.ingest(workspace, upload, config=IngestConfig(text_column="text", id_column="id"))[0]
+        )
+        written.append(objects(s3_env, "repair/lancedb/documents.lance/data") - before)
+    (middle,) = written[1]
+    content = fs.open_input_stream(f"{data}/{middle}").read()
+    with fs.open_output_stream(f"{data}/{middle}") as cut:  # the middle dataset's file, cut in half
+        cut.write(content[: len(content) // 2])
+
+    assert cli.main(["repair", "--workspace", uri]) == 0
+    repaired = capsys.readouterr().out.splitlines()
+    assert repaired[0].endswith("removed the 20 rows of its 1 damaged data file(s) and kept its 40 intact rows")
+    assert repaired[1].startswith(f"dataset {dataset_ids[1]}: 0 of its 20 documents are left")
+    workspace = Workspace(uri)
+    for dataset_id, number in ((dataset_ids[0], 0), (dataset_ids[2], 2)):
+        assert (
+            workspace.documents(dataset_id)["text"].tolist()
+            == ag_news["text"].iloc[20 * number : 20 * (number + 1)].tolist()
+        )
+    assert cli.main(["delete", "--dataset", dataset_ids[1], "--workspace", uri]) == 0
+    assert cli.main(["repair", "--workspace", uri]) == 0
+    assert capsys.readouterr().out.endswith("every table reads in full and every run is listed: nothing to repair\n")

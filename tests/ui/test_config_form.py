@@ -106,8 +106,8 @@ def test_every_invalid_setting_raises_the_one_error_type_naming_each_problem():
     with pytest.raises(SettingsError) as refused:
         SAEConfig(k=0, device="gpu", holdout_fraction=1.0, lr=2.0)
     assert str(refused.value) == (
-        "Invalid SAE settings: k must be a whole number of at least 1, got 0; lr must be between 1e-06 and 0.5, got "
-        "2.0; holdout_fraction must be between 0.0 and 0.89, got 1.0; "
+        "Invalid SAE settings: k must be a whole number between 1 and 4096, got 0; lr must be between 1e-06 and 0.5, "
+        "got 2.0; holdout_fraction must be between 0.0 and 0.89, got 1.0; "
         'device must be "auto", "cpu", "cuda", "cuda:N" or "mps", got "gpu".'
     )
     with pytest.raises(SettingsError, match="precision must be auto, fp32, bf16 or int8, got 'fp8'"):

@@ -54,11 +54,11 @@ class LabelConfig(CheckedConfig):
 
     relabel: bool = False
     """Label again what this model and prompt version already labelled."""
-    max_consecutive_failures: int = setting(3, minimum=1)
+    max_consecutive_failures: int = setting(3, minimum=1, maximum=1_000)
     """Stop after this many failed features (or families) in a row."""
-    max_family_children: int = setting(20, minimum=0)
+    max_family_children: int = setting(20, minimum=0, maximum=1_000)
     """Child labels sent to label a family: its first (closest) children."""
-    seed: int = 0
+    seed: int = setting(0, minimum=0, maximum=2**31 - 1)
     """Seeds the contrast documents (with the feature id)."""
 
 

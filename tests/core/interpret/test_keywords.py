@@ -154,9 +154,9 @@ def test_documents_without_shared_words_are_said_so_not_called_inactive(bbc_samp
 
 
 def test_a_vocabulary_or_description_of_no_words_is_refused_when_the_settings_are_made():
-    with pytest.raises(SettingsError, match=r"max_vocabulary must be a whole number of at least 1, got 0"):
+    with pytest.raises(SettingsError, match=r"max_vocabulary must be a whole number between 1 and 10000000, got 0"):
         KeywordConfig(max_vocabulary=0)
-    with pytest.raises(SettingsError, match=r"n_description_terms must be a whole number of at least 1, got -1"):
+    with pytest.raises(SettingsError, match=r"n_description_terms must be a whole number between 1 and 100000, got -1"):
         KeywordConfig(n_description_terms=-1)
 
 
