@@ -109,8 +109,11 @@ class PassageCache(Vectors):
     def _texts_only_in(self, dataset_id: str) -> list[str]:
         """The text hashes of the dataset's documents that no other dataset's documents have (the other datasets'
         hashes scanned a batch at a time)."""
-        own = pa.array(self.documents(dataset_id, ["text_hash"])["text_hash"].unique(), pa.string())
-        query = self.db.open_table("documents").search().where(f"dataset_id != '{check_id(dataset_id)}'")
+        dataset = f"dataset_id = '{check_id(dataset_id)}'"  # every row left, even of a dataset a repair cut short
+        own = pa.array(self._read("documents", dataset, ["text_hash"])["text_hash"].unique(), pa.string())
+        if not len(own):
+            return []
+        query = self.db.open_table("documents").search().where(f"NOT ({dataset})")
         shared: set[str] = set()
         for batch in self._batches("documents", query.select(["text_hash"]), 4 * BATCH_ROWS):
             shared.update(pc.filter(batch["text_hash"], pc.is_in(batch["text_hash"], value_set=own)).to_pylist())
