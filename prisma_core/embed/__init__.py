@@ -3,11 +3,13 @@
 Every document is tokenised whole; documents longer than the model window are split into contiguous windows of
 ``W_eff = L_max - N_special`` content tokens, each wrapped with the model's special tokens. All windows of all
 documents are sorted by length and batched together, pooled by the model's own pooling module, and averaged per
-document.
+document. When asked, the same forward passes also pool each window's passages (spans cut at sentence ends, `passages`)
+from the model's token states: the document vectors stay exactly what they are without.
 
-A backend (one module each, listed in BACKENDS) runs the model: its `load_encoder(config)` returns an Encoder (the
-model's tokenizer, window and dimension) and a Pooler, at the precision this package chose (`auto` resolved, int8
-included). `config` holds the settings, `model` the shared model loading, `chunking` the windows and the averaging.
+A backend (one module each, listed in BACKENDS) runs the model: its `load_encoder(config)` returns an EncoderSpec (the
+model's tokenizer, window, dimension and pooling) and a Pooler, at the precision this package chose (`auto` resolved,
+int8 included). `config` holds the settings, `model` the shared model loading, `chunking` the windows and the
+averaging, `passages` how windows are cut into passages and passages pooled.
 """
 
 from __future__ import annotations
@@ -34,14 +36,17 @@ from prisma_core.embed.config import (
 )
 from prisma_core.embed.model import (
     Encoder,
+    EncoderSpec,
     Pooler,
     bounded,
     check_model_available,
     load_model,
     release_loaded_models,
 )
+from prisma_core.embed.passages import pooled_passages
 from prisma_core.errors import EmbeddingError
 from prisma_core.progress import ProgressCallback, ignore_progress
+from prisma_core.store.schemas import Passages
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -49,6 +54,8 @@ __all__ = [
     "EmbedConfig",
     "Embedded",
     "Encoder",
+    "EncoderSpec",
+    "Passages",
     "average_by_document",
     "cpu_has_int8_dot_product",
     "cpu_has_native_bf16",
@@ -144,7 +151,7 @@ def model_key(config: EmbedConfig) -> str:
     return f"{config.model}|{runtime}{precision}{suffix}"
 
 
-def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
+def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
     """The model (tokenizer, window, dimension) and the pooler that runs it on the backend `config` resolves to.
 
     Only here are the backend and its libraries (torch, sentence-transformers, openvino) imported: a process that
@@ -159,21 +166,34 @@ def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
 class Embedded:
     vectors: np.ndarray  # [n_docs, d] float32
     chunking: Chunking
+    passages: Passages | None = None
+    """With `passages=True` and a model that pools by the mean of its tokens: every passage, `position` the index of
+    its text in the texts given."""
 
 
 def embed_documents(
-    texts: Sequence[str], config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = ignore_progress
+    texts: Sequence[str],
+    config: EmbedConfig = EmbedConfig(),
+    progress: ProgressCallback = ignore_progress,
+    passages: bool = False,
 ) -> Embedded:
-    """Chunk-and-average embeddings with the chunking that produced them. No caching here: the pipeline caches."""
+    """Chunk-and-average embeddings with the chunking that produced them, and with `passages` the documents'
+    passages, pooled in the same forward passes (None for a model that does not pool by the mean of its tokens: CLS
+    pooling, a Dense layer). No caching here: the pipeline caches."""
     encoder, pool = load_encoder(config)
-    chunking = plan_chunks(encoder, texts)
-    chunk_vectors = encode_chunks(
-        bounded(pool), chunking.chunk_ids, encoder.get_embedding_dimension(), config.batch_size, progress
+    passages = passages and encoder.pools_by_mean
+    chunking = plan_chunks(encoder, texts, passages)
+    chunk_vectors, passage_means = encode_chunks(
+        bounded(pool), chunking.chunk_ids, encoder.dimension, config.batch_size, progress, chunking.passages
     )
     vectors = average_by_document(chunk_vectors, chunking.chunk_owner, len(texts))
     if config.normalize:
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    return Embedded(vectors, chunking)
+    if chunking.passages is None:
+        return Embedded(vectors, chunking)
+    normalize = encoder.normalizes or config.normalize
+    found = pooled_passages(chunking.passages, chunking.chunk_owner, passage_means, normalize)
+    return Embedded(vectors, chunking, found)
 
 
 def embed_texts(

@@ -1,5 +1,5 @@
 """The sentence-transformers model every backend starts from (loaded once per process), the Encoder a backend
-returns (tokenizer, window, dimension) and the Pooler contract a backend fulfils.
+returns (tokenizer, window, dimension, how it pools its tokens) and the Pooler contract a backend fulfils.
 
 torch and sentence-transformers are imported when a model is loaded, not when this module is: commands that embed
 nothing never pay for them.
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -27,8 +28,40 @@ LOADING = threading.RLock()
 """Held while a model is loaded or converted: sessions that ask at the same moment wait for one load instead of each
 loading (or converting) the model themselves, which the caches alone do not prevent."""
 
-Pooler = Callable[[list[list[int]]], np.ndarray]
-"""Pools a batch of windows (token ids, special tokens included) into their sentence embeddings [batch, d] float32."""
+
+@dataclass(frozen=True)
+class Pooled:
+    """What one forward pass over a batch of windows gives."""
+
+    sentences: np.ndarray
+    """[batch, d] float32: each window's sentence embedding, the model's own pooling."""
+    span_means: np.ndarray
+    """[m, d] float32: the mean of the final hidden states (token embeddings, in the context of the whole window)
+    over each span asked for; [0, d] when none was."""
+
+
+class Pooler(Protocol):
+    """Pools a batch of windows (token ids, special tokens included) in one forward pass: their sentence embeddings
+    and, when `spans` ([m, 3] int64 rows of (window in the batch, first token, stop token), positions in the window's
+    ids, sorted by window) is given, the mean token state of each span (`span_means`)."""
+
+    def __call__(self, batch_ids: list[list[int]], spans: np.ndarray | None = None) -> Pooled: ...
+
+
+def span_means(states: np.ndarray, spans: np.ndarray | None) -> np.ndarray:
+    """[m, d] float32 mean of `states` ([batch, tokens, d], a batch's final hidden states) over each span of `spans`
+    (see Pooler), in one vectorised pass: the batch flattened to [batch x tokens, d] and summed between each span's
+    bounds by `np.add.reduceat` (the sums between spans are dropped). Every span holds a token."""
+    if spans is None or not len(spans):
+        return np.zeros((0, states.shape[-1]), dtype=np.float32)
+    batch, length, dim = states.shape
+    flat = states.reshape(batch * length, dim)
+    bounds = np.column_stack([spans[:, 0] * length + spans[:, 1], spans[:, 0] * length + spans[:, 2]]).ravel()
+    if bounds[-1] == len(flat):  # a span ending at the very end: reduceat sums from its start to the end anyway
+        bounds = bounds[:-1]
+    sums = np.add.reduceat(flat, bounds, axis=0)[::2]
+    return (sums / (spans[:, 2] - spans[:, 1])[:, None]).astype(np.float32, copy=False)
+
 
 MAX_BATCH_TOKENS = 2048
 """The most tokens (windows x the longest window) a backend pools at once: 8 full windows of 256 (the default batch of
@@ -54,12 +87,50 @@ def padded_length(longest: int) -> int:
 
 class Encoder(Protocol):
     """What chunking needs from a model: its tokenizer, its window and its dimension. A SentenceTransformer is one;
-    the OpenVINO backend's cached model is another, without torch's copy of the weights."""
+    an EncoderSpec (what every backend returns) is another, without torch's copy of the weights."""
 
     tokenizer: Any
     max_seq_length: int | None
 
     def get_embedding_dimension(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """A model as embedding sees it: its tokenizer, window and dimension, and how it pools its tokens."""
+
+    tokenizer: Any
+    max_seq_length: int | None
+    dimension: int
+    pools_by_mean: bool
+    """Its sentence embedding is the mean of its final hidden states (then perhaps L2-normalised), nothing more (no
+    CLS pooling, no Dense layer): only then does a passage's mean token state lie in the documents' space."""
+    normalizes: bool
+    """It L2-normalises its sentence embeddings (a Normalize module)."""
+
+    def get_embedding_dimension(self) -> int:
+        return self.dimension
+
+
+def pools_by_mean_only(pooling: Mapping[str, Any]) -> bool:
+    """Whether a sentence-transformers Pooling module's config (its folder's config.json or the loaded module's
+    `get_config_dict()`, old flags or new `pooling_mode`) pools by the mean of the tokens alone."""
+    if "pooling_mode" in pooling:
+        return pooling["pooling_mode"] == "mean"
+    modes = {key for key, value in pooling.items() if key.startswith("pooling_mode_") and value}
+    return modes == {"pooling_mode_mean_tokens"}
+
+
+def describe(model: SentenceTransformer) -> EncoderSpec:
+    """The EncoderSpec of a loaded sentence-transformers model, read from its modules."""
+    kinds = [type(module).__name__ for module in model]
+    transformer_then_pooling = kinds[:2] == ["Transformer", "Pooling"]
+    by_mean = (
+        transformer_then_pooling and set(kinds[2:]) <= {"Normalize"} and pools_by_mean_only(model[1].get_config_dict())
+    )
+    return EncoderSpec(
+        model.tokenizer, model.max_seq_length, int(model.get_embedding_dimension()), by_mean, "Normalize" in kinds
+    )
 
 
 def resolve_model_path(model: str) -> str:
@@ -146,13 +217,27 @@ def bounded(pool: Pooler, max_tokens: int = MAX_BATCH_TOKENS) -> Pooler:
     """`pool` on batches of at most `max_tokens` padded tokens: a larger batch is pooled in consecutive parts of equal
     size (the last one shorter), so batches of short texts come in few shapes."""
 
-    def pool_bounded(batch_ids: list[list[int]]) -> np.ndarray:
+    def pool_bounded(batch_ids: list[list[int]], spans: np.ndarray | None = None) -> Pooled:
         step = max(1, max_tokens // padded_length(max(len(ids) for ids in batch_ids)))
         if step >= len(batch_ids):
-            return pool(batch_ids)
-        return np.concatenate([pool(batch_ids[start : start + step]) for start in range(0, len(batch_ids), step)])
+            return pool(batch_ids, spans)
+        parts = [
+            pool(batch_ids[start : start + step], _rows_of(spans, start, start + step))
+            for start in range(0, len(batch_ids), step)
+        ]
+        return Pooled(
+            np.concatenate([part.sentences for part in parts]), np.concatenate([part.span_means for part in parts])
+        )
 
     return pool_bounded
+
+
+def _rows_of(spans: np.ndarray | None, first: int, stop: int) -> np.ndarray | None:
+    """The spans of windows first..stop-1 of a batch (sorted by window), numbered from 0 in that part."""
+    if spans is None:
+        return None
+    lo, hi = np.searchsorted(spans[:, 0], [first, stop])
+    return spans[lo:hi] - np.array([first, 0, 0])
 
 
 def max_window(encoder: Encoder) -> int:

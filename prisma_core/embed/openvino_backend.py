@@ -4,8 +4,9 @@ disk, and compiled for the CPU. A BERT model (the bundled one) is built from its
 
 At bf16 it runs at about 2.7x torch fp32 (1.3x torch bf16) on a CPU with AVX-512 BF16, at cosine >= 0.9999 to the
 fp32 vectors (bench/fast_cpu.py); at int8 the converted model is quantized with NNCF first (embed/quantize.py). It
-pools exactly what the torch model pools: the model's own pooling module is part of the converted graph. The model
-is compiled and run by embed/openvino_runtime.py, through which openvino is imported (without its telemetry).
+pools exactly what the torch model pools: the model's own pooling module is part of the converted graph, whose second
+output is the token embeddings it pools (for passages). The model is compiled and run by embed/openvino_runtime.py,
+through which openvino is imported (without its telemetry).
 
 The converted model, its tokenizer and its window are kept in `cache_root()/<key>` (`$PRISMA_CACHE_DIR/openvino`,
 else `~/.cache/prisma/openvino`), the key naming the model, the library versions and the precision
@@ -28,13 +29,13 @@ import time
 import uuid
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from prisma_core.embed import openvino_graph
 from prisma_core.embed.config import EmbedConfig, resolve_precision
-from prisma_core.embed.model import LOADING, Encoder, Pooler, load_model
+from prisma_core.embed.model import LOADING, EncoderSpec, Pooler, describe, load_model
 from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.embed.openvino_runtime import compile_for, openvino, openvino_pooler
 from prisma_core.embed.quantize import quantize_checked
@@ -53,20 +54,9 @@ conversions = 0
 """Models this process converted (not loaded from the cache): the tests read it."""
 
 
-@dataclass(frozen=True)
-class CachedEncoder:
-    """The model as chunking sees it (tokenizer, window, dimension), read from a cache folder: no torch weights."""
-
-    tokenizer: Any
-    max_seq_length: int | None
-    dimension: int
-
-    def get_embedding_dimension(self) -> int:
-        return self.dimension
-
-
-def _convert(model: str) -> tuple[openvino.Model, Any]:
-    """The model's sentence embedding as an OpenVINO graph of (input_ids, attention_mask), and the torch model."""
+def _convert(model: str) -> tuple[openvino.Model, EncoderSpec]:
+    """The model's sentence embedding and token embeddings as an OpenVINO graph of (input_ids, attention_mask), and
+    the model described."""
     import torch
 
     encoder = load_model(model, "cpu", "fp32")
@@ -78,8 +68,9 @@ def _convert(model: str) -> tuple[openvino.Model, Any]:
             super().__init__()
             self.encoder = encoder
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            return self.encoder({"input_ids": input_ids, "attention_mask": attention_mask})["sentence_embedding"]
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            embedded = self.encoder({"input_ids": input_ids, "attention_mask": attention_mask})
+            return embedded["sentence_embedding"], embedded["token_embeddings"]
 
     example = encoder.tokenizer(["an example"], return_tensors="pt")
     inputs = {"input_ids": example["input_ids"], "attention_mask": example["attention_mask"]}
@@ -96,21 +87,18 @@ def _convert(model: str) -> tuple[openvino.Model, Any]:
         raise EmbeddingError(
             f"OpenVINO could not convert the model {model!r}: {error}. Choose the torch backend for this model."
         ) from error
-    return converted, encoder
+    return converted, describe(encoder)
 
 
-def _source(model: str) -> tuple[openvino.Model, Any]:
+def _source(model: str) -> tuple[openvino.Model, EncoderSpec]:
     """The model as an OpenVINO graph of (input_ids, attention_mask), and its encoder: built from its weights without
     torch when it is a BERT sentence-transformers model (openvino_graph: the bundled model is), else converted
     through torch."""
     folder = openvino_graph.buildable(model)
-    if folder is None:
-        return _convert(model)
-    graph, tokenizer, window, dimension = openvino_graph.build(folder)
-    return graph, CachedEncoder(tokenizer, window, dimension)
+    return _convert(model) if folder is None else openvino_graph.build(folder)
 
 
-def _converted(model: str, precision: str) -> tuple[openvino.Model, Any, Mapping[str, str]]:
+def _converted(model: str, precision: str) -> tuple[openvino.Model, EncoderSpec, Mapping[str, str]]:
     """The converted model (quantized to int8 and checked when asked), its encoder and the notes kept with it."""
     converted, encoder = _source(model)
     if precision != "int8":
@@ -153,7 +141,9 @@ def _exit_without(parent: int) -> None:
     os._exit(1)
 
 
-def _write(folder: Path, converted: openvino.Model, encoder: Any, notes: Mapping[str, str], precision: str) -> None:
+def _write(
+    folder: Path, converted: openvino.Model, encoder: EncoderSpec, notes: Mapping[str, str], precision: str
+) -> None:
     """Writes the folder atomically: everything (and each of `notes`, file name -> text) into a temporary folder
     beside it, then one rename. When another process renamed its copy first, that copy is kept. A cache that cannot
     be written (read-only home, full disk) only costs the next process a conversion.
@@ -166,7 +156,7 @@ def _write(folder: Path, converted: openvino.Model, encoder: Any, notes: Mapping
         temporary.mkdir(parents=True)
         openvino.save_model(converted, temporary / _MODEL_FILE, compress_to_fp16=precision == "bf16")
         encoder.tokenizer.save_pretrained(temporary / _TOKENIZER_DIR)
-        described = {"max_seq_length": encoder.max_seq_length, "dimension": encoder.get_embedding_dimension()}
+        described = {field.name: getattr(encoder, field.name) for field in fields(encoder) if field.name != "tokenizer"}
         (temporary / _ENCODER_FILE).write_text(json.dumps(described))
         for name, text in notes.items():
             (temporary / name).write_text(text)
@@ -178,7 +168,7 @@ def _write(folder: Path, converted: openvino.Model, encoder: Any, notes: Mapping
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _read(folder: Path) -> tuple[openvino.Model, CachedEncoder] | None:
+def _read(folder: Path) -> tuple[openvino.Model, EncoderSpec] | None:
     """The cached model and encoder, or None when the folder is missing or unreadable (then converted again)."""
     if not (folder / _MODEL_FILE).is_file():
         return None
@@ -188,14 +178,14 @@ def _read(folder: Path) -> tuple[openvino.Model, CachedEncoder] | None:
         described = json.loads((folder / _ENCODER_FILE).read_text())
         tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder / _TOKENIZER_DIR))
         model = openvino.Core().read_model(folder / _MODEL_FILE)
-        return model, CachedEncoder(tokenizer, described["max_seq_length"], int(described["dimension"]))
+        return model, EncoderSpec(tokenizer=tokenizer, **described)
     except Exception:  # a folder damaged outside Prisma: set it aside, convert again
         shutil.rmtree(folder, ignore_errors=True)
         return None
 
 
 @functools.lru_cache(maxsize=2)
-def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[openvino.CompiledModel, Encoder]:
+def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[openvino.CompiledModel, EncoderSpec]:
     """The compiled model and its encoder: from the disk cache, else converted (and cached for the next process)."""
     global conversions
     folder = cache_root() / cache_key(model, precision)
@@ -213,7 +203,7 @@ def _compiled(model: str, precision: Literal["fp32", "bf16", "int8"]) -> tuple[o
     return compiled, encoder
 
 
-def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
+def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
     """The model's tokenizer, window and dimension, and a pooler on the compiled model, at the configured precision.
     `auto` is floating point here (bf16 where it is native, else fp32): whether `auto` goes to int8 is the package's
     choice (`prisma_core.embed.load_encoder` hands the backend the precision it chose)."""

@@ -15,8 +15,10 @@ from prisma_core.embed.model import resolve_model_path
 __all__ = ["CACHE_ENV", "cache_key", "cache_root"]
 
 CACHE_ENV = "PRISMA_CACHE_DIR"
-CACHE_FORMAT = 3
-"""Bumped when what a cache folder holds changes, so older folders are never read."""
+CACHE_FORMAT = 4
+"""Bumped when what a cache folder holds changes, so older folders are never read (4: the graph's second output, the
+token embeddings passages are pooled from, and how the model pools in encoder.json; older folders are converted
+again, once)."""
 KEYED_PACKAGES = ("openvino", "torch", "transformers", "sentence-transformers")
 """Library versions in the cache key: a new version of any of them converts again."""
 QUANTIZER_PACKAGES = ("nncf",)

@@ -10,8 +10,9 @@ torch model (cosine >= 0.9999, tests/core/test_openvino_graph.py), with numpy, o
 The graph: token (an fp16 table, see `_half_table`), position and segment (0) embeddings, LayerNorm; per layer, self-
 attention (OpenVINO's scaled dot product attention, padded tokens masked out) with its output projection, residual and
 LayerNorm, then the feed-forward block (exact GELU) with residual and LayerNorm; mean pooling over the real tokens; L2
-normalisation when the model has a Normalize module. Inputs input_ids and attention_mask [batch, tokens] (int64), output
-[batch, dim].
+normalisation when the model has a Normalize module. Inputs input_ids and attention_mask [batch, tokens] (int64);
+outputs the sentence embeddings [batch, dim] and the final hidden states [batch, tokens, dim] they are pooled from (what
+a passage's vector is the mean of, `embed/passages.py`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from prisma_core.embed.model import resolve_model_path
+from prisma_core.embed.model import EncoderSpec, pools_by_mean_only, resolve_model_path
 
 POOLING = "sentence_transformers.models.Pooling"
 MODULES = {
@@ -44,9 +45,7 @@ def buildable(model: str) -> Path | None:
         pooling = json.loads((folder / _pooling_path(modules) / "config.json").read_text())
     except (OSError, ValueError, KeyError, StopIteration):
         return None
-    mean_only = pooling.get("pooling_mode_mean_tokens") and not any(
-        value for key, value in pooling.items() if key.startswith("pooling_mode_") and key != "pooling_mode_mean_tokens"
-    )
+    mean_only = pools_by_mean_only(pooling)
     known = {module["type"] for module in modules} <= MODULES
     bert = config.get("model_type") == "bert" and config.get("hidden_act") == "gelu"
     absolute = config.get("position_embedding_type", "absolute") == "absolute"
@@ -54,8 +53,8 @@ def buildable(model: str) -> Path | None:
     return folder if mean_only and known and bert and absolute and weights else None
 
 
-def build(folder: Path) -> tuple[Any, Any, int, int]:
-    """(the OpenVINO model, the tokenizer, the window in tokens, the vector dimension) of the model in `folder`."""
+def build(folder: Path) -> tuple[Any, EncoderSpec]:
+    """The OpenVINO model of the model in `folder` and its EncoderSpec (tokenizer, window in tokens, dimension)."""
     from safetensors.numpy import load_file
     from transformers import PreTrainedTokenizerFast  # not AutoTokenizer, which imports torch
 
@@ -66,7 +65,7 @@ def build(folder: Path) -> tuple[Any, Any, int, int]:
     normalize = any(module["type"].endswith(".Normalize") for module in modules)
     model = _graph(weights, config, normalize)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder))
-    return model, tokenizer, window, int(config["hidden_size"])
+    return model, EncoderSpec(tokenizer, window, int(config["hidden_size"]), pools_by_mean=True, normalizes=normalize)
 
 
 def _pooling_path(modules: list[dict[str, Any]]) -> str:
@@ -139,4 +138,4 @@ def _graph(weights: dict[str, np.ndarray], config: dict[str, Any], normalize: bo
     pooled = op.divide(summed, counted)
     if normalize:
         pooled = op.normalize_l2(pooled, op.constant(np.array([1], np.int64)), 1e-24, "max")
-    return ov.Model([op.result(pooled)], [input_ids, attention_mask], "sentence_embedding")
+    return ov.Model([op.result(pooled), op.result(x)], [input_ids, attention_mask], "sentence_embedding")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from prisma_core.embed.config import cpu_has_native_bf16
-from prisma_core.embed.model import Pooler, padded_length
+from prisma_core.embed.model import Pooled, Pooler, padded_length, span_means
 
 sys.modules.setdefault("openvino_telemetry", None)  # no usage reports, no forks (see the module docstring)
 PRIMITIVE_CACHE = 64
@@ -41,12 +41,18 @@ def compile_for(converted: openvino.Model, precision: Literal["fp32", "bf16", "i
 
 
 def openvino_pooler(compiled: openvino.CompiledModel, tokenizer: Any) -> Pooler:
-    """A pooler on the compiled model; each call has its own inference request, so concurrent jobs can share it."""
+    """A pooler on the compiled model (outputs: the sentence embeddings, then the token embeddings); each call has its
+    own inference request, so concurrent jobs can share it."""
 
-    def pool(batch_ids: list[list[int]]) -> np.ndarray:
+    def pool(batch_ids: list[list[int]], spans: np.ndarray | None = None) -> Pooled:
         length = padded_length(max(len(ids) for ids in batch_ids))
         padded = tokenizer.pad({"input_ids": batch_ids}, padding="max_length", max_length=length, return_tensors="np")
         inputs = {name: padded[name].astype(np.int64) for name in ("input_ids", "attention_mask")}
-        return np.asarray(compiled.create_infer_request().infer(inputs)[0], dtype=np.float32)
+        request = compiled.create_infer_request()
+        outputs = request.infer(inputs, share_outputs=True)  # views of the request's buffers: nothing copied
+        sentences = np.array(outputs[0], dtype=np.float32)
+        if spans is None:
+            return Pooled(sentences, np.zeros((0, sentences.shape[1]), np.float32))
+        return Pooled(sentences, span_means(outputs[1], spans))
 
     return pool

@@ -141,5 +141,5 @@ def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any)
 def document_vectors(encoder: Encoder, pool: Pooler, texts: list[str]) -> np.ndarray:
     """Chunk-and-average vectors of `texts` through an already compiled model, at the default batch size."""
     chunking = plan_chunks(encoder, texts)
-    chunks = encode_chunks(pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size)
+    chunks, _ = encode_chunks(pool, chunking.chunk_ids, encoder.get_embedding_dimension(), EmbedConfig().batch_size)
     return average_by_document(chunks, chunking.chunk_owner, len(texts))

@@ -7,22 +7,26 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from prisma_core.embed.config import EmbedConfig
-from prisma_core.embed.model import Encoder, Pooler, load_model
+from prisma_core.embed.model import EncoderSpec, Pooled, Pooler, describe, load_model, span_means
 
 
 def torch_pooler(encoder: SentenceTransformer) -> Pooler:
-    """Pools windows with the sentence-transformers model itself, on its device and dtype."""
+    """Pools windows with the sentence-transformers model itself, on its device and dtype; its token embeddings
+    (returned beside the sentence embedding by the same forward pass) give the span means."""
 
-    def pool(batch_ids: list[list[int]]) -> np.ndarray:
+    def pool(batch_ids: list[list[int]], spans: np.ndarray | None = None) -> Pooled:
         features = encoder.tokenizer.pad({"input_ids": batch_ids}, padding=True, return_tensors="pt")
         with torch.inference_mode():
             pooled = encoder({name: tensor.to(encoder.device) for name, tensor in features.items()})
-        return pooled["sentence_embedding"].float().cpu().numpy()
+        sentences = pooled["sentence_embedding"].float().cpu().numpy()
+        if spans is None:  # the token embeddings stay on the device
+            return Pooled(sentences, np.zeros((0, sentences.shape[1]), np.float32))
+        return Pooled(sentences, span_means(pooled["token_embeddings"].float().cpu().numpy(), spans))
 
     return pool
 
 
-def load_encoder(config: EmbedConfig) -> tuple[Encoder, Pooler]:
-    """The model on the configured device and precision, and its pooler."""
+def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
+    """The model on the configured device and precision, described, and its pooler."""
     encoder = load_model(config.model, config.device, config.precision)
-    return encoder, torch_pooler(encoder)
+    return describe(encoder), torch_pooler(encoder)

@@ -2,13 +2,14 @@
 
 Each function takes configs and a progress callback, writes its artefacts to the store and returns what the caller
 needs to show. The UI and the CLI call these and nothing deeper: `dataset` (ingest, embed, add documents),
-`placement` (added documents placed in the runs), `training` (train, rebuild themes or families; the stages after
-the SAE are in `run_stages`), `chain` (ingest -> embed -> train in one call), `export`, and the read model of
-`prisma_core.runs`.
+`document_passages` (the documents' passages, read or computed), `placement` (added documents placed in the runs),
+`training` (train, rebuild themes or families; the stages after the SAE are in `run_stages`), `chain` (ingest ->
+embed -> train in one call), `export`, and the read model of `prisma_core.runs`.
 """
 
 from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train
 from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
+from prisma_core.pipeline.document_passages import passage_batches, passages, passages_of_texts
 from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
 from prisma_core.pipeline.files import APP_EXPORTS
 from prisma_core.pipeline.placement import Placement, grow_dataset, place_in_runs, place_new_documents
@@ -20,6 +21,7 @@ from prisma_core.pipeline.training import (
     train_run,
 )
 from prisma_core.runs import LoadedRun, document_themes, family_matrix, family_membership, load_run, resolve_labels
+from prisma_core.store import Passages
 
 __all__ = [
     "APP_EXPORTS",
@@ -32,6 +34,7 @@ __all__ = [
     "Ingested",
     "LoadedRun",
     "NewDataset",
+    "Passages",
     "Placement",
     "RunSummary",
     "SaeChoice",
@@ -46,6 +49,9 @@ __all__ = [
     "ingest",
     "ingest_embed_train",
     "load_run",
+    "passage_batches",
+    "passages",
+    "passages_of_texts",
     "place_in_runs",
     "place_new_documents",
     "rebuild_families",

@@ -1,4 +1,5 @@
-"""The stages before a run: files read into a dataset, the dataset embedded (cached by text hash)."""
+"""The stages before a run: files read into a dataset, the dataset embedded (cached by text hash), with the
+documents' passages (stored before the vectors of the same slice; `pipeline.passages` reads them)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from prisma_core.ingest import DocumentStream, IngestConfig, IngestReport, Sourc
 from prisma_core.ingest.documents import unique_ids
 from prisma_core.lineage import record_stage
 from prisma_core.names import MAX_NAME_CHARS, checked_name, snippet
+from prisma_core.pipeline.passage_cap import PassageCap
 from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Workspace
@@ -30,6 +32,7 @@ class EmbedSummary:
     n_chunks: int
     n_tokens: int
     seconds: float
+    n_passages: int = 0  # passages stored
 
 
 def ingest(
@@ -141,10 +144,12 @@ def embed_dataset(
     slice_documents: int = SLICE_DOCUMENTS,
 ) -> EmbedSummary:
     """Embed every document, computing only texts this embedding space has never seen (cache by text hash). Vectors
-    are stored slice by slice, so after a crash or a cancel embedding again resumes where it stopped.
+    are stored slice by slice, so after a crash or a cancel embedding again resumes where it stopped. The passages of
+    the texts computed here are stored with them, before them (up to `passage_cap.MAX_STORED_PASSAGES`).
 
     With `config.ray_address` the texts are embedded on that Ray cluster (pipeline/ray_embedding.py, which imports
-    ray), into the same vector space; without, on this machine."""
+    ray), into the same vector space, without passages (`pipeline.passages` computes them when asked); without, on
+    this machine."""
     if not config.ray_address:
         local = functools.partial(_local_slices, config)
         return embed_with(workspace, dataset_id, config, progress, slice_documents, local)
@@ -175,7 +180,8 @@ def embed_with(
     n_todo = n_documents - len(stored)
     # said before the model loads (and, on a fresh machine, is converted): storing the documents is over
     progress(Progress("embed", 0, n_todo, f"0 of {n_todo:,} documents: loading the embedding model"))
-    windows = _Windows(workspace, dataset_id, key, compute, slice_documents, progress, n_todo)
+    cap = PassageCap(workspace, dataset_id, key)
+    windows = _Windows(workspace, dataset_id, key, compute, slice_documents, progress, n_todo, cap)
     for window in workspace.document_batches(dataset_id, ["position", "text", "text_hash"], WINDOW_DOCUMENTS):
         windows.embed(window[~window["position"].isin(stored)].sort_values("position"))
     summary = EmbedSummary(
@@ -186,6 +192,7 @@ def embed_with(
         n_chunks=windows.chunks,
         n_tokens=windows.tokens,
         seconds=time.perf_counter() - started,
+        n_passages=windows.passages,
     )
     record_stage(workspace, "embedding", dataset_id, dataset_id, asdict(config), asdict(summary))
     return summary
@@ -202,15 +209,17 @@ class _Windows:
     slice_documents: int
     progress: ProgressCallback
     n_todo: int
+    cap: PassageCap
     done: int = 0
     computed_texts: int = 0
     computed_documents: int = 0
     chunks: int = 0
     tokens: int = 0
+    passages: int = 0
 
     def embed(self, todo: pd.DataFrame) -> None:
         """Stores the vectors of these documents (position, text, text_hash): the cached ones first, then those
-        `compute` embeds, a slice at a time."""
+        `compute` embeds, a slice at a time, each slice's passages before its vectors."""
         if todo.empty:
             return
         cached = self.workspace.cached_vectors(self.key, todo["text_hash"].unique().tolist())
@@ -219,6 +228,8 @@ class _Windows:
         if len(missing):
             progress = _offset_progress(self.progress, self.done + len(todo) - len(missing), self.n_todo)
             for computed in self.compute(missing[["text_hash", "text"]], progress, self.slice_documents):
+                if computed.passages is not None and computed.hashes is not None:
+                    self.passages += self.cap.store(computed.hashes, computed.passages)
                 _save_known(self.workspace, self.dataset_id, self.key, todo, computed.vectors)
                 self.chunks += computed.n_chunks
                 self.tokens += computed.n_tokens
@@ -235,11 +246,13 @@ def _local_slices(
     for start in range(0, len(missing), slice_documents):
         part = missing.iloc[start : start + slice_documents]
         report = _slice_progress(progress, start, len(part), len(missing))
-        embedded = embed_documents(part["text"].tolist(), config, report)
+        embedded = embed_documents(part["text"].tolist(), config, report, passages=True)
         yield ComputedSlice(
             dict(zip(part["text_hash"], embedded.vectors, strict=True)),
             int(embedded.chunking.chunks_per_doc.sum()),
             int(embedded.chunking.tokens_per_doc.sum()),
+            part["text_hash"].tolist(),
+            embedded.passages,
         )
 
 

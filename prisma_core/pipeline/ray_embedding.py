@@ -1,6 +1,8 @@
 """Embedding on a Ray cluster: the texts still to embed go through a Ray Data job whose workers (actors) each load the
 model once and run the same chunk-and-average code as this machine (`embed_documents`); the vectors come back block
-by block and are stored a slice at a time, so progress, interruption and resuming work as they do locally.
+by block and are stored a slice at a time, so progress, interruption and resuming work as they do locally. The
+workers compute no passages: `pipeline.passages` computes a document's on this machine when they are first asked for
+(and stores them), so a cluster never sends back the token-level data.
 
 Only `pipeline.embed_dataset` imports this module, and only when a Ray address is given: ray stays an optional
 package (`pip install "ray[data]"`). The workers compute exactly the vector space this machine names (model_key): the

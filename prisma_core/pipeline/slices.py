@@ -10,15 +10,19 @@ import numpy as np
 import pandas as pd
 
 from prisma_core.progress import Progress, ProgressCallback
+from prisma_core.store import Passages
 
 
 @dataclass(frozen=True)
 class ComputedSlice:
-    """Vectors just computed (text hash -> vector), with the windows and tokens it took."""
+    """Vectors just computed (text hash -> vector), with the windows and tokens it took, and the texts' passages when
+    they were computed too (`position`: the index of each passage's text in `hashes`)."""
 
     vectors: dict[str, np.ndarray]
     n_chunks: int
     n_tokens: int
+    hashes: list[str] | None = None
+    passages: Passages | None = None
 
 
 ComputeSlices = Callable[[pd.DataFrame, ProgressCallback, int], Iterator[ComputedSlice]]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 KEYWORD_SOURCE = "keywords"
@@ -134,6 +136,47 @@ class GroupLabel:
     members: list[int]
     label: str
     source: str  # who named it: a model's name
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compared field by field, not with ==
+class Passages:
+    """Passages of documents (how they are cut and pooled: `prisma_core.embed.passages`), one row per passage, ordered
+    by document, then passage number."""
+
+    position: np.ndarray
+    """[m] int64: the document's position in its dataset (or the text's index in the texts given)."""
+    number: np.ndarray
+    """[m] int32: the passage's number in its document, 0, 1, ... in the order of the text."""
+    start: np.ndarray
+    """[m] int64: where the passage starts in the document's text (a character index) ..."""
+    end: np.ndarray
+    """[m] int64: ... and where it ends: `text[start:end]` is the passage, from its first word to its last."""
+    n_tokens: np.ndarray
+    """[m] int32: its tokens (the model's word pieces)."""
+    vectors: np.ndarray
+    """[m, d] float32: its vector, in the documents' vector space."""
+
+    def __len__(self) -> int:
+        return len(self.position)
+
+    def take(self, rows: np.ndarray) -> Passages:
+        """These rows (indices or a mask), in the order given."""
+        return Passages(*(getattr(self, field.name)[rows] for field in fields(self)))
+
+
+def concatenate_passages(parts: Sequence[Passages], dim: int) -> Passages:
+    """The rows of every part, one part after the other (no rows in any: no passage, vectors [0, dim])."""
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return Passages(
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros((0, dim), np.float32),
+        )
+    return Passages(*(np.concatenate([getattr(part, field.name) for part in parts]) for field in fields(Passages)))
 
 
 SCHEMAS: dict[str, pa.Schema] = {

@@ -104,9 +104,13 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
 
+def space_slug(embedding_key: str) -> str:
+    """An embedding space's key as it appears in its tables' names."""
+    return re.sub(r"[^a-z0-9]+", "_", embedding_key.lower()).strip("_")[-80:]
+
+
 def vectors_table_name(embedding_key: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "_", embedding_key.lower()).strip("_")[-80:]
-    return f"vectors__{slug}"
+    return f"vectors__{space_slug(embedding_key)}"
 
 
 class Vectors(Datasets):
@@ -115,24 +119,26 @@ class Vectors(Datasets):
         hashes are scanned a batch at a time and only the vectors found are read: a filter listing the hashes kept
         memory growing with every lookup (about 220 MB over an embedding of 200,000 documents)."""
         name = vectors_table_name(embedding_key)
-        if not self._has_table(name) or not len(hashes):
-            return {}
-        table = self.db.open_table(name)
-        wanted = pa.array(sorted(set(hashes)), pa.string())
-        rows: list[np.ndarray] = []
-        for batch in self._batches(name, table.search().select(["text_hash"]).with_row_id(True), READ_ROWS):
-            rows.append(
-                batch["_rowid"].to_numpy()[
-                    pc.is_in(batch["text_hash"], value_set=wanted).to_numpy(zero_copy_only=False)
-                ]
-            )
-        found = np.concatenate(rows) if rows else np.empty(0, np.uint64)
+        found = self._rows_of_texts(name, hashes)
         if not len(found):
             return {}
         with reading(name):
-            stored = table.take_row_ids(found.tolist()).select(["text_hash", "vector"]).to_arrow()
+            stored = self.db.open_table(name).take_row_ids(found.tolist()).select(["text_hash", "vector"]).to_arrow()
         vectors = stored["vector"].combine_chunks().flatten().to_numpy().reshape(len(stored), -1)
         return dict(zip(stored["text_hash"].to_pylist(), vectors.astype(np.float32), strict=True))
+
+    def _rows_of_texts(self, name: str, hashes: Sequence[str]) -> np.ndarray:
+        """Row ids of table `name`'s rows whose text_hash is one of `hashes`, in the order they were written: the
+        table's hashes scanned a batch at a time (see `cached_vectors`)."""
+        if not self._has_table(name) or not len(hashes):
+            return np.empty(0, np.uint64)
+        table = self.db.open_table(name)
+        wanted = pa.array(sorted(set(hashes)), pa.string())
+        rows = [
+            batch["_rowid"].to_numpy()[pc.is_in(batch["text_hash"], value_set=wanted).to_numpy(zero_copy_only=False)]
+            for batch in self._batches(name, table.search().select(["text_hash"]).with_row_id(True), READ_ROWS)
+        ]
+        return np.sort(np.concatenate(rows)) if rows else np.empty(0, np.uint64)
 
     def has_vectors(self, dataset_id: str, embedding_key: str) -> bool:
         return len(self.stored_positions(dataset_id, embedding_key)) == self.dataset(dataset_id).n_documents

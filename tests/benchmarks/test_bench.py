@@ -23,6 +23,7 @@ from bench import (
     families,
     fast_cpu,
     gpu,
+    passages,
     placement,
     quality,
     ray_scaling,
@@ -106,6 +107,24 @@ def test_embedding_quick_reports_ratios_truncation_and_cache_speedup(few_speed_d
     assert f"Target >= {embedding.TARGET_RATIO}x: **{verdict(throughput['ratio'] >= embedding.TARGET_RATIO)}**" in text
     warm = min(cache["speedup_same_dataset"], cache["speedup_new_dataset"])
     assert f"faster than cold: **{verdict(warm >= embedding.TARGET_WARM_SPEEDUP)}**" in text
+
+
+def test_passages_quick_times_embedding_with_and_without_passages(few_speed_documents: int) -> None:
+    result = passages.run(quick=True)
+    assert result["documents"] == few_speed_documents
+    assert result["spaces"]["default"] == model_key(EmbedConfig())
+    for timed in result["throughput"].values():
+        assert timed["document_vectors_identical"]
+        assert timed["ratio"] == pytest.approx(timed["seconds_without"] / timed["seconds_with"])
+        assert timed["block_ratios"] == [pytest.approx(timed["ratio"])]  # one block in quick mode
+        assert timed["tokens_per_s_with"] * timed["seconds_with"] == pytest.approx(timed["content_tokens"])
+    described, stored = result["passages"], result["storage"]
+    assert described["passages"] == stored["passages"] >= few_speed_documents
+    assert fraction(described["ending_at_sentence_or_line"])
+    assert stored["bytes_per_passage"] > 768  # the float16 vector and the passage's place
+    worst = min(timed["ratio"] for timed in result["throughput"].values())
+    text = passages.markdown(result)
+    assert f"Target >= {passages.TARGET_RATIO}x (within 5%): **{verdict(worst >= passages.TARGET_RATIO)}**" in text
 
 
 def test_fast_cpu_quick_compares_the_fast_paths_with_fp32() -> None:

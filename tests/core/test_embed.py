@@ -171,9 +171,9 @@ class ShapeRecorder:
         request, shapes = self.compiled.create_infer_request(), self.shapes
 
         class Recording:
-            def infer(self, inputs):
+            def infer(self, inputs, **options):
                 shapes.append(inputs["input_ids"].shape)
-                return request.infer(inputs)
+                return request.infer(inputs, **options)
 
         return Recording()
 
@@ -187,7 +187,7 @@ def test_openvino_batches_come_in_few_shapes(bbc):
     texts = bbc["text"].head(30).tolist() + [text[: 40 * n] for n, text in enumerate(bbc["text"].head(60), 1)]
     chunking = plan_chunks(cached, texts)
     pool = embed_model.bounded(openvino_runtime.openvino_pooler(recorder, cached.tokenizer))
-    padded = encode_chunks(pool, chunking.chunk_ids, cached.get_embedding_dimension(), 16)
+    padded, _ = encode_chunks(pool, chunking.chunk_ids, cached.get_embedding_dimension(), 16)
     lengths = {length for _, length in recorder.shapes}
     assert len({len(ids) for ids in chunking.chunk_ids}) > 40  # many distinct chunk lengths went in ...
     assert lengths <= {*range(8, 65, 8), *range(96, 257, 32)}  # ... and at most 14 batch lengths came out
@@ -277,16 +277,19 @@ def test_large_batches_are_pooled_in_parts_of_bounded_tokens(encoder):
     pool = torch_pooler(encoder)
     pooled_tokens: list[int] = []
 
-    def recording(batch: list[list[int]]) -> np.ndarray:
+    def recording(batch: list[list[int]], spans: np.ndarray | None = None) -> embed_model.Pooled:
         pooled_tokens.append(len(batch) * embed_model.padded_length(max(len(ids) for ids in batch)))
-        return pool(batch)
+        return pool(batch, spans)
 
     windows = encoder.tokenizer([f"note {i} on chest pain and shortness of breath" for i in range(1024)])["input_ids"]
-    vectors = embed_model.bounded(recording, max_tokens=2048)(windows)
+    spans = np.array([[row, 1, len(windows[row]) - 1] for row in range(0, 1024, 100)])  # some windows' content tokens
+    bounded = embed_model.bounded(recording, max_tokens=2048)(windows, spans)
     assert len(pooled_tokens) > 1 and max(pooled_tokens) <= 2048
-    assert vectors.shape == (1024, 384)
-    np.testing.assert_allclose(vectors, pool(windows), atol=1e-5)
-    assert embed_model.bounded(recording, max_tokens=4)(windows[:2]).shape == (2, 384)  # one window over the budget
+    assert bounded.sentences.shape == (1024, 384)
+    whole = pool(windows, spans)
+    np.testing.assert_allclose(bounded.sentences, whole.sentences, atol=1e-5)
+    np.testing.assert_allclose(bounded.span_means, whole.span_means, atol=1e-5)  # each span found in its own part
+    assert embed_model.bounded(recording, max_tokens=4)(windows[:2]).sentences.shape == (2, 384)  # over the budget
 
 
 def test_every_backend_a_config_can_name_is_registered():
@@ -379,6 +382,9 @@ def test_cache_key_names_model_precision_and_library_versions(monkeypatch, tmp_p
     key = openvino_backend.cache_key(DEFAULT_MODEL, "bf16")
     assert key.startswith(f"{DEFAULT_MODEL}-bf16-")
     assert openvino_backend.cache_key(DEFAULT_MODEL, "fp32") != key
+    with monkeypatch.context() as earlier:  # a folder of the single-output graph (format 3) is converted again
+        earlier.setattr(openvino_cache, "CACHE_FORMAT", 3)
+        assert openvino_backend.cache_key(DEFAULT_MODEL, "bf16") != key
     real_version = openvino_cache._package_version
     monkeypatch.setattr(
         openvino_cache, "_package_version", lambda name: "0.0" if name == "openvino" else real_version(name)

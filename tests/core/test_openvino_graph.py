@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from prisma_core.embed import DEFAULT_MODEL
 from prisma_core.embed.model import load_model, resolve_model_path
@@ -24,16 +25,26 @@ def test_the_built_graph_gives_the_torch_models_vectors(bbc):
 
     folder = buildable(DEFAULT_MODEL)
     assert folder is not None
-    model, tokenizer, window, dimension = build(folder)
-    assert (window, dimension) == (256, 384)
+    model, spec = build(folder)
+    tokenizer = spec.tokenizer
+    assert (spec.max_seq_length, spec.dimension, spec.pools_by_mean, spec.normalizes) == (256, 384, True, True)
+    window = spec.max_seq_length
     texts = [*bbc["text"].head(6), "a b", "Chest pain."]  # long ones cut at the window, short ones padded
     batch = tokenizer(texts, padding=True, truncation=True, max_length=window, return_tensors="np")
     inputs = {name: batch[name].astype(np.int64) for name in ("input_ids", "attention_mask")}
-    built = openvino.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(inputs)[0]
-    reference = load_model(DEFAULT_MODEL, "cpu", "fp32").encode(texts, batch_size=len(texts))
+    outputs = openvino.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(inputs)
+    built, states = outputs[0], outputs[1]
+    torch_model = load_model(DEFAULT_MODEL, "cpu", "fp32")
+    reference = torch_model.encode(texts, batch_size=len(texts))
     cosine = (built * reference).sum(axis=1) / np.linalg.norm(built, axis=1) / np.linalg.norm(reference, axis=1)
     assert cosine.min() >= 0.9999
     assert np.linalg.norm(built, axis=1) == pytest.approx(1.0, abs=1e-5)  # the model's Normalize module
+    with torch.inference_mode():  # the second output: the token embeddings the sentence embedding is pooled from
+        torch_states = torch_model({name: torch.from_numpy(array) for name, array in inputs.items()})
+    real = inputs["attention_mask"].astype(bool)
+    expected = torch_states["token_embeddings"].numpy()[real]
+    token_cosine = (states[real] * expected).sum(axis=1) / np.linalg.norm(states[real], axis=1)
+    assert (token_cosine / np.linalg.norm(expected, axis=1)).min() >= 0.9999
 
 
 def test_only_bert_models_with_mean_pooling_are_built(tmp_path):
@@ -70,4 +81,5 @@ def test_converting_the_bundled_model_never_imports_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
     assert (tmp_path / "model" / "model.xml").is_file() and (tmp_path / "model" / "tokenizer").is_dir()
-    assert json.loads((tmp_path / "model" / "encoder.json").read_text()) == {"max_seq_length": 256, "dimension": 384}
+    described = json.loads((tmp_path / "model" / "encoder.json").read_text())
+    assert described == {"max_seq_length": 256, "dimension": 384, "pools_by_mean": True, "normalizes": True}
