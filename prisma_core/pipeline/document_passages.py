@@ -69,6 +69,17 @@ def passage_batches(
         yield found.take(np.lexsort((found.number, found.position)))
 
 
+def stored_passages(workspace: Workspace, dataset_id: str, embedding_key: str, dim: int) -> Passages:
+    """The passages stored for the dataset's documents in this vector space, none computed (training reads these:
+    documents without stored passages train as themselves alone), ordered by position, then passage number."""
+    parts = []
+    for documents in _documents(workspace, dataset_id, None):
+        hashes = documents["text_hash"].unique().tolist()
+        parts.append(_at_positions(workspace.cached_passages(embedding_key, hashes), hashes, documents))
+    found = concatenate_passages(parts, dim)
+    return found.take(np.lexsort((found.number, found.position)))
+
+
 def passages_of_texts(texts: Sequence[str], config: EmbedConfig = EmbedConfig()) -> Passages:
     """The passages of these texts, `position` the index of each passage's text in `texts`; nothing is stored."""
     return _embedded_passages(texts, config)
@@ -107,6 +118,12 @@ def _passages_of_documents(
         computed = _computed(workspace, dataset_id, config, cap, documents, [hashes[i] for i in missing])
         found = concatenate_passages([found, replace(computed, position=missing[computed.position])], 0)
         found = found.take(np.lexsort((found.number, found.position)))
+    return _at_positions(found, hashes, documents)
+
+
+def _at_positions(found: Passages, hashes: list[str], documents: pd.DataFrame) -> Passages:
+    """Passages `found` of the texts `hashes` (`position` the index in `hashes`, ordered by it) as the passages of
+    these documents (position, text_hash): a text two documents share gives its passages to both."""
     text = pd.Index(hashes).get_indexer(documents["text_hash"])
     first = np.searchsorted(found.position, text)
     counts = np.searchsorted(found.position, text, side="right") - first

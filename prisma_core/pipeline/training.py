@@ -4,6 +4,7 @@ families without retraining."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -19,6 +20,7 @@ from prisma_core.errors import NotFoundError, PrismaError, StoreError, TrainingE
 from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.lineage import embedding_parent, record_stage, versions
+from prisma_core.pipeline.document_passages import stored_passages
 from prisma_core.pipeline.run_stages import RunCodes, find_run_families, group_themes, label_features, run_codes
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import load_run
@@ -77,7 +79,8 @@ def train_run(
     seconds: dict[str, float] = {}
     try:
         with _timed(seconds, "train"):
-            result = sae.train_from(source, sae_config, progress, should_stop)
+            passages = functools.partial(_training_passages, workspace, dataset_id, key, source.shape[1])
+            result = sae.train_from(source, sae_config, progress, should_stop, passages)
             sae.save_sae(result.model, result.config, run_dir)
         with _timed(seconds, "analyse"):
             codes = _store_codes(workspace, run_id, result.model, source, result.found_in)
@@ -111,6 +114,11 @@ def train_run(
         raise
     carried = _carry_edits(workspace, run_id, warnings)
     return RunSummary(run_id, record.metrics, len(families.families), made.themes.n_themes, warnings, seconds, carried)
+
+
+def _training_passages(workspace: Workspace, dataset_id: str, key: str, dim: int) -> sae.PassageRows:
+    stored = stored_passages(workspace, dataset_id, key, dim)
+    return sae.PassageRows(stored.vectors, stored.position)
 
 
 def _carry_edits(workspace: Workspace, run_id: str, warnings: list[str]) -> CarryReport | None:

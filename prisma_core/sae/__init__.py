@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from prisma_core.sae.loss import fvu, topk_aux_loss
     from prisma_core.sae.model import SAEOutput, TopKSAE
     from prisma_core.sae.stream import VectorSource, train_from
-    from prisma_core.sae.train import TrainResult, encode, feature_codes, resolve_device, train_sae
+    from prisma_core.sae.train import PassageRows, TrainResult, encode, feature_codes, resolve_device, train_sae
     from prisma_core.sae.weights import SAEWeights, codes_matrix, read_weights
 
 _LAZY = {
@@ -27,6 +27,7 @@ _LAZY = {
     "TopKSAE": "model",
     "VectorSource": "stream",
     "train_from": "stream",
+    "PassageRows": "train",
     "TrainResult": "train",
     "encode": "train",
     "feature_codes": "train",
@@ -47,6 +48,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "PassageRows",
     "SAEConfig",
     "SAEOutput",
     "SAEWeights",

@@ -126,6 +126,11 @@ class SAEConfig(CheckedConfig):
     """Passes over the training documents after the trainings are combined: the features they agree on are trained
     together at k active features per document, at a tenth of the learning rate, so they describe each document as
     well as they can without moving away from what the trainings found. 0 skips it."""
+    passages: bool = setting(True)
+    """Train on the training documents' passages too (spans of a few sentences, embedded with the documents), when
+    the dataset has them and its vectors fit in memory: a long document then gives several rows, and a small corpus
+    gets enough rows for features that explain more and come back (BENCHMARKS.md section 7). Held-out documents'
+    passages are never used."""
     init: str = setting("data", choices=INIT_CHOICES)
     """Initial feature directions: "data" starts them at centres of groups of training documents (k-means, one run
     per nested feature group, seeded), so the first features start broad and later ones fine; "random" starts them
@@ -286,11 +291,14 @@ class SAEConfig(CheckedConfig):
         """Inverse of to_dict; raises SettingsError naming any unknown setting. Settings recorded by Prisma before
         runs compared several trainings (an `expansion_factor` instead of `n_features`) are read as what they did:
         expansion_factor x dim features, one training, random initial directions; settings recorded before runs were
-        polished (no `polish_epochs`) as trainings at k matched at 0.7 and not polished."""
+        polished (no `polish_epochs`) as trainings at k matched at 0.7 and not polished, and settings recorded before
+        passages were trained on as documents only."""
         if "expansion_factor" in values:
             values = _before_consensus(values, dim)
         if "polish_epochs" not in values:
             values = {"k_compared": values.get("k", SUGGESTED_K), "match_at": 0.7, "polish_epochs": 0} | dict(values)
+        if "passages" not in values:
+            values = {"passages": False} | dict(values)
         return super().from_dict(values)
 
 

@@ -26,6 +26,7 @@ from prisma_core.sae.moments import Moments
 from prisma_core.sae.train import (
     EPOCH_HOLDOUT_SAMPLE,
     NO_VARIANCE,
+    PassageRows,
     TrainResult,
     check_finite,
     finished,
@@ -64,14 +65,16 @@ def train_from(
     config: SAEConfig,
     progress: ProgressCallback = ignore_progress,
     should_stop: Callable[[], bool] | None = None,
+    passages: Callable[[], PassageRows | None] = lambda: None,
 ) -> TrainResult:
-    """`train_sae` on all the vectors when they fit `config.vectors_memory_mb`; else the same training reading them a
-    slice at a time (see the module's docstring), holding about `config.vectors_memory_mb` of vectors at once.
-    Raises TrainingError as `train_sae` does."""
+    """`train_sae` on all the vectors (and `passages()`, when `config.passages`) when they fit
+    `config.vectors_memory_mb`; else the same training on the documents alone, reading them a slice at a time (see
+    the module's docstring), holding about `config.vectors_memory_mb` of vectors at once. Raises TrainingError as
+    `train_sae` does."""
     started = time.perf_counter()
     n_documents, dim = source.shape
     if config.holds_in_memory(n_documents, dim):
-        return train_sae(source.all(), config, progress, should_stop)
+        return train_sae(source.all(), config, progress, should_stop, passages() if config.passages else None)
     config, device, train_index, holdout_index = prepare(config, n_documents, dim)
     slices = Slices.of(source, config, train_index)
     train, holdout = slices.moments()
@@ -91,7 +94,7 @@ def train_from(
     match_rows = training_rows(match_sample(len(train_index), config.seed)).to(device)
     model, found_in, loop = train_compared(start, fit, config, match_rows, progress)
     fold_input_scale(model, scale)
-    metrics = slices.final_metrics(model, train, holdout)
+    metrics = slices.final_metrics(model, train, holdout) | {"passages_trained": 0}
     return finished(model, config, metrics | loop, started, train_index, holdout_index, found_in)
 
 
