@@ -7,6 +7,7 @@ from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.run_quality import run_name
 from prisma_core.sae import suggest_config
+from prisma_core.sae.config import SUGGESTED_TRAININGS
 from ui.state import job_registry, run_widget_key
 
 TRAIN_BUTTON = "FormSubmitter:train_form-Train"
@@ -23,7 +24,7 @@ def test_form_is_prefilled_for_the_corpus_size(trained_app):
     open_page(at, "train")
     suggested = suggest_config(len(trained_app.frame), 384)
     assert at.number_input(key="n_features").value == suggested.n_features
-    assert at.number_input(key="n_trainings").value == suggested.n_trainings == 3
+    assert at.number_input(key="n_trainings").value == suggested.n_trainings == SUGGESTED_TRAININGS
     assert at.number_input(key="k").value == suggested.k
     assert at.number_input(key="epochs").value == suggested.epochs
     assert at.number_input(key="batch_size").value == suggested.batch_size

@@ -65,7 +65,7 @@ def test_cli_help_shows_the_same_texts_with_defaults(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert f"--k K {field_docs(SAEConfig)['k']} (default: 4)" in shown
+    assert f"--k K {field_docs(SAEConfig)['k']} (default: {SAEConfig().k})" in shown
     assert f"--tau TAU {field_docs(FamilyConfig)['tau']} (default: 0.1)" in shown
     assert f"--embed-batch-size EMBED_BATCH_SIZE {field_docs(EmbedConfig)['batch_size']} (default: 16)" in shown
 
