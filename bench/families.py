@@ -7,8 +7,8 @@ Two code distributions, k = 32 active features per document:
 - "synthetic": power-law feature usage with a planted hierarchy (parents fire with a few of their children).
 Prisma's `find_families` (blocked sparse co-occurrence counting + forests) runs in its own process, so does its
 co-occurrence step alone (`cooccurrence_edges`), and so does the baseline for that step: scipy's sparse product AᵀA
-thresholded by the same rule (weight at least tau, at least `min_shared` documents in common, above chance). Each process
-reports its wall time and its peak resident memory (getrusage), whole process included.
+thresholded by the same rule (weight at least tau, at least `min_shared` documents in common, above chance). Each
+process reports its wall time and its peak resident memory (getrusage), whole process included.
 """
 
 from __future__ import annotations

@@ -39,9 +39,7 @@ def test_table_lists_the_features_found_in_every_training_first_with_core_values
         assert row.density == expected.at[row.feature_id, "density"]
         assert row.mean_activation == pytest.approx(expected.at[row.feature_id, "mean_activation"])
     everywhere_words = f"{int(everywhere.sum())} found in all {compared} trainings, listed first"
-    assert f"{kept} of {kept} features shown · {everywhere_words}" in (
-        " ".join(texts(at.caption))
-    )
+    assert f"{kept} of {kept} features shown · {everywhere_words}" in (" ".join(texts(at.caption)))
 
 
 def test_a_less_reliable_or_background_feature_says_what_that_means(trained_app):

@@ -65,7 +65,10 @@ def test_runs_table_shows_the_run_metrics_and_diagnostics(trained_app):
     assert row["detail_train"] == pytest.approx(1 - record.metrics["fvu_train"])
     assert row["never_firing"] == pytest.approx(record.metrics["dead_fraction"])
     assert row["features"] == record.metrics["features_kept"] <= SMALL_SAE["n_features"]
-    assert row["comes_back"] == f"{record.metrics['found_in_all']} of {row['features']} (3 trainings)"
+    assert (
+        row["comes_back"]
+        == f"{record.metrics['found_in_all']} of {row['features']} ({record.metrics['n_trainings']} trainings)"
+    )
     assert row["name"] == run_name(record) and " features · " in row["name"]
     assert row["quality"].split(" ")[0] in {"good", "fair", "rough"}
     assert row["families"] == record.metrics["n_families"]

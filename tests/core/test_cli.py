@@ -98,7 +98,12 @@ def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc):
     in_family = features.dropna(subset=["family_id"])
     assert set(in_family.loc[in_family["parent"].notna(), "feature_id"]) <= children
     sae = config["config"]["sae"]
-    assert (sae["seed"], sae["k"], sae["n_features"], sae["n_trainings"]) == (0, suggested.k, suggested.n_features, compared)
+    assert (sae["seed"], sae["k"], sae["n_features"], sae["n_trainings"]) == (
+        0,
+        suggested.k,
+        suggested.n_features,
+        compared,
+    )
     assert config["metrics"]["n_themes"] == len(themes)
     assert (out / "sae.safetensors").stat().st_size > len(features) * 384 * 4 * 2
 
