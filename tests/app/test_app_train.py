@@ -6,7 +6,6 @@ from app_helpers import SMALL_SAE, new_app, open_page, texts
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.run_quality import run_name
-from prisma_core.sae import suggest_config
 from prisma_core.sae.config import SUGGESTED_TRAININGS
 from ui.state import job_registry, run_widget_key
 
@@ -22,7 +21,7 @@ def runs_frame(at):
 def test_form_is_prefilled_for_the_corpus_size(trained_app):
     at = new_app(trained_app.dataset_id)
     open_page(at, "train")
-    suggested = suggest_config(len(trained_app.frame), 384)
+    suggested = pipeline.suggested_sae_config(trained_app.workspace, trained_app.dataset_id)
     assert at.number_input(key="n_features").value == suggested.n_features
     assert at.number_input(key="n_trainings").value == suggested.n_trainings == SUGGESTED_TRAININGS
     assert at.number_input(key="k").value == suggested.k

@@ -26,9 +26,9 @@ def edited(small_run: SmallRun, tmp_path_factory: pytest.TempPathFactory) -> tup
     """A copy of the small run with one edit of each kind."""
     workspace = small_run.copy(tmp_path_factory.mktemp("edits") / "ws")
     run = load_run(workspace)
-    family = shown_family(run)
     feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[0])
     hidden_feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[1])
+    family = shown_family(run, hidden_feature)
     sizes = run.theme_info.set_index("theme_id")["n_documents"]
     subtheme = int(run.subtheme_info.loc[run.subtheme_info["theme_id"] == 0, "subtheme_id"].iloc[0])
     made = {
@@ -51,11 +51,14 @@ def edited(small_run: SmallRun, tmp_path_factory: pytest.TempPathFactory) -> tup
     return workspace, run.record.run_id, made | facts
 
 
-def shown_family(run: LoadedRun) -> NamedFamily:
-    """The largest family of theme 0, or else of theme 4: themes the edits below rename or pin, never merge away or
-    hide, so the family stays listed with its theme wherever themes list their families (the report does)."""
+def shown_family(run: LoadedRun, hidden_feature: int) -> NamedFamily:
+    """The largest family of theme 0, or else of theme 4 (themes the edits below rename or pin, never merge away or
+    hide), without the feature they hide: the family stays listed with its theme wherever themes list their families
+    (the report does)."""
     grouped = families_of_themes(run)
-    return next(grouped[theme][0] for theme in (0, 4) if grouped.get(theme))
+    kept = [family for theme in (0, 4) for family in grouped.get(theme, []) if hidden_feature not in family.members]
+    assert kept, "the small run has a family in theme 0 or 4"
+    return kept[0]
 
 
 def _check_edits_shown(workspace: Workspace, run_id: str, facts: dict) -> None:

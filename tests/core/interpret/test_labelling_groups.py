@@ -71,7 +71,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
     stored = workspace.families(base_run.run_id)
     assert (stored[0].label, stored[0].label_source) == (first.label, KEYWORD_SOURCE)
     made = {f.family_id: fake_group_label(f, workspace, base_run.run_id) for f in families[1:5]}
-    assert made[second.family_id] == f"{parent_label} family"
+    assert made[second.family_id] == fake_answer(parent_label)
     named_by_score(rows(families), rows(stored), "family_id", summary, made)
     assert [f.label_source for f in stored[5:]] == [KEYWORD_SOURCE] * (len(families) - 5)
     assert [(f.members, f.edges) for f in stored] == [(f.members, f.edges) for f in families]
