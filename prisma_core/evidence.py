@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from prisma_core import analysis
 from prisma_core.names import snippet
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae.weights import SAEWeights
@@ -98,9 +99,12 @@ def with_quotes(evidence: pd.DataFrame, documents: pd.DataFrame, max_chars: int 
 
 
 def passages_carrying(activations: pd.DataFrame, feature_id: int) -> pd.DataFrame:
-    """The passages of one document where a feature is active (`activations` as `passage_activations` gives them):
-    number, start, end, value, in the order of the text."""
-    carrying = activations[activations["feature_id"] == int(feature_id)]
+    """The passages of one document that carry a feature (`activations` as `passage_activations` gives them): where
+    it is strong among the passage's own features (`analysis.strong_activations`), as number, start, end, value, in
+    the order of the text."""
+    largest = activations.groupby("number")["value"].transform("max")
+    strong = analysis.strong_activations(activations["value"], largest)
+    carrying = activations[strong & (activations["feature_id"] == int(feature_id)).to_numpy()]
     return carrying[["number", "start", "end", "value"]].sort_values("number").reset_index(drop=True)
 
 
