@@ -5,7 +5,9 @@ trained before they were kept, a document's passages with their features, and th
 import numpy as np
 import pandas as pd
 import pytest
+from markupsafe import escape
 from ollama_server import running_fake_ollama
+from report_page import Page
 
 from prisma_core import pipeline
 from prisma_core.evidence import EVIDENCE_PASSAGES, QUOTE_CHARS, marked_pieces
@@ -13,8 +15,13 @@ from prisma_core.interpret.labelling import label_run
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import neutralise_markup
 from prisma_core.names import snippet
+from prisma_core.report.config import ReportConfig
+from prisma_core.report.contents import EVIDENCE_QUOTES, evidence_features
+from prisma_core.report.writer import report_html
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import Workspace
+
+SCRIPT = "<script>alert(1)</script>"
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +128,24 @@ def test_the_labelling_prompt_opens_with_the_features_top_passages(small_run, tm
     assert prompts[0].index("</passages>") < prompts[0].index("<evidence>")
     for quote in quotes["quote"]:
         assert neutralise_markup(quote[:60]) in shown
+
+
+def test_the_report_quotes_the_main_concepts_passages_escaped(small_run, tmp_path):
+    workspace = small_run.copy(tmp_path / "workspace")
+    run = pipeline.load_run(workspace, small_run.run.run_id)
+    feature = evidence_features(run)[0]
+    stored = workspace.evidence(run.record.run_id)
+    top = stored[(stored["feature_id"] == feature) & (stored["rank"] == 0)].iloc[0]
+    position, start = int(top["position"]), int(top["start"])
+    text = workspace.documents_at(run.record.dataset_id, [position])["text"][0]
+    hostile = text[:start] + SCRIPT + text[start + len(SCRIPT) :]  # the passage now opens with markup
+    where = f"dataset_id = '{run.record.dataset_id}' AND position = {position}"
+    workspace.db.open_table("documents").update(where=where, values={"text": hostile})
+    page = report_html(workspace, run, ReportConfig())
+    assert SCRIPT not in page
+    assert f"“{escape(SCRIPT)}" in page  # the quote, escaped as Jinja escapes it
+    quotes = pipeline.feature_quotes(workspace, run, evidence_features(run), EVIDENCE_QUOTES)
+    read = Page(page).reads()
+    assert "Where the main concepts appear" in read
+    for quote in quotes["quote"]:
+        assert " ".join(quote.split()) in read
