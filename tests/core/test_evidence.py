@@ -8,6 +8,7 @@ import pytest
 from markupsafe import escape
 from ollama_server import running_fake_ollama
 from report_page import Page
+from small_run import PER_CATEGORY
 
 from prisma_core import pipeline
 from prisma_core.evidence import EVIDENCE_PASSAGES, QUOTE_CHARS, marked_pieces
@@ -149,3 +150,17 @@ def test_the_report_quotes_the_main_concepts_passages_escaped(small_run, tmp_pat
     assert "Where the main concepts appear" in read
     for quote in quotes["quote"]:
         assert " ".join(quote.split()) in read
+
+
+def test_documents_placed_in_a_run_compete_for_its_evidence(small_run, bbc, tmp_path):
+    workspace = small_run.copy(tmp_path / "workspace")
+    unseen = bbc.groupby("label").nth([PER_CATEGORY, PER_CATEGORY + 1])  # 10 articles the run has not seen
+    unseen.to_parquet(tmp_path / "more.parquet")
+    pipeline.grow_dataset(workspace, small_run.dataset_id, [tmp_path / "more.parquet"])
+    run = pipeline.load_run(workspace, small_run.run.run_id)
+    assert run.codes.shape[0] == 70
+    stored = workspace.evidence(run.record.run_id)
+    for feature, top in expected_top(workspace, run).items():
+        mine = stored[stored["feature_id"] == feature].sort_values("rank")
+        np.testing.assert_allclose(mine["value"], [value for _, value in top], rtol=1e-4, atol=1e-5)
+    assert (stored["position"] >= 60).any()  # a new article is among the strongest somewhere
