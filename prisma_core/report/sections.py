@@ -43,7 +43,7 @@ from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import ReportContents
 from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
 from prisma_core.report.timeline import timeline_chart
-from prisma_core.run_quality import comes_back, detail_captured, overfitting, quality_words, run_name
+from prisma_core.run_quality import comes_back, detail_captured, detail_in_words, overfitting, quality_words, run_name
 from prisma_core.trends import NO_CHANGE, TOO_FEW
 from prisma_core.trends import PLAIN_WORDS as TREND_WORDS
 from prisma_core.trends.over_time import ranked as ranked_over_time
@@ -342,10 +342,7 @@ def reliability(contents: ReportContents) -> Section:
     facts = [
         (
             "Detail captured on documents kept aside",
-            "not measured"
-            if captured is None
-            else f"{quality_words(record)}: the features reproduce {captured:.0%} "
-            "of what the embeddings of documents unseen in training hold",
+            "not measured" if captured is None else f"{quality_words(record)}: the run {detail_in_words(record)}",
         ),
         ("Features that never fire", f"{record.metrics.get('dead_fraction', math.nan):.1%}"),
         (
