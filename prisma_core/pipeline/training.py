@@ -22,6 +22,7 @@ from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.pipeline.document_passages import stored_passages
+from prisma_core.pipeline.evidence import find_run_evidence
 from prisma_core.pipeline.run_stages import RunCodes, find_run_families, group_themes, label_features, run_codes
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import load_run
@@ -94,6 +95,7 @@ def train_run(
             codes = _store_codes(workspace, run_id, result.model, source, result.found_in)
             _check_dataset_still_there(workspace, dataset_id)
             run = run_codes(workspace, run_id, dataset_id, codes, source, result.config, embed_config, keyword_config)
+            find_run_evidence(workspace, run_id, dataset_id, run_dir, embed_config, progress)
         labels = label_features(run, progress)
         made = group_themes(run, theme_config, progress)
         families = find_run_families(run, family_config, progress)

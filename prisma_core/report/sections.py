@@ -171,6 +171,27 @@ def _subtheme_entries(contents: ReportContents, theme_id: int, names: dict[int, 
     ]
 
 
+def evidence(contents: ReportContents) -> Section | None:
+    """For the main concepts of each theme, the passages where each is strongest, quoted as written."""
+    run, quotes = contents.run, contents.evidence
+    if quotes.empty:
+        return None
+    names = feature_names(run.features[~run.features["hidden"]])
+    by_feature = {int(f): rows for f, rows in quotes.groupby("feature_id", sort=False)}
+    concepts = [
+        {
+            "name": names[feature],
+            "quotes": [
+                {"quote": row.quote, "title": snippet(row.title, TITLE_CHARS), "doc_id": row.doc_id}
+                for row in rows.itertuples()
+            ],
+        }
+        for feature, rows in by_feature.items()
+    ]
+    context = {"concepts": concepts}
+    return Section("evidence", "Where the main concepts appear", "evidence.html.j2", context)
+
+
 def _document(row: pd.Series) -> dict[str, str]:
     title = snippet(row["title"], TITLE_CHARS) if isinstance(row["title"], str) else ""
     return {"doc_id": str(row["doc_id"]), "title": title, "text": snippet(row["text"], TEXT_CHARS)}
@@ -375,6 +396,7 @@ def _value(value: Any) -> str:
 SECTIONS: tuple[Callable[[ReportContents], Section | None], ...] = (
     collection,
     themes,
+    evidence,
     document_map,
     comparison,
     over_time,
