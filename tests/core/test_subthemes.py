@@ -158,4 +158,4 @@ def test_sub_themes_never_outnumber_the_features(n_themes, n_features):
     most n_features sub-themes in all, however many documents."""
     for given in (None, 500):
         counts = subtheme_counts(n_themes, 2_225, given, n_features)
-        assert 1 <= counts[-1] and counts[-1] + n_themes <= max(n_features, n_themes + 1)
+        assert counts[-1] >= 1 and counts[-1] + n_themes <= max(n_features, n_themes + 1)
