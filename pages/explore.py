@@ -11,6 +11,7 @@ from prisma_core import analysis
 from prisma_core.compare import MAX_Q
 from prisma_core.downloads import features_csv
 from prisma_core.errors import PrismaError
+from prisma_core.evidence import marked_pieces, passages_carrying
 from prisma_core.explore import (
     refract_document,
     refract_text,
@@ -28,6 +29,7 @@ from prisma_core.groups import (
     pooled,
     too_many_values,
 )
+from prisma_core.pipeline import document_passage_features
 from prisma_core.report.config import ReportConfig
 from prisma_core.report.writer import report_html
 from prisma_core.trends.periods import date_columns
@@ -39,7 +41,7 @@ from ui.loaders import document_choices, document_vectors, export_folder, metada
 from ui.map import document_map_view, map_positions
 from ui.navigation import route_here
 from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
-from ui.text import feature_name, md, snippet
+from ui.text import feature_name, highlighted, md, snippet
 from ui.trends import over_time_view
 
 route_here()
@@ -127,9 +129,9 @@ def refract_tab() -> None:
         position = int(document["position"])
         if (themes_line := levels.document_theme_caption(run, position)) is not None:
             st.caption(themes_line)
-        show_concepts(refract_document(run, position))
-        with st.expander("Document text"):
-            st.text(document["text"])
+        concepts = refract_document(run, position)
+        show_concepts(concepts)
+        where_in_document(position, str(document["text"]), concepts)
         return
     text = st.text_area("Text", key="refract_text", height=160, placeholder="Paste or type any text…")
     if st.button("Refract", key="refract_button", type="primary") and text.strip():
@@ -141,6 +143,35 @@ def refract_tab() -> None:
     stored = st.session_state.get("refracted")
     if stored and stored[0] == run.record.run_id and stored[1] == text:
         show_concepts(stored[2])
+
+
+def where_in_document(position: int, text: str, concepts: pd.DataFrame) -> None:
+    """The document's text with the passages that carry a concept it holds highlighted: which paragraph says it."""
+    if concepts.empty:
+        with st.expander("Document text"):
+            st.text(text)
+        return
+    st.markdown("**Where in the document**: pick one of its concepts to highlight the passages that carry it")
+    names = dict(zip(concepts["feature_id"], concepts["label"], strict=True))
+    feature = st.selectbox(
+        "Concept to highlight",
+        list(names),
+        format_func=lambda f: feature_name(f, names[f]),
+        key=f"refract_highlight_{position}",
+    )
+    try:
+        with st.spinner("Reading the document's passages…"):
+            carrying = passages_carrying(document_passage_features(ws, run, position), feature)
+    except PrismaError as error:
+        st.error(md(error))
+        return
+    if carrying.empty:
+        st.caption("No single passage carries this concept: it comes from the document as a whole.")
+    else:
+        many = "passage carries" if len(carrying) == 1 else f"{len(carrying)} passages carry"
+        st.caption(f"Highlighted: the {many} it (strongest {carrying['value'].max():.3f}).")
+    with st.container(border=True, height=420):
+        st.markdown(highlighted(marked_pieces(text, carrying)))
 
 
 def picked_document() -> pd.Series:

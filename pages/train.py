@@ -11,7 +11,7 @@ from prisma_core.families import FamilyConfig
 from prisma_core.pipeline import RunSummary
 from prisma_core.run_quality import comes_back, detail_captured, n_features, overfitting, quality_words, run_name
 from prisma_core.run_settings import run_settings
-from prisma_core.sae import SAEConfig, check_config, suggest_config
+from prisma_core.sae import SAEConfig, check_config
 from prisma_core.store import RunRecord
 from ui import charts
 from ui.config_form import config_inputs
@@ -86,9 +86,9 @@ if not ws.has_vectors(dataset.dataset_id, space):
     st.stop()
 
 
-def settings_form(n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] | None:
-    """The form; returns validated configs when submitted (errors are shown and give None)."""
-    suggested = suggest_config(n_documents, dim)
+def settings_form(suggested: SAEConfig, n_documents: int, dim: int) -> tuple[SAEConfig, FamilyConfig] | None:
+    """The form, filled with the settings suggested for the dataset; returns validated configs when submitted
+    (errors are shown and give None)."""
     with st.form("train_form"):
         sae = config_inputs(suggested, MAIN_SETTINGS)
         with st.expander("Advanced settings"):
@@ -221,7 +221,7 @@ st.caption(f"{dataset.n_documents:,} documents, {dim} dimensions each ({md(embed
 job_key = training_job_key(dataset.dataset_id)
 job = job_panel(job_key, on_success=on_trained, live_chart=True)
 running = job is not None and job.running
-submitted = settings_form(dataset.n_documents, dim)
+submitted = settings_form(pipeline.suggested_sae_config(ws, dataset.dataset_id, embedding), dataset.n_documents, dim)
 warned_dataset, warnings = st.session_state.get(WARNINGS_KEY, (None, []))
 for warning in warnings if warned_dataset == dataset.dataset_id else []:
     st.warning(md(warning), icon=":material/warning:")

@@ -48,6 +48,33 @@ def quality_words(run: RunRecord) -> str:
     return f"{word} ({captured:.0%} of detail)"
 
 
+SHARES = (
+    (0.1, "a tenth"),
+    (0.2, "a fifth"),
+    (0.25, "a quarter"),
+    (1 / 3, "a third"),
+    (0.4, "two fifths"),
+    (0.5, "half"),
+    (0.6, "three fifths"),
+    (2 / 3, "two thirds"),
+    (0.75, "three quarters"),
+    (0.8, "four fifths"),
+    (0.9, "nine tenths"),
+)
+"""Shares an analyst reads at a glance, for the detail a run captures."""
+
+
+def detail_in_words(run: RunRecord) -> str | None:
+    """E.g. "explains about half of what sets each document apart (52%, on documents it was not trained on)": what
+    the detail captured means (the variation between documents that the features reproduce); None when not
+    measured."""
+    captured = detail_captured(run)
+    if captured is None:
+        return None
+    share = "almost none" if captured < 0.05 else "about " + min(SHARES, key=lambda pair: abs(pair[0] - captured))[1]
+    return f"explains {share} of what sets each document apart ({captured:.0%}, on documents it was not trained on)"
+
+
 def n_features(run: RunRecord) -> int | None:
     """The features the run kept (None for a run that recorded neither how many it kept nor how many it trained)."""
     sae = run_settings(run).sae

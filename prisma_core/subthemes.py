@@ -69,13 +69,16 @@ class SubThemes:
         return np.where(strong, best, NO_THEME).astype(np.int32)
 
 
-def subtheme_counts(n_themes: int, n_documents: int, n_subthemes: int | None) -> list[int]:
+def subtheme_counts(n_themes: int, n_documents: int, n_subthemes: int | None, n_features: int) -> list[int]:
     """The numbers of clusters tried: the one given, or a geometric spread from 1.5 times the number of themes to
-    the square root of twice the number of documents."""
+    the square root of twice the number of documents; never so many that, with a sub-theme for each theme that owns
+    no cluster, there would be more sub-themes than the `n_features` features that fire (the finer level is the
+    features: a sub-theme is a group of them)."""
+    most = max(1, min(n_documents, n_features - n_themes))
     if n_subthemes is not None:
-        return [max(1, min(n_subthemes, n_documents))]
-    low = min(max(n_themes + 1, round(_MIN_SPLIT * n_themes)), n_documents)
-    high = min(max(low, round((2 * n_documents) ** 0.5)), MAX_SUBTHEMES, n_documents)
+        return [max(1, min(n_subthemes, most))]
+    low = min(max(n_themes + 1, round(_MIN_SPLIT * n_themes)), most)
+    high = min(max(low, round((2 * n_documents) ** 0.5)), MAX_SUBTHEMES, most)
     steps = 12
     return sorted({round(low * (high / low) ** (i / (steps - 1))) for i in range(steps)})
 
@@ -89,7 +92,8 @@ def build_subthemes(
 ) -> SubThemes:
     """The sub-themes of a run's themes. codes: [n_documents, n_features]; doc_vectors: [n_documents, d]."""
     codes = sp.csr_matrix(codes, dtype=np.float32)
-    counts = subtheme_counts(themes.n_themes, codes.shape[0], n_subthemes)
+    firing = int((codes.getnnz(axis=0) > 0).sum())
+    counts = subtheme_counts(themes.n_themes, codes.shape[0], n_subthemes, firing)
     clusters, closeness = seed_clusters(doc_vectors, counts, progress, best=True)
     strongest = themes.strongest()
     owner = _owners(clusters, strongest, closeness.shape[1], themes.n_themes)

@@ -11,7 +11,7 @@ from prisma_core.explore import search_features
 from prisma_core.feature_queries import nearest_active, ranked_features
 from prisma_core.interpret import manual_labels, prompts
 from prisma_core.interpret.label_scores import ScoreSupport, one_feature_support, score_words, support_words
-from prisma_core.pipeline import LoadedRun, family_membership
+from prisma_core.pipeline import LoadedRun, family_membership, feature_quotes
 from prisma_core.runs import reliability, trainings_compared
 from ui import charts
 from ui.glossary import TERMS
@@ -114,6 +114,8 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
         else:
             st.dataframe(nearest, hide_index=True, key=f"{key}_nearest", column_config=_number_columns())
 
+    where_it_appears(run, feature_id)
+
     st.markdown("**Documents where it is strongest**")
     top = analysis.top_documents(run.codes, feature_id, TOP_DOCUMENTS)
     top_docs = docs.beside(top)
@@ -134,6 +136,27 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
     )
 
     label_editor(run, feature_id, key)
+
+
+def where_it_appears(run: LoadedRun, feature_id: int) -> None:
+    """The passages where the feature fires most, each from another document, quoted with the document's title."""
+    st.markdown(
+        "**Where it appears**: the passages where this concept is strongest, each from a different document",
+        help="Documents are read a few sentences at a time; these are the sentences that carry the concept most.",
+    )
+    try:
+        with st.spinner("Finding the passages where each concept appears (once for this run)…"):
+            quotes = feature_quotes(workspace(), run, [feature_id])
+    except PrismaError as error:
+        st.error(md(error))
+        return
+    if quotes.empty:
+        st.caption("No passage of the documents carries it on its own.")
+        return
+    for quote in quotes.itertuples():
+        with st.container(border=True):
+            st.markdown(f"“{md(quote.quote)}”")
+            st.caption(f"{md(quote.title or quote.doc_id)} · document {md(quote.doc_id)} · strength {quote.value:.3f}")
 
 
 def reliability_note(run: LoadedRun, row: pd.Series) -> None:

@@ -21,8 +21,8 @@ TERMS: dict[str, str] = {
     "the sidebar picks the run every page shows.",
     "detail captured": "How much of the documents' embeddings the features reproduce, on documents kept aside "
     "during training (technically 1 - FVU, the fraction of variance unexplained). A few broad features per document "
-    "keep what documents share and leave out what is particular to each: above 50% is good, 30-50% fair, below 30% "
-    "rough.",
+    "keep what documents share and leave out what is particular to each: a run that explains about half of what "
+    "sets each document apart (50% or more) is good, a third or more (30-50%) fair, less rough.",
     "overfitting": "The run describes the documents it was trained on much better than documents it has not seen: "
     "it memorised instead of learning general concepts. Fewer epochs, fewer features or more documents help.",
     "trainings compared": "Prisma trains the model several times, each from another random start, and keeps only "

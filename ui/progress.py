@@ -21,6 +21,8 @@ STAGE_NAMES = {
     "place": "Placing the new documents in the model",
     "train_sae": "Training the sparse autoencoder",
     "label": "Naming features",
+    "passages": "Cutting the documents into passages",
+    "evidence": "Finding the passages where each concept appears",
     "families": "Finding feature families",
     "themes": "Grouping features into themes",
     "family labels": "Naming families",

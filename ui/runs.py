@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from prisma_core.run_quality import detail_captured, mostly_never_firing, overfitting, quality_words
+from prisma_core.run_quality import detail_in_words, mostly_never_firing, overfitting, quality_words
 from prisma_core.store import RunRecord
 from ui.text import md
 
 
 def run_quality_note(run: RunRecord) -> None:
     """The run's quality in a sentence, and an overfitting warning when there is one (where a run is shown)."""
-    captured = detail_captured(run)
-    if captured is not None:
-        st.caption(
-            f"Quality: {quality_words(run)}. On documents kept aside during training, the features reproduce "
-            f"{captured:.0%} of what the embeddings hold."
-        )
+    detail = detail_in_words(run)
+    if detail is not None:
+        st.caption(f"Quality: {quality_words(run)}. The run {detail}.")
     if (dead := mostly_never_firing(run)) is not None:
         st.warning(
             f"{dead:.0%} of this run's features never fire on any document: the documents differ too little for "

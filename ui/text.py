@@ -21,6 +21,19 @@ def md(value: object) -> str:
     return _MARKDOWN_SPECIALS.sub(r"\\\1", text).replace("\n", " ")
 
 
+def highlighted(pieces: list[tuple[str, bool]]) -> str:
+    """Markdown of a text in pieces (`evidence.marked_pieces`), each marked piece on a highlighted background; the
+    text's own markdown escaped and its line breaks kept."""
+    lines: list[str] = [""]
+    for piece, marked in pieces:
+        for index, line in enumerate(piece.split("\n")):
+            if index:
+                lines.append("")
+            escaped = md(line)
+            lines[-1] += f":orange-background[{escaped}]" if marked and escaped.strip() else escaped
+    return "  \n".join(lines)
+
+
 def html_text(value: object, limit: int | None = None) -> str:
     """Literal text for an HTML context (graph node tooltips; node labels are drawn on a canvas as plain text)."""
     text = "" if value is None else str(value)

@@ -29,6 +29,7 @@ class LabelRequest:
     texts: Mapping[int, str] = field(default_factory=dict)  # position -> text of those documents, for the labellers
     # that read them (an LLM); one that counts the corpus's words (keywords) needs none
     member_labels: Sequence[str] = ()  # a group's: the labels its members show, its headline member's first
+    passages: Sequence[str] = ()  # a feature's: the texts of the passages where it fires most, strongest first
 
     def evidence_texts(self) -> list[str]:
         return [self.texts[position] for position in self.evidence]

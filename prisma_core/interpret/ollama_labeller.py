@@ -48,16 +48,17 @@ class OllamaLabeller:
         """A feature from its documents; a group from its members' labels (its headline member's first) too."""
         evidence, contrast = request.evidence_texts(), request.contrast_texts()
         if request.kind == "feature":
-            return self.label_feature(evidence, contrast)
+            return self.label_feature(evidence, contrast, request.passages)
         headline, *members = request.member_labels or ("",)
         return self.label_group(request.kind, headline, members, evidence, contrast)
 
-    def label_feature(self, evidence: list[str], contrast: list[str]) -> LabelResult:
+    def label_feature(self, evidence: list[str], contrast: list[str], passages: Sequence[str] = ()) -> LabelResult:
         evidence = [text for text in evidence if text.strip()][: self.config.n_evidence]
         contrast = [text for text in contrast if text.strip()][: self.config.n_contrast]
         if not evidence:
             raise LabellingError("This feature has no activating documents, so there is nothing to label.")
-        messages = feature_messages(evidence, contrast, self.config.max_doc_tokens)
+        passages = [text for text in passages if text.strip()][: self.config.n_evidence]
+        messages = feature_messages(evidence, contrast, self.config.max_doc_tokens, passages)
         return self._label(messages)
 
     def label_group(

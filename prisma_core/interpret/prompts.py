@@ -12,12 +12,15 @@ character, so the labeller asks Ollama for a context with a wide margin over thi
 
 from prisma_core.names import MAX_NAME_CHARS
 
-PROMPT_VERSION = "v1"
+PROMPT_VERSION = "v2"
+"""v2: a feature's prompt opens with the passages where it fires most."""
 
 CHARS_PER_TOKEN = 4
 MAX_LABEL_WORDS = 8
 MAX_LABEL_CHARS = MAX_NAME_CHARS
 """The longest label stored, whoever wrote it: a model's longer label is sent back, an analyst's refused."""
+PASSAGE_TOKENS = 128
+"""The longest passage shown to the model (a passage has at most 96 of the embedding model's tokens)."""
 TRUNCATION_MARK = " […]"
 SAFE_LT, SAFE_GT = "\u2039", "\u203a"  # single angle quotation marks stand in for < and > in untrusted text
 
@@ -37,8 +40,10 @@ _LABEL_ANSWER_FORMAT = (
 
 FEATURE_SYSTEM_PROMPT = (
     "You name the concepts learned by a sparse autoencoder trained on document embeddings. One feature "
-    "is strongly active on the EVIDENCE documents and inactive on the CONTRAST documents. Find the "
-    "single concept that the evidence documents share and the contrast documents lack. "
+    "is strongly active on the EVIDENCE documents and inactive on the CONTRAST documents; the PASSAGES, "
+    "when given, are the few sentences of the documents where it fires most, the clearest evidence of what "
+    "it stands for. Find the single concept that the passages and the evidence documents share and the "
+    "contrast documents lack. "
     f"{_UNTRUSTED_DATA_RULE} {_LABEL_ANSWER_FORMAT}"
 )
 
@@ -102,10 +107,14 @@ def wrap_label(label: str) -> str:
     return f"<label>{neutralise_markup(' '.join(label.split()))}</label>"
 
 
-def feature_messages(evidence: list[str], contrast: list[str], max_doc_tokens: int) -> list[Message]:
-    """Messages asking for the concept present in the evidence documents and absent from the contrast ones."""
+def feature_messages(
+    evidence: list[str], contrast: list[str], max_doc_tokens: int, passages: list[str] | None = None
+) -> list[Message]:
+    """Messages asking for the concept present in the evidence documents (and `passages`, where the feature fires
+    most, shown first) and absent from the contrast ones."""
+    shown = f"{_document_block('passages', passages, PASSAGE_TOKENS)}\n\n" if passages else ""
     user = (
-        f"{_document_block('evidence', evidence, max_doc_tokens)}\n\n"
+        f"{shown}{_document_block('evidence', evidence, max_doc_tokens)}\n\n"
         f"{_document_block('contrast', contrast, max_doc_tokens)}\n\n"
         "Name the concept shared by the evidence documents and absent from the contrast documents. "
         "Answer with the JSON object only."

@@ -2,7 +2,8 @@
 
 Each function takes configs and a progress callback, writes its artefacts to the store and returns what the caller
 needs to show. The UI and the CLI call these and nothing deeper: `dataset` (ingest, embed, add documents),
-`document_passages` (the documents' passages, read or computed), `placement` (added documents placed in the runs),
+`document_passages` (the documents' passages, read or computed), `evidence` (the passages where each
+feature fires most), `placement` (added documents placed in the runs),
 `training` (train, rebuild themes or families; the stages after the SAE are in `run_stages`), `chain` (ingest ->
 embed -> train in one call), `export`, and the read model of `prisma_core.runs`.
 """
@@ -10,6 +11,7 @@ embed -> train in one call), `export`, and the read model of `prisma_core.runs`.
 from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train
 from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
 from prisma_core.pipeline.document_passages import passage_batches, passages, passages_of_texts
+from prisma_core.pipeline.evidence import document_passage_features, feature_evidence, feature_quotes
 from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
 from prisma_core.pipeline.files import APP_EXPORTS
 from prisma_core.pipeline.placement import Placement, grow_dataset, place_in_runs, place_new_documents
@@ -39,12 +41,15 @@ __all__ = [
     "RunSummary",
     "SaeChoice",
     "add_documents",
+    "document_passage_features",
     "document_themes",
     "embed_dataset",
     "export_run",
     "export_target",
     "family_matrix",
     "family_membership",
+    "feature_evidence",
+    "feature_quotes",
     "grow_dataset",
     "ingest",
     "ingest_embed_train",

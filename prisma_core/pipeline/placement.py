@@ -25,6 +25,7 @@ from prisma_core import analysis
 from prisma_core.ingest import IngestConfig, Source
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.dataset import AddedDocuments, add_documents, embed_dataset
+from prisma_core.pipeline.evidence import extend_run_evidence
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.run_quality import PLACED_STAGE, Placement
 from prisma_core.run_settings import run_settings
@@ -108,6 +109,8 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
     sample = sample_positions(n_before, CENTRE_SAMPLE)
     centres = _Centres(source.rows(sample))
     fits = _place_in_themes(workspace, record, old_codes, new_codes, sample, centres, source)
+    weights_dir = workspace.location(record.weights_dir)
+    extend_run_evidence(workspace, run_id, record.dataset_id, weights_dir, run_settings(record).embed, n_before)
     detail_before = _held_out_detail(record)
     if np.isnan(detail_before):
         detail_before = _detail(weights, source.rows(sample), old_codes[sample], centres.mean)

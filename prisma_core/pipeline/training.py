@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from prisma_core import analysis, sae  # sae's torch parts import when a run is trained, not when one is read
@@ -21,6 +22,7 @@ from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.pipeline.document_passages import stored_passages
+from prisma_core.pipeline.evidence import find_run_evidence
 from prisma_core.pipeline.run_stages import RunCodes, find_run_families, group_themes, label_features, run_codes
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import load_run
@@ -48,7 +50,14 @@ class RunSummary:
 def suggested_sae_config(workspace: Workspace, dataset_id: str, embed_config: EmbedConfig = EmbedConfig()) -> SAEConfig:
     """SAE settings that suit the embedded dataset's size (the defaults of every entry point; explicit settings
     win)."""
-    return suggest_config(*workspace.stored_vectors(dataset_id, model_key(embed_config)).shape)
+    key = model_key(embed_config)
+    shape = workspace.stored_vectors(dataset_id, key).shape
+    return suggest_config(*shape, n_passages=workspace.count_passages(key, _text_hashes(workspace, dataset_id)))
+
+
+def _text_hashes(workspace: Workspace, dataset_id: str) -> list[str]:
+    batches = workspace.document_batches(dataset_id, ["text_hash"], CODES_ROWS)
+    return pd.unique(np.concatenate([batch["text_hash"].to_numpy() for batch in batches])).tolist()
 
 
 def train_run(
@@ -72,7 +81,7 @@ def train_run(
     """
     key = model_key(embed_config)
     source = workspace.stored_vectors(dataset_id, key)
-    sae_config = sae_config or suggest_config(*source.shape)
+    sae_config = sae_config or suggested_sae_config(workspace, dataset_id, embed_config)
     warnings = check_config(sae_config, *source.shape)
     sae.resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
     run_id, run_dir = workspace.new_run_dir()
@@ -86,6 +95,7 @@ def train_run(
             codes = _store_codes(workspace, run_id, result.model, source, result.found_in)
             _check_dataset_still_there(workspace, dataset_id)
             run = run_codes(workspace, run_id, dataset_id, codes, source, result.config, embed_config, keyword_config)
+            find_run_evidence(workspace, run_id, dataset_id, run_dir, embed_config, progress)
         labels = label_features(run, progress)
         made = group_themes(run, theme_config, progress)
         families = find_run_families(run, family_config, progress)

@@ -12,11 +12,17 @@ import pandas as pd
 from prisma_core.errors import NotFoundError
 from prisma_core.explore import DatasetDocuments, document_map
 from prisma_core.groups import group_values, pooled, useful_columns
+from prisma_core.pipeline.evidence import feature_quotes
 from prisma_core.pipeline.trends import column_timeline
 from prisma_core.report.config import ReportConfig
 from prisma_core.runs import LoadedRun
 from prisma_core.store import DatasetRecord, Workspace
 from prisma_core.trends.periods import Timeline, dated_column
+
+EVIDENCE_FEATURES = 4
+"""Concepts of each theme whose passages the report quotes."""
+EVIDENCE_QUOTES = 2
+"""Passages quoted for each of them."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,9 @@ class ReportContents:
     groups: pd.Series | None  # each document's group in that column (dates bucketed, the smallest groups pooled)
     date_column: str | None  # the column of dates the themes are followed over (None: the dataset has none)
     timeline: Timeline | None  # its periods
+    evidence: (
+        pd.DataFrame
+    )  # the passages quoted for the concepts shown (`evidence_features`), `pipeline.feature_quotes`
     written_at: str  # when the report was written (UTC, ISO 8601)
 
 
@@ -57,8 +66,19 @@ def gather(
         groups=groups,
         date_column=date_column,
         timeline=line,
+        evidence=feature_quotes(workspace, run, evidence_features(run), EVIDENCE_QUOTES),
         written_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
+
+
+def evidence_features(run: LoadedRun) -> list[int]:
+    """The concepts whose passages the report quotes: each theme's first EVIDENCE_FEATURES features (the densest
+    features when the run has no themes), those the analyst hid and those that never fire left out."""
+    shown = run.features[~run.features["hidden"] & (run.features["density"] > 0)]
+    if run.theme_info.empty:
+        return shown.sort_values("density", ascending=False)["feature_id"].head(EVIDENCE_FEATURES).tolist()
+    listed = [int(f) for features in run.theme_info["features"] for f in list(features)[:EVIDENCE_FEATURES]]
+    return [f for f in dict.fromkeys(listed) if f in set(shown["feature_id"])]
 
 
 def compared_column(metadata: pd.DataFrame, chosen: str | None) -> str | None:

@@ -43,7 +43,7 @@ from prisma_core.report.config import ReportConfig
 from prisma_core.report.contents import ReportContents
 from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
 from prisma_core.report.timeline import timeline_chart
-from prisma_core.run_quality import comes_back, detail_captured, overfitting, quality_words, run_name
+from prisma_core.run_quality import comes_back, detail_captured, detail_in_words, overfitting, quality_words, run_name
 from prisma_core.trends import NO_CHANGE, TOO_FEW
 from prisma_core.trends import PLAIN_WORDS as TREND_WORDS
 from prisma_core.trends.over_time import ranked as ranked_over_time
@@ -169,6 +169,27 @@ def _subtheme_entries(contents: ReportContents, theme_id: int, names: dict[int, 
         )
         for sub, top in zip(info.itertuples(), tops, strict=True)
     ]
+
+
+def evidence(contents: ReportContents) -> Section | None:
+    """For the main concepts of each theme, the passages where each is strongest, quoted as written."""
+    run, quotes = contents.run, contents.evidence
+    if quotes.empty:
+        return None
+    names = feature_names(run.features[~run.features["hidden"]])
+    by_feature = {int(f): rows for f, rows in quotes.groupby("feature_id", sort=False)}
+    concepts = [
+        {
+            "name": names[feature],
+            "quotes": [
+                {"quote": row.quote, "title": snippet(row.title, TITLE_CHARS), "doc_id": row.doc_id}
+                for row in rows.itertuples()
+            ],
+        }
+        for feature, rows in by_feature.items()
+    ]
+    context = {"concepts": concepts}
+    return Section("evidence", "Where the main concepts appear", "evidence.html.j2", context)
 
 
 def _document(row: pd.Series) -> dict[str, str]:
@@ -321,10 +342,7 @@ def reliability(contents: ReportContents) -> Section:
     facts = [
         (
             "Detail captured on documents kept aside",
-            "not measured"
-            if captured is None
-            else f"{quality_words(record)}: the features reproduce {captured:.0%} "
-            "of what the embeddings of documents unseen in training hold",
+            "not measured" if captured is None else f"{quality_words(record)}: the run {detail_in_words(record)}",
         ),
         ("Features that never fire", f"{record.metrics.get('dead_fraction', math.nan):.1%}"),
         (
@@ -378,6 +396,7 @@ def _value(value: Any) -> str:
 SECTIONS: tuple[Callable[[ReportContents], Section | None], ...] = (
     collection,
     themes,
+    evidence,
     document_map,
     comparison,
     over_time,

@@ -33,6 +33,10 @@ it, and comes back when the run is trained again with another seed (with 3, a qu
 FEATURE_STEP = 16
 """The suggested number of features is a multiple of this."""
 MIN_SUGGESTED_FEATURES = 32
+MIN_FEATURES_WITH_PASSAGES = 64
+"""A small corpus of long documents trains on their passages too: up to this many features when the documents and
+their passages give DOCUMENTS_PER_FEATURE rows to each (the 150-note demo: about 1,100 rows, 64 features keep a third
+of its held-out detail and most come back; 32 kept a quarter, BENCHMARKS.md section 7)."""
 MAX_SUGGESTED_FEATURES = 4096
 TARGET_SAMPLES = 16_000
 """Documents (counting repeats) the suggested epochs aim to show each training: 8 epochs of BBC News (more on small
@@ -370,22 +374,28 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
     return warnings
 
 
-def suggest_config(n_documents: int, dim: int) -> SAEConfig:
+def suggest_config(n_documents: int, dim: int, n_passages: int = 0) -> SAEConfig:
     """Defaults that suit the corpus: one feature per DOCUMENTS_PER_FEATURE training documents (a multiple of
-    FEATURE_STEP, at least MIN_SUGGESTED_FEATURES), SUGGESTED_K active features per document (at most a quarter of
-    the features), about TARGET_SAMPLES documents shown in at least MIN_STEPS steps and two epochs (more epochs on
-    small corpora, fewer on large ones). `dim` does not change the suggestion: features are counted from documents,
-    not dimensions."""
+    FEATURE_STEP, at least MIN_SUGGESTED_FEATURES, or up to MIN_FEATURES_WITH_PASSAGES when the corpus's
+    `n_passages` give a small corpus more rows), SUGGESTED_K active features per document (at most a quarter of the
+    features), about TARGET_SAMPLES documents shown in at least MIN_STEPS steps and two epochs (more epochs on small
+    corpora, fewer on large ones). `dim` does not change the suggestion: features are counted from documents, not
+    dimensions."""
     default = SAEConfig()
     n_train, _ = default.split_sizes(n_documents)
-    n_features = FEATURE_STEP * round(n_train / DOCUMENTS_PER_FEATURE / FEATURE_STEP)
-    n_features = int(np.clip(n_features, MIN_SUGGESTED_FEATURES, MAX_SUGGESTED_FEATURES))
+    rows = n_train * (1 + max(0, n_passages - n_documents) / max(1, n_documents))  # documents and their passages
+    smallest = int(np.clip(_features_for(rows), MIN_SUGGESTED_FEATURES, MIN_FEATURES_WITH_PASSAGES))
+    n_features = int(np.clip(_features_for(n_train), smallest, MAX_SUGGESTED_FEATURES))
     batch_size = max(2, min(default.batch_size, n_train // 4))
     steps_per_epoch = max(1, n_train // batch_size)
     epochs = max(2, math.ceil(TARGET_SAMPLES / max(1, n_train)), math.ceil(MIN_STEPS / steps_per_epoch))
     epochs = min(epochs, MAX_SUGGESTED_EPOCHS)
     k = min(SUGGESTED_K, n_features // 4)
     return replace(default, n_features=n_features, k=k, batch_size=batch_size, epochs=epochs)
+
+
+def _features_for(rows: float) -> int:
+    return FEATURE_STEP * round(rows / DOCUMENTS_PER_FEATURE / FEATURE_STEP)
 
 
 def training_bytes(config: SAEConfig, dim: int) -> int:

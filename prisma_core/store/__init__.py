@@ -3,9 +3,9 @@
 One job per module: `lancedb_import` (LanceDB without its unused REST client), `location` (where a workspace lives,
 its files through pyarrow.fs, the object store's settings), `schemas` (tables and records), `ids`, `retry` (commit
 conflicts), `tables` (reads and writes), `maintenance` (disk space), `ownership` (who writes a run folder),
-`datasets`, `vectors` (embedding cache and search), `passages` (the documents' passages, by text), `runs`,
-`artefacts` (what a run derives), `edits` (the analyst's renames, merges, hidden and pinned concepts), `stages` (what
-each stage made from what); `workspace` puts them together.
+`datasets`, `vectors` (embedding cache and search), `passages` (the documents' passages, by text), `runs`, `artefacts`
+(what a run derives), `evidence` (the passages where each feature fires most), `edits` (the analyst's renames, merges,
+hidden and pinned concepts), `stages` (what each stage made from what); `workspace` puts them together.
 """
 
 from prisma_core.memory import limit_malloc_heaps, share_arrow_memory

@@ -16,10 +16,21 @@ from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.schemas import RunRecord
 from prisma_core.store.stages import TRAINING_STAGE
 
-_RUN_TABLES = ("activations", "features", "interpretations", "families", "themes", "subthemes", "stages", "edits")
-CHANGING_RUN_TABLES = ("sae_runs", *(name for name in _RUN_TABLES if name not in ("activations", "stages")))
+_RUN_TABLES = (
+    "activations",
+    "features",
+    "interpretations",
+    "families",
+    "themes",
+    "subthemes",
+    "evidence",
+    "stages",
+    "edits",
+)
+CHANGING_RUN_TABLES = ("sae_runs", *(name for name in _RUN_TABLES if name not in ("activations", "evidence", "stages")))
 """The tables whose rows for a run change after training (labels, families, themes, sub-themes, edits, the run's
-record): a view of the run is stale once any of them has a new version. Activations never change once written."""
+record): a view of the run is stale once any of them has a new version. Activations never change once written, and
+a view never holds the evidence passages (read where shown)."""
 
 
 class Runs(Maintenance):

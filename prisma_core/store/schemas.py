@@ -203,6 +203,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         "run_id generation:int32 subtheme_id:int32 theme_id:int32 label description label_source n_documents:int64 "
         "features evidence:float32s documents:int32s"
     ),
+    "evidence": _schema(
+        "run_id generation:int32 feature_id:int32 positions:int32s numbers:int32s starts:int32s ends:int32s "
+        "values:float32s"
+    ),
     "stages": _record_schema(StageRecord),
     "edits": _record_schema(EditRecord),
     "maps": _schema("dataset_id embedding_key position:int64 x:float32 y:float32"),

@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 from prisma_core.errors import StoreError
 from prisma_core.store.artefacts import Artefacts
 from prisma_core.store.edits import Edits
+from prisma_core.store.evidence import Evidence
 from prisma_core.store.lancedb_import import import_lancedb
 from prisma_core.store.location import OBJECT_STORE_SCHEME, Location, S3Settings, is_object_store
 from prisma_core.store.passages import PassageCache
@@ -50,7 +51,7 @@ def local_folder_for(uri: str) -> Path:
     return Path(cache) / "workspaces" / hashlib.sha256(uri.encode()).hexdigest()[:16]
 
 
-class Workspace(PassageCache, Artefacts, Edits, Stages, Repairs):
+class Workspace(PassageCache, Evidence, Artefacts, Edits, Stages, Repairs):
     """`lancedb/` holds the tables, `runs/<run_id>/` the SAE weights, both under `root` (a local folder or an object
     store prefix). `uri` names the workspace (what reopens it); `path` is its local folder: the workspace itself, or
     for one in an object store a local folder for downloads and caches."""

@@ -62,7 +62,7 @@ def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypa
     assert run_picker.format_func(run_picker.value).endswith(" · overfitted")
     open_page(at, "train")
     assert warning in texts(at.warning)
-    assert "Quality: " in " ".join(texts(at.caption))
+    assert "of what sets each document apart" in " ".join(texts(at.caption))
 
 
 def test_demo_without_network_offers_an_upload_of_a_local_copy(app_workspace, corpora_dir, tmp_path, monkeypatch):

@@ -227,7 +227,12 @@ def test_auxk_keeps_latents_alive(bbc_embeddings: np.ndarray) -> None:
 def test_progress_is_reported_and_cancelling_raises(bbc_subset: np.ndarray) -> None:
     reports: list[Progress] = []
     result = train_sae(bbc_subset, SMALL, progress=reports.append)
-    assert reports[-1].done == reports[-1].total == result.metrics["steps"] == (SMALL.epochs + SMALL.polish_epochs) * (540 // 64)
+    assert (
+        reports[-1].done
+        == reports[-1].total
+        == result.metrics["steps"]
+        == (SMALL.epochs + SMALL.polish_epochs) * (540 // 64)
+    )
     assert {"loss", "fvu", "dead_fraction"} <= set(reports[0].metrics)
     assert all(set(entry) >= {"step", "epoch", "loss", "fvu", "aux_loss", "dead_fraction"} for entry in result.history)
     checks: list[int] = []

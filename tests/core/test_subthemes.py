@@ -45,7 +45,9 @@ def test_training_stores_nested_sub_themes_with_names_and_features(small_run):
 
     run = pipeline.load_run(Workspace(small_run.path), small_run.run.run_id)
     assert_nested(run)
-    assert run.themes.n_themes < run.subthemes.n_subthemes <= subtheme_counts(run.themes.n_themes, 60, None)[-1]
+    firing = int((run.codes.getnnz(axis=0) > 0).sum())
+    assert run.themes.n_themes < run.subthemes.n_subthemes <= subtheme_counts(run.themes.n_themes, 60, None, firing)[-1]
+    assert run.subthemes.n_subthemes <= firing  # never more sub-themes than the features they group
     assert run.record.metrics["n_subthemes"] == run.subthemes.n_subthemes
     assert run.subtheme_info["label"].str.len().gt(0).all()
     for row in run.subtheme_info.itertuples():  # strongest features first, each with evidence for its sub-theme
@@ -144,7 +146,16 @@ def test_the_themes_command_sets_both_numbers(regrouped):
     [(3, 2_315, 4, 68), (5, 2_225, 8, 67), (4, 7_600, 6, 123), (2, 60, 3, 11), (40, 100_000, 60, 300)],
 )
 def test_the_automatic_range_of_sub_themes(n_themes, n_documents, low, high):
-    counts = subtheme_counts(n_themes, n_documents, None)
+    counts = subtheme_counts(n_themes, n_documents, None, n_features=4096)
     assert (counts[0], counts[-1]) == (low, high)
     assert counts == sorted(set(counts))
-    assert subtheme_counts(n_themes, n_documents, 12) == [12]
+    assert subtheme_counts(n_themes, n_documents, 12, n_features=4096) == [12]
+
+
+@pytest.mark.parametrize(("n_themes", "n_features"), [(5, 40), (7, 16), (3, 4), (6, 6)])
+def test_sub_themes_never_outnumber_the_features(n_themes, n_features):
+    """Each theme without a cluster of its own gets one sub-theme, so the clusters tried leave room for them: at
+    most n_features sub-themes in all, however many documents."""
+    for given in (None, 500):
+        counts = subtheme_counts(n_themes, 2_225, given, n_features)
+        assert counts[-1] >= 1 and counts[-1] + n_themes <= max(n_features, n_themes + 1)

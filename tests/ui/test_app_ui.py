@@ -5,6 +5,7 @@ import threading
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from prisma_core.errors import TrainingError
 from prisma_core.interpret.keywords import UNNAMED_LABEL
@@ -177,6 +178,25 @@ def test_a_run_whose_features_mostly_never_fire_is_not_called_good():
     assert quality_words(category_as_text) == "poor (95% of features never fire)"
     category_as_text.metrics["dead_fraction"] = 0.2
     assert quality_words(category_as_text) == "good (94% of detail)"
+
+
+@pytest.mark.parametrize(
+    ("fvu_holdout", "words"),
+    [
+        (0.48, "about half of what sets each document apart (52%,"),
+        (0.66, "about a third of what sets each document apart (34%,"),
+        (0.42, "about three fifths of what sets each document apart (58%,"),
+        (0.97, "almost none of what sets each document apart (3%,"),
+    ],
+)
+def test_detail_is_said_as_the_share_of_what_sets_documents_apart(fvu_holdout, words):
+    """Issue 44: the bands say what they mean, in the nearest plain share, with the measured figure beside it."""
+    from prisma_core.run_quality import detail_in_words
+
+    record = run_record(0.3, fvu_holdout)
+    assert detail_in_words(record) == f"explains {words} on documents it was not trained on)"
+    record.metrics.pop("fvu_holdout")
+    assert detail_in_words(record) is None
 
 
 def test_training_curve_legends_show_every_name_whole():

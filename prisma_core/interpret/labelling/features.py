@@ -28,6 +28,8 @@ from prisma_core.interpret.labelling.planning import labelled_by, selected_featu
 from prisma_core.interpret.labelling.storing import record_batch
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.ollama_labeller import OllamaLabeller
+from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PASSAGE_TOKENS
+from prisma_core.pipeline.evidence import feature_quotes
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
@@ -45,7 +47,8 @@ def label_run(
     """Label every active feature of the run, or the active ones among `feature_ids`; `run` as the caller loaded it
     (its codes are used, never read again).
 
-    Evidence: the feature's `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
+    Evidence: the passages where the feature fires most (`pipeline.evidence`, found first for a run trained before
+    they were kept) and its `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
     documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
     """
     record = run.record
@@ -86,6 +89,8 @@ def _label_features(
         for feature in todo
     }
     text_of = shown_texts(workspace, run.record.dataset_id, shown.values())
+    quotes = feature_quotes(workspace, run, todo, max_chars=PASSAGE_TOKENS * CHARS_PER_TOKEN)
+    passages_of = quotes.groupby("feature_id")["quote"].agg(list).to_dict()
 
     def store(made: list[tuple[int, LabelResult]]) -> None:
         _store_labels(workspace, run, codes, n_evidence, made)
@@ -96,7 +101,8 @@ def _label_features(
                 return
             evidence, contrast = shown[feature]
             try:
-                result = labeller.label(LabelRequest("feature", evidence, contrast, text_of))
+                request = LabelRequest("feature", evidence, contrast, text_of, passages=passages_of.get(feature, []))
+                result = labeller.label(request)
             except LabellingError as error:
                 batch.failed(f"Feature {feature}: {error}")
                 continue

@@ -186,7 +186,7 @@ def test_a_feature_without_evidence_is_refused_without_a_request(fake_ollama, ma
 def test_label_family_sends_the_parent_and_child_labels(fake_ollama, make_labeller):
     result = make_labeller().label_family("football", ["Premier League", "transfer <news>"])
 
-    assert result == LabelResult("football family", "Documents about football family.", "llama3.2", "v1")
+    assert result == LabelResult("football family", "Documents about football family.", "llama3.2", PROMPT_VERSION)
     [prompt] = fake_ollama.user_prompts()
     assert "<parent>\n<label>football</label>\n</parent>" in prompt
     assert (
