@@ -33,10 +33,17 @@ it, and comes back when the run is trained again with another seed (with 3, a qu
 FEATURE_STEP = 16
 """The suggested number of features is a multiple of this."""
 MIN_SUGGESTED_FEATURES = 32
+PASSAGES_PER_DOCUMENT = 2.0
+"""A suggested run trains on the passages too when the documents have at least this many on average (long documents:
+BBC articles have 11, the demo's notes 7); passages of a few short texts cut in two (AG News: 1.14 per document) made
+fewer features come back (by documents 69% with them, 77% without; BENCHMARKS.md section 7)."""
+PASSAGE_FEATURE_GAIN = 2.0
+"""With passages, up to this many times the features of the documents alone: BBC News at 320 features kept 64% of
+the held-out detail with 81% of activity recurring, at 160 60% and 79%, at 480 65% and 79% with a wider gap."""
 MIN_FEATURES_WITH_PASSAGES = 64
-"""A small corpus of long documents trains on their passages too: up to this many features when the documents and
-their passages give DOCUMENTS_PER_FEATURE rows to each (the 150-note demo: about 1,100 rows, 64 features keep a third
-of its held-out detail and most come back; 32 kept a quarter, BENCHMARKS.md section 7)."""
+"""A small corpus of long documents gets up to this many features when its documents and passages give
+DOCUMENTS_PER_FEATURE rows to each (the 150-note demo: about 1,100 rows, 64 features keep a third of its held-out
+detail and most come back; 32 kept a quarter, BENCHMARKS.md section 7)."""
 MAX_SUGGESTED_FEATURES = 4096
 TARGET_SAMPLES = 16_000
 """Documents (counting repeats) the suggested epochs aim to show each training: 8 epochs of BBC News (more on small
@@ -376,22 +383,27 @@ def check_config(config: SAEConfig, n_documents: int, dim: int) -> list[str]:
 
 def suggest_config(n_documents: int, dim: int, n_passages: int = 0) -> SAEConfig:
     """Defaults that suit the corpus: one feature per DOCUMENTS_PER_FEATURE training documents (a multiple of
-    FEATURE_STEP, at least MIN_SUGGESTED_FEATURES, or up to MIN_FEATURES_WITH_PASSAGES when the corpus's
-    `n_passages` give a small corpus more rows), SUGGESTED_K active features per document (at most a quarter of the
+    FEATURE_STEP, at least MIN_SUGGESTED_FEATURES), SUGGESTED_K active features per document (at most a quarter of the
     features), about TARGET_SAMPLES documents shown in at least MIN_STEPS steps and two epochs (more epochs on small
-    corpora, fewer on large ones). `dim` does not change the suggestion: features are counted from documents, not
-    dimensions."""
+    corpora, fewer on large ones). A corpus of long documents, whose `n_passages` give at least PASSAGES_PER_DOCUMENT
+    rows per document, trains on its passages too, with up to PASSAGE_FEATURE_GAIN times the features (at least
+    MIN_FEATURES_WITH_PASSAGES where the rows allow); short texts train on the documents alone. `dim` does not change
+    the suggestion: features are counted from documents, not dimensions."""
     default = SAEConfig()
     n_train, _ = default.split_sizes(n_documents)
-    rows = n_train * (1 + max(0, n_passages - n_documents) / max(1, n_documents))  # documents and their passages
-    smallest = int(np.clip(_features_for(rows), MIN_SUGGESTED_FEATURES, MIN_FEATURES_WITH_PASSAGES))
-    n_features = int(np.clip(_features_for(n_train), smallest, MAX_SUGGESTED_FEATURES))
+    rows_per_document = max(1.0, n_passages / max(1, n_documents))
+    passages = rows_per_document >= PASSAGES_PER_DOCUMENT
+    features = _features_for(n_train * (min(rows_per_document, PASSAGE_FEATURE_GAIN) if passages else 1))
+    smallest = MIN_SUGGESTED_FEATURES
+    if passages:
+        smallest = int(np.clip(_features_for(n_train * rows_per_document), smallest, MIN_FEATURES_WITH_PASSAGES))
+    n_features = int(np.clip(features, smallest, MAX_SUGGESTED_FEATURES))
     batch_size = max(2, min(default.batch_size, n_train // 4))
     steps_per_epoch = max(1, n_train // batch_size)
     epochs = max(2, math.ceil(TARGET_SAMPLES / max(1, n_train)), math.ceil(MIN_STEPS / steps_per_epoch))
     epochs = min(epochs, MAX_SUGGESTED_EPOCHS)
     k = min(SUGGESTED_K, n_features // 4)
-    return replace(default, n_features=n_features, k=k, batch_size=batch_size, epochs=epochs)
+    return replace(default, n_features=n_features, k=k, batch_size=batch_size, epochs=epochs, passages=passages)
 
 
 def _features_for(rows: float) -> int:
