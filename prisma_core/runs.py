@@ -40,16 +40,17 @@ def with_shown_labels(workspace: Workspace, run_id: str, stats: pd.DataFrame) ->
 def background_named(features: pd.DataFrame) -> pd.DataFrame:
     """Features (with their shown labels) marked `background` when they are active on most documents
     (`analysis.BACKGROUND_SHARE`): such a feature is something nearly every document has, so unless the analyst
-    named it, it shows as "background: in 68% of documents", not as a topic its words would suggest."""
+    named it, it shows as "background: in 68% of documents (its words)", not as a topic its words would suggest; its
+    words keep two background features apart (a run of k = 32 has several)."""
     background = features["density_fraction"] >= analysis.BACKGROUND_SHARE
     renamed = background & (features["label_source"] != MANUAL_SOURCE)
-    shares = features.loc[renamed, "density_fraction"]
+    shown = features.loc[renamed, ["density_fraction", "label"]]
     features = features.assign(background=background)
-    features.loc[renamed, "label"] = [BACKGROUND_LABEL.format(share=share) for share in shares]
+    features.loc[renamed, "label"] = [BACKGROUND_LABEL.format(share=s, words=w) for s, w in shown.itertuples(False)]
     return features
 
 
-BACKGROUND_LABEL = "background: in {share:.0%} of documents"
+BACKGROUND_LABEL = "background: in {share:.0%} of documents ({words})"
 
 
 def trainings_compared(settings: RunSettings) -> int:

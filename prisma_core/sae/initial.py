@@ -1,5 +1,7 @@
-"""The SAE's starting point: b_pre at the geometric median of the training documents and, with `init="data"`, the
-decoder directions at k-means centres of the documents (each nested feature group at as many groups of documents)."""
+"""The SAE's starting point: b_pre at the geometric median of the training rows (the documents, and their passages
+where they train too) and, with `init="data"`, the decoder directions at k-means centres of those rows (each nested
+feature group at as many groups of rows). k-means on all of BBC's 26,500 rows takes most of a default training's time;
+on a sample of 4,096 of them, fewer features came back when trained again (BENCHMARKS.md section 7)."""
 
 from collections.abc import Callable
 
@@ -16,7 +18,7 @@ from prisma_core.store.vectors import unit_rows
 MEDIAN_SAMPLE = 4096
 """Training documents the initial b_pre (geometric median) is computed from."""
 INIT_SAMPLE = 16_384
-"""Training documents the data-initialised directions (k-means centres) are computed from."""
+"""Training rows the data-initialised directions (k-means centres) are computed from, at most."""
 KMEANS_ITERATIONS = 50
 """Lloyd iterations of each k-means of the data-initialised directions: a starting point, not a final grouping."""
 KMEANS_COMPONENTS = 50

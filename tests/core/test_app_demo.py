@@ -101,15 +101,23 @@ def test_the_default_demo_reads_the_notes_shipped_with_prisma_without_network(tm
 
 @pytest.mark.slow
 def test_the_default_demo_finds_the_specialties_of_its_notes(tmp_path):
-    """The sample demo's themes follow the six specialties a reader would sort the notes by."""
+    """The sample demo's themes follow the six specialties a reader would sort the notes by; its run trains on the
+    notes' passages and is rated fair or better, with more features than sub-themes."""
     from prisma_core.demo import run_demo
+    from prisma_core.run_quality import overfitting, quality_words
     from prisma_core.runs import load_run
     from prisma_core.store import Workspace
 
     workspace = Workspace(tmp_path)
     dataset_id, run_id = run_demo(workspace, DemoConfig())
-    strongest = load_run(workspace, run_id).themes.strongest()
+    run = load_run(workspace, run_id)
+    strongest = run.themes.strongest()
     specialty = workspace.metadata(dataset_id)["specialty"].astype(str).to_numpy()
     counts = pd.crosstab(strongest, specialty)
     assert counts.max(axis=1).sum() / len(specialty) >= 0.65  # purity: a theme is mostly one specialty
     assert (counts.idxmax(axis=0).nunique()) >= 5  # and most specialties lead a theme of their own
+    # issue 44: the demo an analyst opens is trustworthy: fair or better, and finer features than sub-themes
+    metrics, settings = run.record.metrics, run.record.config["sae"]
+    assert settings["passages"] and metrics["passages_trained"] > 5 * metrics["n_train"]  # notes of 7 passages or so
+    assert quality_words(run.record).startswith(("fair", "good")) and not overfitting(run.record)
+    assert metrics["features_kept"] >= 48 > run.subthemes.n_subthemes

@@ -80,3 +80,28 @@ def test_a_malformed_record_raises_a_settings_error_naming_the_run_and_the_setti
     with pytest.raises(SettingsError) as raised:
         run_settings(record(config), dim=384)
     assert "run run-old" in str(raised.value) and named in str(raised.value)
+
+
+def test_background_features_keep_their_own_names_apart():
+    """Issue 44: a run of k = 32 has several features active on most documents; two of them at 52% were both
+    "background: in 52% of documents". Their words keep them apart; a name the analyst gave stays."""
+    import pandas as pd
+
+    from prisma_core.runs import background_named
+    from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
+
+    features = pd.DataFrame(
+        {
+            "density_fraction": [0.52, 0.52, 0.7, 0.1],
+            "label": ["patient · history", "medications · allergies", "Vital signs", "knee · arthroscopy"],
+            "label_source": [KEYWORD_SOURCE, KEYWORD_SOURCE, MANUAL_SOURCE, KEYWORD_SOURCE],
+        }
+    )
+    named = background_named(features)
+    assert named["label"].tolist() == [
+        "background: in 52% of documents (patient · history)",
+        "background: in 52% of documents (medications · allergies)",
+        "Vital signs",
+        "knee · arthroscopy",
+    ]
+    assert named["background"].tolist() == [True, True, True, False]
