@@ -7,8 +7,8 @@ Two code distributions, k = 32 active features per document:
 - "synthetic": power-law feature usage with a planted hierarchy (parents fire with a few of their children).
 Prisma's `find_families` (blocked sparse co-occurrence counting + forests) runs in its own process, so does its
 co-occurrence step alone (`cooccurrence_edges`), and so does the baseline for that step: scipy's sparse product AᵀA
-thresholded to the same edges. Each process
-reports its wall time and its peak resident memory (getrusage), whole process included.
+thresholded by the same rule (weight at least tau, at least `min_shared` documents in common, above chance). Each
+process reports its wall time and its peak resident memory (getrusage), whole process included.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bench import common
-from prisma_core.families import FamilyConfig, cooccurrence_edges, feature_density, find_families
+from prisma_core.families import CHANCE_SPREAD, FamilyConfig, cooccurrence_edges, feature_density, find_families
 from prisma_core.progress import Progress
 
 NAME = "families"
@@ -124,17 +124,20 @@ def worker(method: str, codes_file: Path) -> dict[str, Any]:
         seconds, families = common.timed(lambda: find_families(codes, FamilyConfig(), keep_edge_count))
         found = {"families": len(families), "edges": reported.get("edges")}
     elif method == "cooccurrence":
-        seconds, edges = common.timed(lambda: cooccurrence_edges(codes, FamilyConfig().tau))
+        config = FamilyConfig()
+        seconds, edges = common.timed(lambda: cooccurrence_edges(codes, config.tau, min_shared=config.min_shared))
         found = {"families": None, "edges": len(edges[0])}
     else:
-        seconds, edges = common.timed(lambda: _sparse_product_edges(codes, FamilyConfig().tau))
+        seconds, edges = common.timed(lambda: _sparse_product_edges(codes, FamilyConfig()))
         found = {"families": None, "edges": edges}
     peak = common.peak_rss_mb()
     return {"seconds": seconds, "peak_rss_mb": peak, "rss_before_mb": before, "increase_mb": peak - before} | found
 
 
-def _sparse_product_edges(codes: sp.csr_matrix, tau: float) -> int:
-    """Baseline: C = AᵀA with scipy, weight C_ij / min(f_i, f_j), pairs i < j at or above tau: the edge count."""
+def _sparse_product_edges(codes: sp.csr_matrix, config: FamilyConfig) -> int:
+    """Baseline: C = AᵀA with scipy, weight C_ij / min(f_i, f_j); the edge count of pairs i < j at or above tau that
+    share at least min_shared documents and fire together more often than chance (f_i f_j / n_documents by
+    CHANCE_SPREAD of its square root): the rule of `cooccurrence_edges`."""
     active = codes.copy()
     active.data = np.ones_like(active.data, dtype=np.int32)
     counts = (active.T @ active).tocoo()
@@ -142,7 +145,9 @@ def _sparse_product_edges(codes: sp.csr_matrix, tau: float) -> int:
     upper = counts.row < counts.col
     rows, cols, together = counts.row[upper], counts.col[upper], counts.data[upper]
     weight = together / (np.minimum(density[rows], density[cols]) + 1e-9)
-    return int((weight >= tau).sum())
+    chance = density[rows].astype(np.float64) * density[cols] / max(codes.shape[0], 1)
+    above_chance = together > chance + CHANCE_SPREAD * np.sqrt(chance)
+    return int(((weight >= config.tau) & (together >= config.min_shared) & above_chance).sum())
 
 
 def markdown(result: dict[str, Any]) -> str:

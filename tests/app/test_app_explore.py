@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from app_helpers import new_app, open_page, table, tables, texts
+from app_helpers import new_app, open_page, refracted_text, table, tables, texts
 
 from prisma_core import analysis, pipeline
 from prisma_core.compare import MAX_Q
@@ -47,7 +47,7 @@ def test_refract_a_document(trained_app, run):
     assert shown["value"].tolist() == pytest.approx(expected["value"].tolist())
     assert 0 < len(shown) <= run.record.config["sae"]["k"]  # the strong ones, then the weak ones folded away
     assert len(at.get("vega_lite_chart")) == 1
-    assert texts(at.get("text")) == [trained_app.frame["text"].iloc[17]]
+    refracted_text(at, trained_app.workspace, run, 17, trained_app.frame["text"].iloc[17])
 
 
 def test_refract_typed_text(trained_app, run):

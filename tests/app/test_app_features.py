@@ -24,10 +24,12 @@ def test_table_lists_the_features_found_in_every_training_first_with_core_values
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     shown = features_table(at)
     kept = run.record.metrics["features_kept"]
-    assert len(shown) == len(run.features) == kept <= 64
-    everywhere = run.features["found_in"] == 3
-    assert (shown["comes_back"].head(int(everywhere.sum())) == "found in 3 of 3 trainings").all()
-    assert set(shown["comes_back"]) <= {"found in 3 of 3 trainings", "found in 2 of 3 trainings"}
+    assert len(shown) == len(run.features) == kept <= run.settings.sae.n_features
+    compared = run.settings.sae.n_trainings
+    everywhere = run.features["found_in"] == compared
+    assert (shown["comes_back"].head(int(everywhere.sum())) == f"found in {compared} of {compared} trainings").all()
+    kept_when_found_in = range(run.settings.sae.kept_at_least(), compared + 1)
+    assert set(shown["comes_back"]) <= {f"found in {found} of {compared} trainings" for found in kept_when_found_in}
     topics = shown[~shown["label"].str.startswith("background: ")]
     for words, group in topics.groupby("comes_back", sort=False):
         assert group["density"].is_monotonic_decreasing, words  # densest first among the equally reliable
@@ -36,22 +38,23 @@ def test_table_lists_the_features_found_in_every_training_first_with_core_values
         assert row.label == expected.at[row.feature_id, "label"]
         assert row.density == expected.at[row.feature_id, "density"]
         assert row.mean_activation == pytest.approx(expected.at[row.feature_id, "mean_activation"])
-    assert f"{kept} of {kept} features shown · {int(everywhere.sum())} found in all 3 trainings, listed first" in (
-        " ".join(texts(at.caption))
-    )
+    everywhere_words = f"{int(everywhere.sum())} found in all {compared} trainings, listed first"
+    assert f"{kept} of {kept} features shown · {everywhere_words}" in (" ".join(texts(at.caption)))
 
 
 def test_a_less_reliable_or_background_feature_says_what_that_means(trained_app):
     at = features_page(trained_app)
     run = pipeline.load_run(trained_app.workspace, trained_app.run_id)
     features = run.features.set_index("feature_id")
-    less = features.index[(features["found_in"] == 2) & ~features["background"]]
-    reliable = features.index[(features["found_in"] == 3) & ~features["background"]]
+    compared = run.settings.sae.n_trainings
+    less = features.index[(features["found_in"] < compared) & ~features["background"]]
+    reliable = features.index[(features["found_in"] == compared) & ~features["background"]]
     assert len(reliable) and len(less)  # the small app run has both
     at.selectbox(key="feature_pick").select(int(less[0])).run()
-    assert any("Less reliable: found in 2 of 3 trainings" in warning for warning in texts(at.warning))
+    found = int(features.at[less[0], "found_in"])
+    assert any(f"Less reliable: found in {found} of {compared} trainings" in warning for warning in texts(at.warning))
     at.selectbox(key="feature_pick").select(int(reliable[0])).run()
-    assert "Comes back: found in 3 of 3 trainings." in texts(at.caption)
+    assert f"Comes back: found in {compared} of {compared} trainings." in texts(at.caption)
     assert not any("Less reliable" in warning for warning in texts(at.warning))
 
 

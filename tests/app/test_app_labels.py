@@ -50,7 +50,9 @@ def densest(trained_app, n: int, skip: int = 0) -> list[int]:
     rows = trained_app.workspace.interpretations(trained_app.run_id)
     labelled = set(rows.loc[rows["source"] != "keywords", "feature_id"].astype(int))
     active = features.loc[features["density"] > 0, "feature_id"].astype(int)
-    return [feature for feature in active if feature not in labelled][skip : skip + n]
+    chosen = [feature for feature in active if feature not in labelled][skip : skip + n]
+    assert len(chosen) == n, f"only {len(chosen)} unlabelled features after the {skip} densest: skip fewer"
+    return chosen
 
 
 def llm_labels(trained_app, model: str = "llama3.2") -> dict[int, str]:
@@ -218,7 +220,7 @@ def test_a_host_that_is_down_or_has_no_model_is_explained_and_nothing_starts(tra
 def test_garbage_replies_stop_the_batch_and_lose_no_label(trained_app, fake):
     before = trained_app.workspace.interpretations(trained_app.run_id)
     fake.responder = lambda request: "this is not JSON at all"
-    at = choose(labels_page(trained_app, fake.url), densest(trained_app, 5, skip=20))
+    at = choose(labels_page(trained_app, fake.url), densest(trained_app, 5))  # garbage labels nothing
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
     assert job.result.features.stop_reason.startswith("Stopped after 3 failures in a row")

@@ -6,7 +6,7 @@ from app_helpers import SMALL_SAE, new_app, open_page, texts
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
 from prisma_core.run_quality import run_name
-from prisma_core.sae import suggest_config
+from prisma_core.sae.config import SUGGESTED_TRAININGS
 from ui.state import job_registry, run_widget_key
 
 TRAIN_BUTTON = "FormSubmitter:train_form-Train"
@@ -21,9 +21,9 @@ def runs_frame(at):
 def test_form_is_prefilled_for_the_corpus_size(trained_app):
     at = new_app(trained_app.dataset_id)
     open_page(at, "train")
-    suggested = suggest_config(len(trained_app.frame), 384)
+    suggested = pipeline.suggested_sae_config(trained_app.workspace, trained_app.dataset_id)
     assert at.number_input(key="n_features").value == suggested.n_features
-    assert at.number_input(key="n_trainings").value == suggested.n_trainings == 3
+    assert at.number_input(key="n_trainings").value == suggested.n_trainings == SUGGESTED_TRAININGS
     assert at.number_input(key="k").value == suggested.k
     assert at.number_input(key="epochs").value == suggested.epochs
     assert at.number_input(key="batch_size").value == suggested.batch_size
@@ -64,7 +64,10 @@ def test_runs_table_shows_the_run_metrics_and_diagnostics(trained_app):
     assert row["detail_train"] == pytest.approx(1 - record.metrics["fvu_train"])
     assert row["never_firing"] == pytest.approx(record.metrics["dead_fraction"])
     assert row["features"] == record.metrics["features_kept"] <= SMALL_SAE["n_features"]
-    assert row["comes_back"] == f"{record.metrics['found_in_all']} of {row['features']} (3 trainings)"
+    assert (
+        row["comes_back"]
+        == f"{record.metrics['found_in_all']} of {row['features']} ({record.metrics['n_trainings']} trainings)"
+    )
     assert row["name"] == run_name(record) and " features · " in row["name"]
     assert row["quality"].split(" ")[0] in {"good", "fair", "rough"}
     assert row["families"] == record.metrics["n_families"]

@@ -37,6 +37,7 @@ from test_browser import (
 
 from bench import app_driver
 from bench.app_driver import PAGE_MS, go, open_expander, settle
+from prisma_core.sae.config import MAX_EPOCHS
 from prisma_core.store import Workspace
 
 N_DOCUMENTS = 120
@@ -115,7 +116,7 @@ def train_while_watching_features(page: Page) -> None:
     set_number(page, "Features", 32)
     open_expander(page, "Advanced settings")  # the technical settings wait there
     set_number(page, "k (active features per document)", 4)
-    set_number(page, "Epochs", 5000)
+    set_number(page, "Epochs", MAX_EPOCHS)  # the most allowed: seven trainings of 1,000 epochs run long
     page.get_by_role("button", name="Train", exact=True).click()
     expect(page.get_by_text("Training on “bbc_walk”: running")).to_be_visible(timeout=PAGE_MS)
     go(page, "Features")

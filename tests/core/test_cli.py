@@ -40,6 +40,11 @@ def metric(output: str, name: str) -> float:
     return float(value.group(1)) / (100 if value.group(2) else 1)
 
 
+BBC_DOCUMENTS = 2225
+SUGGESTED = suggest_config(BBC_DOCUMENTS, 384)
+"""The CLI's defaults suit the corpus size."""
+
+
 def test_run_reports_quality_within_targets(bbc_run):
     result, _ = bbc_run
     assert "2225 documents" in result.stdout
@@ -47,27 +52,31 @@ def test_run_reports_quality_within_targets(bbc_run):
     assert "2225 from cache" in result.stdout
     assert metric(result.stdout, "held-out FVU") <= metric(result.stdout, "train FVU") + 0.10
     assert metric(result.stdout, "dead latents") <= 0.05
+    trained, compared = SUGGESTED.n_features, SUGGESTED.n_trainings
     kept = re.search(
-        r"features: (\d+) kept of 80 per training, found in most of 3 trainings; (\d+) in all 3", result.stdout
+        rf"features: (\d+) kept of {trained} per training, found in most of {compared} trainings; (\d+) in all "
+        rf"{compared}",
+        result.stdout,
     )
-    assert kept and 0 < int(kept.group(2)) <= int(kept.group(1)) <= 80
+    assert kept and 0 < int(kept.group(2)) <= int(kept.group(1)) <= trained
 
 
 def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc):
     _, out = bbc_run
-    suggested = suggest_config(len(bbc), 384)  # the CLI's defaults suit the corpus size
+    suggested = SUGGESTED
+    assert len(bbc) == BBC_DOCUMENTS
     features = pd.read_parquet(out / "features.parquet")
     config = json.loads((out / "config.json").read_text())
     assert len(features) == config["metrics"]["features_kept"] <= suggested.n_features
     columns = {"feature_id", "density", "found_in", "background", "label", "description", "family_id", "theme_id"}
     assert columns <= set(features.columns)
-    assert (
-        set(features["found_in"]) <= {2, 3} and (features["found_in"] == 3).sum() == config["metrics"]["found_in_all"]
-    )
+    compared = suggested.n_trainings
+    assert set(features["found_in"]) <= set(range(suggested.kept_at_least(), compared + 1))
+    assert (features["found_in"] == compared).sum() == config["metrics"]["found_in_all"]
     assert (features["background"] == (features["density_fraction"] >= 0.5)).all()
     assert features["label"].notna().all()
     activations = pd.read_parquet(out / "activations.parquet")
-    assert activations.groupby("doc_id").size().le(4).all()
+    assert activations.groupby("doc_id").size().le(suggested.k).all()
     assert activations["doc_id"].nunique() == 2225
     assert (activations["value"] > 0).all()
     density = activations.groupby("feature_id").size()
@@ -89,7 +98,12 @@ def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc):
     in_family = features.dropna(subset=["family_id"])
     assert set(in_family.loc[in_family["parent"].notna(), "feature_id"]) <= children
     sae = config["config"]["sae"]
-    assert (sae["seed"], sae["k"], sae["n_features"], sae["n_trainings"]) == (0, suggested.k, suggested.n_features, 3)
+    assert (sae["seed"], sae["k"], sae["n_features"], sae["n_trainings"]) == (
+        0,
+        suggested.k,
+        suggested.n_features,
+        compared,
+    )
     assert config["metrics"]["n_themes"] == len(themes)
     assert (out / "sae.safetensors").stat().st_size > len(features) * 384 * 4 * 2
 

@@ -15,8 +15,9 @@ from prisma_core import carry, edits, pipeline
 from prisma_core.cli import main
 from prisma_core.errors import SettingsError
 from prisma_core.explore import level_units, search_features
-from prisma_core.runs import load_run
-from prisma_core.store import EditRecord, Workspace
+from prisma_core.overview import families_of_themes
+from prisma_core.runs import LoadedRun, load_run
+from prisma_core.store import EditRecord, NamedFamily, Workspace
 from prisma_core.store.schemas import MANUAL_SOURCE
 
 
@@ -25,9 +26,9 @@ def edited(small_run: SmallRun, tmp_path_factory: pytest.TempPathFactory) -> tup
     """A copy of the small run with one edit of each kind."""
     workspace = small_run.copy(tmp_path_factory.mktemp("edits") / "ws")
     run = load_run(workspace)
-    family = run.families[0]
     feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[0])
     hidden_feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[1])
+    family = shown_family(run, hidden_feature)
     sizes = run.theme_info.set_index("theme_id")["n_documents"]
     subtheme = int(run.subtheme_info.loc[run.subtheme_info["theme_id"] == 0, "subtheme_id"].iloc[0])
     made = {
@@ -48,6 +49,16 @@ def edited(small_run: SmallRun, tmp_path_factory: pytest.TempPathFactory) -> tup
         "subtheme": subtheme,
     }
     return workspace, run.record.run_id, made | facts
+
+
+def shown_family(run: LoadedRun, hidden_feature: int) -> NamedFamily:
+    """The largest family of theme 0, or else of theme 4 (themes the edits below rename or pin, never merge away or
+    hide), without the feature they hide: the family stays listed with its theme wherever themes list their families
+    (the report does)."""
+    grouped = families_of_themes(run)
+    kept = [family for theme in (0, 4) for family in grouped.get(theme, []) if hidden_feature not in family.members]
+    assert kept, "the small run has a family in theme 0 or 4"
+    return kept[0]
 
 
 def _check_edits_shown(workspace: Workspace, run_id: str, facts: dict) -> None:

@@ -11,7 +11,7 @@ from prisma_core.themes import NO_THEME, ThemeConfig, build_themes, max_themes, 
 
 @pytest.fixture(scope="module")
 def bbc_codes(bbc_embeddings) -> sp.csr_matrix:
-    """Codes of the default run's SAE (80 features, k 4, three trainings compared) on all BBC embeddings."""
+    """Codes of the SAE trained with the settings suggested for all BBC embeddings, on those embeddings."""
     result = train_sae(bbc_embeddings, suggest_config(*bbc_embeddings.shape))
     return feature_codes(result.model, bbc_embeddings)
 

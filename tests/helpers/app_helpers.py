@@ -9,7 +9,12 @@ from pathlib import Path
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
+from prisma_core import pipeline
+from prisma_core.evidence import marked_pieces, passages_carrying
+from prisma_core.runs import LoadedRun
+from prisma_core.store import Workspace
 from ui.state import PENDING_SELECTION_KEY, job_registry
+from ui.text import highlighted
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")
@@ -43,6 +48,15 @@ def wait_for_job(key: str) -> None:
 def texts(elements) -> list[str]:
     """The text of each element as the user reads it (markdown escapes removed)."""
     return [re.sub(r"\\(.)", r"\1", str(element.value)) for element in elements]
+
+
+def refracted_text(at: AppTest, workspace: Workspace, run: LoadedRun, position: int, text: str) -> None:
+    """Explore shows the refracted document's `text` in full, with the passages that carry the concept picked to
+    highlight highlighted ("Where in the document"; Streamlit drops the spaces of blank lines)."""
+    feature = at.selectbox(key=f"refract_highlight_{position}").value
+    carrying = passages_carrying(pipeline.document_passage_features(workspace, run, position), feature)
+    expected = highlighted(marked_pieces(text, carrying)).split()
+    assert [element.value.split() for element in at.markdown if element.value.split() == expected] == [expected]
 
 
 def table(at: AppTest, *columns: str, exact: bool = False) -> pd.DataFrame:

@@ -7,6 +7,7 @@ Each request is timed from sending it to the page having finished running.
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,9 +32,11 @@ from ui.state import run_name, run_widget_key
 N_SESSIONS = 5
 N_ROUNDS = 3
 LOAD_SAE = SAEConfig(n_features=64, k=4, epochs=10, batch_size=128)
-"""768 features on 2,225 articles: a real run, trained in seconds."""
+"""64 features on 2,225 articles (the suggested trainings compared): a real run, trained in under a minute."""
 SEARCHES = ["football transfer", "interest rates", "mobile phones", "election campaign", "film awards"]
 REQUEST_TIMEOUT_S = 600
+STREAMLIT = (sys.executable, "-X", "faulthandler", "-m", "streamlit")
+"""With the fault handler on, a server aborted because a request hung writes every thread's stack to its log."""
 SERVER_FLAGS = (
     "--server.address=127.0.0.1",
     "--server.headless=true",
@@ -48,6 +52,8 @@ class Server:
     workspace: Workspace
     dataset_id: str
     run_id: str
+    process: subprocess.Popen
+    log_path: Path
 
 
 def free_port() -> int:
@@ -77,7 +83,7 @@ def server(bbc_workspace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     log_path = tmp_path_factory.mktemp("server") / "streamlit.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), *SERVER_FLAGS],
+            [*STREAMLIT, "run", "app.py", "--server.port", str(port), *SERVER_FLAGS],
             cwd=REPO,
             env=os.environ | {WORKSPACE_ENV: str(workspace.path)},
             stdout=log,
@@ -86,7 +92,7 @@ def server(bbc_workspace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(url, process)
-        yield Server(url, workspace, dataset_id, run_id)
+        yield Server(url, workspace, dataset_id, run_id, process, log_path)
     finally:
         stop_process(process, timeout=30)
         workspace.delete_run(run_id)
@@ -104,7 +110,20 @@ def interact(server: Server, request: dict[str, Any]) -> tuple[dict[str, Any], f
             snapshot = json.load(response)
     except urllib.error.HTTPError as error:
         raise AssertionError(f"{request} was refused: {error.code} {error.read()[:500]!r}") from None
+    except TimeoutError:
+        server.process.send_signal(signal.SIGABRT)  # its fault handler writes every thread's stack to the log
+        server.process.wait(timeout=60)
+        raise AssertionError(f"{request} got no answer within {REQUEST_TIMEOUT_S} s. {log_end(server)}") from None
+    except OSError as error:  # the server went away (aborted by another session's hung request above)
+        raise AssertionError(f"{request} failed: {error}. {log_end(server)}") from None
     return snapshot, time.perf_counter() - started
+
+
+def log_end(server: Server) -> str:
+    """The end of the server's log, from the fault handler's stacks when it wrote them: where a request was stuck."""
+    log = server.log_path.read_text(errors="replace")
+    stacks = log.find("Fatal Python error")
+    return f"The server's log ends:\n{log[stacks:] if stacks >= 0 else log[-3000:]}"
 
 
 def nodes(tree: dict[str, Any]) -> Iterator[dict[str, Any]]:

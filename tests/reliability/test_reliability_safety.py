@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from app_helpers import new_app, open_page
+from app_helpers import new_app, open_page, refracted_text
 from hostile_run import HOSTILE, build_hostile_workspace
 from reliability_helpers import REPO, cli_main, error_lines
 from streamlit.testing.v1 import AppTest
@@ -339,4 +339,8 @@ def test_hostile_document_is_refracted_as_text(hostile_workspace, monkeypatch) -
     documents = Workspace(hostile_workspace).documents(Workspace(hostile_workspace).datasets()[0].dataset_id)
     at.selectbox(key="refract_doc").select(0).run()
     assert not at.exception
-    assert documents["text"].iloc[0] in [text.value for text in at.text]  # st.text: plain, never markup
+    workspace = Workspace(hostile_workspace)
+    run = pipeline.load_run(workspace)
+    text = documents["text"].iloc[0]
+    refracted_text(at, workspace, run, 0, text)  # the whole text, as markdown with its own markup escaped
+    assert "<script>" in text and not any("<script>" in element.value for element in at.markdown)
