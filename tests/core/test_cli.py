@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from reliability_helpers import REPO, run_cli
 
+from prisma_core import pipeline
 from prisma_core.cli import main as cli_main
-from prisma_core.sae import suggest_config
+from prisma_core.sae import SAEConfig
 
 
 @pytest.fixture(scope="module")
@@ -40,19 +41,23 @@ def metric(output: str, name: str) -> float:
     return float(value.group(1)) / (100 if value.group(2) else 1)
 
 
-BBC_DOCUMENTS = 2225
-SUGGESTED = suggest_config(BBC_DOCUMENTS, 384)
-"""The CLI's defaults suit the corpus size."""
+@pytest.fixture(scope="module")
+def suggested(bbc_run, bbc_workspace) -> SAEConfig:
+    """The settings suggested for the dataset `run` created: the CLI's defaults suit the corpus (its size and
+    passages)."""
+    workspace, _ = bbc_workspace
+    _, out = bbc_run
+    return pipeline.suggested_sae_config(workspace, json.loads((out / "config.json").read_text())["dataset_id"])
 
 
-def test_run_reports_quality_within_targets(bbc_run):
+def test_run_reports_quality_within_targets(bbc_run, suggested):
     result, _ = bbc_run
     assert "2225 documents" in result.stdout
     assert re.search(r"theme 0: .+ \((\d+) documents\)", result.stdout)
     assert "2225 from cache" in result.stdout
     assert metric(result.stdout, "held-out FVU") <= metric(result.stdout, "train FVU") + 0.10
     assert metric(result.stdout, "dead latents") <= 0.05
-    trained, compared = SUGGESTED.n_features, SUGGESTED.n_trainings
+    trained, compared = suggested.n_features, suggested.n_trainings
     kept = re.search(
         rf"features: (\d+) kept of {trained} per training, found in most of {compared} trainings; (\d+) in all "
         rf"{compared}",
@@ -61,10 +66,8 @@ def test_run_reports_quality_within_targets(bbc_run):
     assert kept and 0 < int(kept.group(2)) <= int(kept.group(1)) <= trained
 
 
-def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc):
+def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc, suggested):
     _, out = bbc_run
-    suggested = SUGGESTED
-    assert len(bbc) == BBC_DOCUMENTS
     features = pd.read_parquet(out / "features.parquet")
     config = json.loads((out / "config.json").read_text())
     assert len(features) == config["metrics"]["features_kept"] <= suggested.n_features
@@ -109,8 +112,6 @@ def test_export_writes_every_file_with_consistent_contents(bbc_run, bbc):
 
 
 def test_themes_regroup_without_retraining(bbc_run, bbc_workspace):
-    from prisma_core import pipeline
-
     workspace, _ = bbc_workspace
     before = pipeline.load_run(workspace)
     result = run_cli("themes", "--n-themes", "4", workspace=workspace.path)
@@ -125,13 +126,13 @@ def test_themes_regroup_without_retraining(bbc_run, bbc_workspace):
     assert pipeline.load_run(workspace).themes.n_themes == 4  # a refused setting changes nothing
 
 
-def test_list_shows_the_run(bbc_run, bbc_workspace, bbc):
+def test_list_shows_the_run(bbc_run, bbc_workspace, suggested):
     workspace, _ = bbc_workspace
     listing = run_cli("list", workspace=workspace.path)
     assert listing.returncode == 0
     assert "bbc_news" in listing.stdout and "run-" in listing.stdout
     kept = pipeline_run_metrics(workspace)["features_kept"]
-    assert f"n={kept} k={suggest_config(len(bbc), 384).k}" in listing.stdout  # the number of features, not "?"
+    assert f"n={kept} k={suggested.k}" in listing.stdout  # the number of features, not "?"
 
 
 def pipeline_run_metrics(workspace) -> dict:

@@ -14,6 +14,7 @@ from prisma_core.interpret.labelling import (
 )
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN
 from prisma_core.store import Workspace
+from prisma_core.store.datasets import SHOWN_COLUMNS
 
 
 def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run, fake):
@@ -62,7 +63,7 @@ def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, 
         whole_reads.append(columns)
         return documents(self, dataset_id, columns)
 
-    def counted_documents_at(self, dataset_id, positions, columns):
+    def counted_documents_at(self, dataset_id, positions, columns=SHOWN_COLUMNS):
         kept.append(np.asarray(positions))
         return documents_at(self, dataset_id, positions, columns)
 
