@@ -37,13 +37,20 @@ def combine(
 
     models: the trainings' SAEs (same d, k and number of latents); codes: each one's codes [n_documents, n_latents]
     of the same training documents. Pairs of trainings can share more features between them than one training has;
-    the run keeps no more than one training's number, those found in the most trainings first. Raises TrainingError
-    when no more than k features are kept (the run describes each document by k of them).
+    the run keeps no more than one training's number, those found in the most trainings first. Where no more than k
+    are found in `at_least` (documents nearly all alike), the features found in the most of the other trainings, two
+    at least, fill in to k + 1, each with its own count. Raises TrainingError when even then no more than k features
+    are kept (the run describes each document by k of them).
     """
-    groups = [group for group in matched_features(codes, match_at) if len(group) >= at_least]
-    if len(groups) <= max(k, 2):
+    everywhere = max(k, 2) + 1
+    matched = matched_features(codes, match_at)
+    groups = [group for group in matched if len(group) >= at_least]
+    if len(groups) < everywhere:
+        fewer = sorted((group for group in matched if 2 <= len(group) < at_least), key=len, reverse=True)
+        groups += fewer[: everywhere - len(groups)]
+    if len(groups) < everywhere:
         raise TrainingError(
-            f"Only {len(groups)} features came back in {at_least} of the {len(models)} trainings, too few to describe "
+            f"Only {len(groups)} features came back in 2 or more of the {len(models)} trainings, too few to describe "
             f"each document by {k}. The documents may be too few or too alike: train with fewer features, a smaller "
             "k, or more documents."
         )

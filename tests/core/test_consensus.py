@@ -60,8 +60,12 @@ def test_features_found_in_one_training_only_are_left_out(bbc_subset: np.ndarray
     combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2, match_at=0.7, k=4)
     assert combined.n_latents == 32 and set(found_in.tolist()) <= {2, 3}  # every feature of the first is in two
     alone = TopKSAE(first.d, 32, first.k, generator=torch.Generator().manual_seed(2))  # random directions: shares none
-    with pytest.raises(TrainingError, match="came back in 3 of the 3 trainings"):
-        combine([first, second, alone], [feature_codes(m, bbc_subset) for m in (first, second, alone)], 3, 0.7, 4)
+    trio = [first, second, alone]
+    few, few_found = combine(trio, [feature_codes(m, bbc_subset) for m in trio], 3, 0.7, 4)
+    assert few.n_latents == 5 and set(few_found.tolist()) == {2}  # none in all three: k + 1 found in two fill in
+    lonely = [alone, TopKSAE(first.d, 32, first.k, generator=torch.Generator().manual_seed(3))]
+    with pytest.raises(TrainingError, match="Only 0 features came back in 2 or more of the 2 trainings"):
+        combine(lonely, [feature_codes(m, bbc_subset) for m in lonely], 2, 0.7, 4)
 
 
 def test_a_run_compares_its_trainings_and_records_the_count(bbc_subset: np.ndarray) -> None:
