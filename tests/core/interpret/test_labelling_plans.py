@@ -69,24 +69,23 @@ def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, 
 
     monkeypatch.setattr(Workspace, "documents", counted_documents)
     monkeypatch.setattr(Workspace, "documents_at", counted_documents_at)
-    label_run(
-        workspace,
-        pipeline.load_run(workspace, base_run.run_id),
-        ollama(fake, n_evidence=4, n_contrast=6),
-        feature_ids=features,
-    )
+    run = pipeline.load_run(workspace, base_run.run_id)
+    label_run(workspace, run, ollama(fake, n_evidence=4, n_contrast=6), feature_ids=features)
+    feature_reads = len(kept)
     label_groups(
         workspace, pipeline.load_run(workspace, base_run.run_id), "family", ollama(fake, n_evidence=4, n_contrast=6)
     )
 
     assert not [columns for columns in whole_reads if "text" in (columns or ["text"])]
-    feature_positions, family_positions = kept
+    feature_positions = np.concatenate(kept[:feature_reads])
+    (family_positions,) = kept[feature_reads:]
     shown = {
         int(p)
         for f in features
         for p in [*analysis.top_documents(codes, f, 4)["position"], *analysis.zero_documents(codes, f, 6, seed=f)]
     }
-    assert set(feature_positions.tolist()) == shown
+    quoted = set(pipeline.feature_evidence(workspace, run).query("feature_id in @features")["position"].tolist())
+    assert set(feature_positions.tolist()) == shown | quoted  # the documents shown, and those its passages come from
     placed = [group_documents(codes, family.members, 4, 6, seed=0) for family in families]
     assert set(family_positions.tolist()) == {int(p) for pair in placed for part in pair for p in part}
     prompts = fake.user_prompts()
