@@ -172,8 +172,10 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
     """The documents x units matrix of one level and its units (unit, label), for concept queries and group
     comparison at that level.
 
-    theme: 1 where the document belongs to the theme; subtheme: 1 in the document's sub-theme; family: the
-    document's strongest activation among the family's features; feature: the activations themselves.
+    theme: 1 where the document belongs to the theme; subtheme: 1 in the document's sub-theme; feature: its strong
+    activations (`analysis.strong_codes`: at least a quarter of the document's largest, so "contains" means the
+    concept is among what the document is about, not any of its k active features); family: the document's
+    strongest of these among the family's features.
     """
     if level == "theme":
         if run.themes is None:
@@ -192,13 +194,13 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
         return members[:, shown], run.subtheme_info[["subtheme_id", "label"]].set_axis(["unit", "label"], axis=1)
     if level == "family":
         membership = family_matrix([f.members for f in run.families], run.codes.shape[1])
-        codes = _max_over_members(run.codes, membership)
+        codes = _max_over_members(analysis.strong_codes(run.codes), membership)
         units = pd.DataFrame({"unit": [f.family_id for f in run.families], "label": [f.label for f in run.families]})
         return codes, units
     if level == "feature":
         shown = run.features[~run.features["hidden"]]
         units = shown[["feature_id", "label"]].set_axis(["unit", "label"], axis=1).reset_index(drop=True)
-        return run.codes[:, shown["feature_id"].to_numpy()], units
+        return analysis.strong_codes(run.codes)[:, shown["feature_id"].to_numpy()], units
     raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
 
 

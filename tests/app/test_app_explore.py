@@ -111,7 +111,7 @@ def test_group_comparison_by_category(trained_app, run):
     sizes = table(at, "group", "documents", exact=True).set_index("group")["documents"]
     assert sizes.to_dict() == trained_app.frame["category"].value_counts().to_dict()
     shown = table(at, "group", "concept", "prevalence", "lift", "q", "verdict")
-    full = group_comparison(run.codes, trained_app.frame["category"])
+    full = group_comparison(level_units(run, "feature")[0], trained_app.frame["category"])
     expected = ranked(full, MAX_Q).groupby("group").head(5)
     assert shown["group"].tolist() == expected["group"].tolist()
     assert shown["n_documents"].tolist() == expected["n_documents"].tolist()
@@ -137,7 +137,7 @@ def test_the_q_threshold_changes_which_differences_hold(trained_app, run):
     at = explore(trained_app, "Compare groups")
     at.select_slider(key="max_q").set_value(0.001).run()
     assert not at.exception
-    full = group_comparison(run.codes, trained_app.frame["category"])
+    full = group_comparison(level_units(run, "feature")[0], trained_app.frame["category"])
     strict = summarise(full, 0.001)
     assert strict.n_hold == int((full["q_value"] < 0.001).sum()) < summarise(full, MAX_Q).n_hold
     assert strict.sentence("feature") in texts(at.markdown)

@@ -12,7 +12,9 @@ from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.store import NamedFamily
 
 
-def test_family_level_is_the_strongest_activation_among_the_members():
+def test_family_level_is_the_strongest_strong_activation_among_the_members():
+    """A document contains a concept where its activation is strong (at least a quarter of the document's largest):
+    the first document's feature 1 (1 of 5) is too weak to put it in family b, or to count at the feature level."""
     codes = sp.csr_matrix(np.array([[0, 1, 0, 3, 0, 5], [6, 0, 8, 0, 10, 0]], dtype=np.float32))
     families = [
         NamedFamily(7, 0, 3, [3, 5], [(3, 5, 0.5)], "a", KEYWORD_SOURCE),
@@ -20,8 +22,11 @@ def test_family_level_is_the_strongest_activation_among_the_members():
     ]
     run = SimpleNamespace(codes=codes, families=families, features=pd.DataFrame())
     matrix, units = level_units(run, "family")
-    assert matrix.toarray().tolist() == [[5, 1], [0, 10]]
+    assert matrix.toarray().tolist() == [[5, 0], [0, 10]]
     assert units.to_dict("list") == {"unit": [7, 9], "label": ["a", "b"]}
+    run.features = pd.DataFrame({"feature_id": range(6), "label": list("uvwxyz"), "hidden": [False] * 6})
+    features, _ = level_units(run, "feature")
+    assert features.toarray().tolist() == [[0, 0, 0, 3, 0, 5], [6, 0, 8, 0, 10, 0]]
 
 
 def test_a_documents_concepts_split_into_strong_and_weak_against_the_strongest_one_shown():

@@ -85,7 +85,7 @@ def test_the_report_compares_the_desks_with_their_statistics(written, workspace)
     run = load_run(workspace)
     desks = workspace.metadata(run.record.dataset_id)["label"]
     text = parsed.reads()
-    expected = summarise(group_comparison(run.codes, desks), 0.05)
+    expected = summarise(group_comparison(level_units(run, "feature")[0], desks), 0.05)
     assert "Groups compared: label" in text and expected.sentence("feature") in text
     for desk in desks.unique():
         assert f"{desk} (12 documents)" in text
