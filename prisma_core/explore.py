@@ -169,7 +169,7 @@ MAP_POINTS = 5000
 
 
 def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame]:
-    """The documents x units matrix of one level and its units (unit, label), for concept queries and group
+    """The documents x units matrix of one level and its units (`level_names`), for concept queries and group
     comparison at that level.
 
     theme: 1 where the document belongs to the theme; subtheme: 1 in the document's sub-theme; feature: its strong
@@ -177,30 +177,38 @@ def level_units(run: LoadedRun, level: str) -> tuple[sp.csr_matrix, pd.DataFrame
     concept is among what the document is about, not any of its k active features); family: the document's
     strongest of these among the family's features.
     """
+    if level == "theme" and run.themes is None:
+        raise NotFoundError("This run was made before themes existed: regroup its features into themes first.")
+    if level == "subtheme" and run.subthemes is None:
+        raise NotFoundError("This run was grouped before sub-themes existed: regroup its themes first.")
+    units = level_names(run, level)
     if level == "theme":
-        if run.themes is None:
-            raise NotFoundError("This run was made before themes existed: regroup its features into themes first.")
-        shown = run.theme_info["theme_id"].to_numpy()  # merged and hidden themes left out, pinned ones first
-        return run.themes.members()[:, shown], run.theme_info[["theme_id", "label"]].set_axis(["unit", "label"], axis=1)
+        return run.themes.members()[:, units["unit"].to_numpy()], units
     if level == "subtheme":
-        if run.subthemes is None:
-            raise NotFoundError("This run was grouped before sub-themes existed: regroup its themes first.")
         placed = np.flatnonzero(run.subthemes.assignment >= 0)
         members = sp.csr_matrix(
             (np.ones(len(placed), np.float32), (placed, run.subthemes.assignment[placed])),
             shape=(run.codes.shape[0], run.subthemes.n_subthemes),
         )
-        shown = run.subtheme_info["subtheme_id"].to_numpy()  # pinned ones first, those of hidden themes left out
-        return members[:, shown], run.subtheme_info[["subtheme_id", "label"]].set_axis(["unit", "label"], axis=1)
+        return members[:, units["unit"].to_numpy()], units
     if level == "family":
         membership = family_matrix([f.members for f in run.families], run.codes.shape[1])
-        codes = _max_over_members(analysis.strong_codes(run.codes), membership)
-        units = pd.DataFrame({"unit": [f.family_id for f in run.families], "label": [f.label for f in run.families]})
-        return codes, units
+        return _max_over_members(analysis.strong_codes(run.codes), membership), units
+    return analysis.strong_codes(run.codes)[:, units["unit"].to_numpy()], units
+
+
+def level_names(run: LoadedRun, level: str) -> pd.DataFrame:
+    """The units a level shows now (unit, label), in their order: merged and hidden themes left out and pinned ones
+    first; the sub-themes of hidden themes left out; hidden features left out."""
+    if level == "theme":
+        return run.theme_info[["theme_id", "label"]].set_axis(["unit", "label"], axis=1)
+    if level == "subtheme":
+        return run.subtheme_info[["subtheme_id", "label"]].set_axis(["unit", "label"], axis=1)
+    if level == "family":
+        return pd.DataFrame({"unit": [f.family_id for f in run.families], "label": [f.label for f in run.families]})
     if level == "feature":
         shown = run.features[~run.features["hidden"]]
-        units = shown[["feature_id", "label"]].set_axis(["unit", "label"], axis=1).reset_index(drop=True)
-        return analysis.strong_codes(run.codes)[:, shown["feature_id"].to_numpy()], units
+        return shown[["feature_id", "label"]].set_axis(["unit", "label"], axis=1).reset_index(drop=True)
     raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
 
 

@@ -11,6 +11,7 @@ import streamlit as st
 from prisma_core import carry, edits
 from prisma_core.edit_notices import EditNotice, carried_here, concept_name, dismiss, edit_notices, reapply, sentence
 from prisma_core.errors import PrismaError
+from prisma_core.explore import level_names
 from prisma_core.names import LEVEL_WORDS, level_word
 from prisma_core.runs import LoadedRun, load_run
 from prisma_core.store import EditRecord
@@ -34,15 +35,7 @@ OPEN_KEY = "edits_panel_open"
 
 def concept_options(run: LoadedRun, level: str) -> dict[int, str]:
     """The concepts of a level the run shows now: id -> "Theme 2: name"."""
-    if level == "theme":
-        pairs = zip(run.theme_info["theme_id"], run.theme_info["label"], strict=True)
-    elif level == "subtheme":
-        pairs = zip(run.subtheme_info["subtheme_id"], run.subtheme_info["label"], strict=True)
-    elif level == "family":
-        pairs = ((family.family_id, family.label) for family in run.families)
-    else:
-        shown = run.features[~run.features["hidden"]]
-        pairs = zip(shown["feature_id"], shown["label"], strict=True)
+    pairs = level_names(run, level).itertuples(index=False)
     return {int(i): f"{LEVEL_WORDS[level]} {int(i)}: {label}" for i, label in pairs}
 
 
