@@ -18,7 +18,7 @@ from ui.config_form import config_inputs
 from ui.glossary import TERMS, explain
 from ui.growth import placement_note
 from ui.jobs import Job
-from ui.loaders import diagnostics, embedding_dim
+from ui.loaders import diagnostics, embedding_dim, suggested_settings
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.runs import run_quality_note
@@ -221,7 +221,8 @@ st.caption(f"{dataset.n_documents:,} documents, {dim} dimensions each ({md(embed
 job_key = training_job_key(dataset.dataset_id)
 job = job_panel(job_key, on_success=on_trained, live_chart=True)
 running = job is not None and job.running
-submitted = settings_form(pipeline.suggested_sae_config(ws, dataset.dataset_id, embedding), dataset.n_documents, dim)
+suggested = suggested_settings(ws.uri, dataset.dataset_id, dataset.n_documents, embedding)
+submitted = settings_form(suggested, dataset.n_documents, dim)
 warned_dataset, warnings = st.session_state.get(WARNINGS_KEY, (None, []))
 for warning in warnings if warned_dataset == dataset.dataset_id else []:
     st.warning(md(warning), icon=":material/warning:")

@@ -17,7 +17,9 @@ from prisma_core.explore import DocumentVectors, level_units, named_units
 from prisma_core.feature_queries import densest_features
 from prisma_core.ingest import Source, preview_sources
 from prisma_core.interpret import labelling
+from prisma_core.pipeline.training import suggested_sae_config
 from prisma_core.pipeline.trends import LevelTrends, level_trends
+from prisma_core.sae import SAEConfig
 from prisma_core.trends.periods import timeline
 from ui.state import documents, run_at, workspace_at
 from ui.text import feature_name, snippet
@@ -54,6 +56,13 @@ def token_statistics(workspace_path: str, dataset_id: str, n_documents: int, con
 @st.cache_data(show_spinner=False)
 def embedding_dim(workspace_path: str, dataset_id: str, vector_space: str) -> int:
     return workspace_at(workspace_path).stored_vectors(dataset_id, vector_space).dim
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def suggested_settings(workspace_path: str, dataset_id: str, n_documents: int, embedding: EmbedConfig) -> SAEConfig:
+    """The SAE settings suggested for the dataset when it holds `n_documents` (they count its stored passages, one
+    scan of its documents: not on every rerun of the Train page)."""
+    return suggested_sae_config(workspace_at(workspace_path), dataset_id, embedding)
 
 
 @st.cache_resource(show_spinner="Loading the document vectors…", max_entries=2)
