@@ -17,10 +17,11 @@ from prisma_core.embed import (
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
 from ui.config_form import config_inputs
+from ui.gates import require_dataset
 from ui.loaders import token_statistics
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, embed_config, require_dataset, set_embed_config, vector_space, workspace
+from ui.state import PAGES, embed_config, set_embed_config, vector_space, workspace
 from ui.text import md, sample_notice
 
 route_here()

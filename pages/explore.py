@@ -36,11 +36,12 @@ from prisma_core.trends.periods import date_columns
 from ui import charts, levels
 from ui.cards import comes_back_words, feature_options
 from ui.compare import compare_groups
+from ui.gates import require_dataset, require_run
 from ui.glossary import TERMS, explain
 from ui.loaders import document_choices, document_vectors, export_folder, metadata
 from ui.map import document_map_view, map_positions
 from ui.navigation import route_here
-from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
+from ui.state import dataset_documents, revision, workspace
 from ui.text import feature_name, highlighted, md, snippet
 from ui.trends import over_time_view
 

@@ -14,9 +14,10 @@ from ui.cards import feature_card
 from ui.config_form import config_inputs
 from ui.edits import edit_notices_view
 from ui.family_graph import MAX_DRAWN, SEVERAL, family_view, graph_config, graph_elements
+from ui.gates import require_run
 from ui.glossary import explain
 from ui.navigation import route_here
-from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
+from ui.state import bump_revision, current_feature, open_feature, workspace
 from ui.tables import rows_table
 from ui.text import feature_name, md
 from ui.themes import families_by_theme

@@ -4,9 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core.errors import PrismaError
+from prisma_core.pipeline.jobs import Job
 from prisma_core.run_quality import run_name
 from ui.growth import placement_note
-from ui.jobs import Job
 from ui.navigation import route_here
 from ui.runs import run_quality_note
 from ui.state import (

@@ -19,13 +19,14 @@ from prisma_core.interpret.labelling.estimate import counted, describe_plan, mea
 from prisma_core.interpret.labelling.job import SetAside
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.names import theme_names
+from prisma_core.pipeline.jobs import Job
 from ui.cards import feature_options
-from ui.jobs import Job
+from ui.gates import require_run
 from ui.loaders import label_score_baseline
 from ui.navigation import route_here
 from ui.ollama import connection_settings
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, bump_revision, require_run, revision, workspace
+from ui.state import PAGES, bump_revision, revision, workspace
 from ui.text import md
 
 COMMON_FEATURES = 20

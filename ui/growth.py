@@ -11,10 +11,10 @@ import streamlit as st
 
 from prisma_core.errors import RunBehindError
 from prisma_core.ingest import SUPPORTED_EXTENSIONS, Source
+from prisma_core.pipeline.jobs import Job
 from prisma_core.progress import ProgressCallback
 from prisma_core.run_quality import Placement, placements
 from prisma_core.store import DatasetRecord, RunRecord
-from ui.jobs import Job
 from ui.progress import job_panel, start_job
 from ui.state import workspace
 from ui.text import md

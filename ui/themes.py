@@ -31,10 +31,10 @@ from prisma_core.overview import (
     unfit_documents_table,
 )
 from prisma_core.pipeline import LoadedRun
+from prisma_core.pipeline.jobs import Job
 from prisma_core.progress import ProgressCallback
 from prisma_core.store import NamedFamily
 from ui.edits import edit_notices_view
-from ui.jobs import Job
 from ui.map import document_map_view
 from ui.progress import job_panel, start_job
 from ui.state import (

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from prisma_core import pipeline
 from prisma_core.demo import DEMO_NAME
 from prisma_core.embed import EmbedConfig, model_key
-from ui.jobs import Job
+from prisma_core.pipeline.jobs import Job
 from ui.state import job_registry
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
