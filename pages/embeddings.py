@@ -7,15 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.embed import (
+from prisma_core.pipeline import EmbedSummary, PrismaError
+from prisma_core.pipeline.settings import (
     DEFAULT_MODEL,
     EmbedConfig,
     resolve_backend,
     resolve_config_precision,
     resolve_device,
 )
-from prisma_core.errors import PrismaError
-from prisma_core.pipeline import EmbedSummary
 from ui.config_form import config_inputs
 from ui.gates import require_dataset
 from ui.loaders import token_statistics

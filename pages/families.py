@@ -6,10 +6,8 @@ import streamlit as st
 from streamlit_agraph import agraph
 
 from prisma_core import pipeline
-from prisma_core.errors import PrismaError
-from prisma_core.families import FamilyConfig
-from prisma_core.pipeline import LoadedRun
-from prisma_core.store import NamedFamily
+from prisma_core.pipeline import LoadedRun, NamedFamily, PrismaError
+from prisma_core.pipeline.settings import FamilyConfig
 from ui.cards import feature_card
 from ui.config_form import config_inputs
 from ui.edits import edit_notices_view

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-from prisma_core import edits
-from prisma_core.errors import PrismaError
-from prisma_core.interpret import labelling
-from prisma_core.interpret.labelling import (
+from prisma_core.pipeline import PrismaError, edits, labelling
+from prisma_core.pipeline.jobs import Job
+from prisma_core.pipeline.labelling import (
     LabelConfig,
     LabelPlan,
     LabelScope,
     LabelSummary,
+    OllamaConfig,
     ScopeSummary,
     ScoreSummary,
+    SetAside,
+    counted,
+    describe_plan,
+    measured_pace,
 )
-from prisma_core.interpret.labelling.estimate import counted, describe_plan, measured_pace
-from prisma_core.interpret.labelling.job import SetAside
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.names import theme_names
-from prisma_core.pipeline.jobs import Job
+from prisma_core.pipeline.read_model import theme_names
 from ui.cards import feature_options
 from ui.gates import require_run
 from ui.loaders import label_score_baseline

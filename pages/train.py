@@ -5,15 +5,17 @@ from dataclasses import replace
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.config_docs import field_help
-from prisma_core.errors import DamagedTableError, PrismaError
-from prisma_core.families import FamilyConfig
-from prisma_core.pipeline import RunSummary
+from prisma_core.pipeline import DamagedTableError, PrismaError, RunRecord, RunSummary
 from prisma_core.pipeline.jobs import Job
-from prisma_core.run_quality import comes_back, detail_captured, n_features, overfitting, quality_words, run_name
-from prisma_core.run_settings import run_settings
-from prisma_core.sae import SAEConfig, check_config
-from prisma_core.store import RunRecord
+from prisma_core.pipeline.read_model import (
+    comes_back,
+    detail_captured,
+    n_features,
+    overfitting,
+    quality_words,
+    run_name,
+)
+from prisma_core.pipeline.settings import FamilyConfig, SAEConfig, check_config, field_help, run_settings
 from ui import charts
 from ui.config_form import config_inputs
 from ui.gates import require_dataset

@@ -7,13 +7,20 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from prisma_core.compare import MAX_Q, PLAIN_WORDS
-from prisma_core.compare.prediction import Predictors
-from prisma_core.compare.prevalence import q_text, range_text, ranked, summarise, verdicts
-from prisma_core.explore import spreadsheet_csv
-from prisma_core.groups import LEFTOVER_GROUPS, feature_order
-from prisma_core.names import LEVEL_PLURALS
 from prisma_core.pipeline import LoadedRun
+from prisma_core.pipeline.comparison import (
+    LEFTOVER_GROUPS,
+    MAX_Q,
+    Predictors,
+    feature_order,
+    q_text,
+    range_text,
+    ranked,
+    summarise,
+    verdicts,
+)
+from prisma_core.pipeline.read_model import COMPARISON_WORDS as PLAIN_WORDS
+from prisma_core.pipeline.read_model import LEVEL_PLURALS, spreadsheet_csv
 from ui import charts, levels
 from ui.loaders import comparison, predictors
 from ui.state import revision, workspace

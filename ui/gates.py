@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from prisma_core.errors import DamagedTableError, PrismaError, RunBehindError
+from prisma_core.pipeline import DamagedTableError, DatasetRecord, PrismaError, RunBehindError
 from prisma_core.pipeline.jobs import Job
-from prisma_core.store import DatasetRecord
 from ui.growth import behind_notice
 from ui.progress import job_panel
 from ui.state import DEMO_JOB, PAGES, RUN_KEY, current_dataset, job_registry, loaded_run, training_job_key
@@ -62,7 +61,7 @@ def require_run() -> LoadedRun:
 def training_job(dataset: DatasetRecord) -> Job | None:
     """The running job that is training the dataset's first run, if any: Train SAE's, or the demo's for its own
     dataset."""
-    from prisma_core.demo import DEMO_NAMES
+    from prisma_core.pipeline.demo import DEMO_NAMES
 
     jobs = job_registry()
     candidates = [jobs.get(training_job_key(dataset.dataset_id))]

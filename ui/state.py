@@ -8,21 +8,15 @@ which hands out the object itself instead of unpickling a copy on every rerun; p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import streamlit as st
 
-from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.feature_queries import shown_feature
+from prisma_core.pipeline import CHANGING_RUN_TABLES, DatasetRecord, LoadedRun, Workspace, load_run, resolve_workspace
 from prisma_core.pipeline.jobs import JobRegistry
-from prisma_core.run_quality import run_name
-from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
-from prisma_core.store.runs import CHANGING_RUN_TABLES
+from prisma_core.pipeline.read_model import DatasetDocuments, run_name, shown_feature
+from prisma_core.pipeline.settings import EmbedConfig, model_key
 from ui.text import md
-
-if TYPE_CHECKING:
-    from prisma_core.explore import DatasetDocuments
-    from prisma_core.pipeline import LoadedRun
 
 PAGES = {
     "home": "pages/home.py",
@@ -86,8 +80,6 @@ def job_registry() -> JobRegistry:
 def documents(workspace_path: str, dataset_id: str, n_documents: int) -> DatasetDocuments:
     """A dataset's documents when it holds `n_documents` (stored documents never change; documents can be added):
     every text in memory for a small dataset, read when shown for a large one (`store.datasets.is_large`)."""
-    from prisma_core.explore import DatasetDocuments  # scikit-learn, through the run's read model
-
     return DatasetDocuments.open(workspace_at(workspace_path), dataset_id)
 
 
@@ -136,10 +128,8 @@ LOADED_RUNS = 2
 def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
     """The run at this revision. Labels, families and themes are read again; the codes and directions (the bulk,
     never changed once written) are shared with the revision loaded before, so revisions cost little memory."""
-    from prisma_core import pipeline  # scikit-learn: imported once a run is opened, not for every page
-
     last, key = _last_loaded(), (workspace_path, run_id)
-    run = pipeline.load_run(workspace_at(workspace_path), run_id, previous=last.pop(key, None))
+    run = load_run(workspace_at(workspace_path), run_id, previous=last.pop(key, None))
     last[key] = run
     while len(last) > LOADED_RUNS:  # the runs opened longest ago go; their cached revisions age out too
         last.pop(next(iter(last)))

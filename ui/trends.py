@@ -7,14 +7,23 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from prisma_core.compare.prevalence import q_text
-from prisma_core.explore import spreadsheet_csv
-from prisma_core.names import LEVEL_PLURALS, level_word
 from prisma_core.pipeline import LoadedRun
-from prisma_core.pipeline.trends import ConceptTrends, LevelTrends, trends_table
-from prisma_core.trends import PERIODS, PLAIN_WORDS
-from prisma_core.trends.over_time import default_compared, ranked, summarise
-from prisma_core.trends.periods import Timeline, date_columns, suggested_period, timeline
+from prisma_core.pipeline.comparison import q_text
+from prisma_core.pipeline.read_model import LEVEL_PLURALS, level_word, spreadsheet_csv
+from prisma_core.pipeline.read_model import TREND_WORDS as PLAIN_WORDS
+from prisma_core.pipeline.trends import (
+    PERIODS,
+    ConceptTrends,
+    LevelTrends,
+    Timeline,
+    date_columns,
+    default_compared,
+    ranked,
+    suggested_period,
+    summarise,
+    timeline,
+    trends_table,
+)
 from ui import charts, levels
 from ui.compare import q_threshold
 from ui.loaders import trends
