@@ -30,7 +30,7 @@ from prisma_core.pipeline.read_model import (
     split_strong,
     spreadsheet_csv,
 )
-from prisma_core.pipeline.report import report_html
+from prisma_core.pipeline.report.writer import report_html
 from prisma_core.pipeline.settings import ReportConfig
 from prisma_core.pipeline.trends import date_columns
 from ui import charts, levels

@@ -94,7 +94,7 @@ def cmd_export(workspace: Workspace, args: argparse.Namespace, run_id: str | Non
 
 def cmd_report(workspace: Workspace, args: argparse.Namespace) -> None:
     from prisma_core.pipeline import load_run
-    from prisma_core.pipeline.report import write_report
+    from prisma_core.pipeline.report.writer import write_report
 
     run = load_run(workspace, args.run)
     path = write_report(workspace, run, args.out, config_from_args(ReportConfig, args))

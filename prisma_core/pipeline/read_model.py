@@ -58,7 +58,7 @@ from prisma_core.overview import (
     unfit_documents,
     unfit_documents_table,
 )
-from prisma_core.report.drawing import NO_THEME_COLOUR, theme_colour
+from prisma_core.pipeline.report.drawing import NO_THEME_COLOUR, theme_colour
 from prisma_core.run_quality import (
     Placement,
     comes_back,

@@ -15,7 +15,7 @@ from prisma_core.embed import (
 from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.label_scores import ScoreConfig
-from prisma_core.report.config import ReportConfig
+from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.run_settings import run_settings
 from prisma_core.sae import SAEConfig, check_config
 from prisma_core.themes import ThemeConfig

@@ -9,9 +9,9 @@ import pytest
 
 from prisma_core.errors import TrainingError
 from prisma_core.interpret.keywords import UNNAMED_LABEL
-from prisma_core.interpret.labelling.storing import FAMILIES, THEMES
 from prisma_core.pipeline import jobs
 from prisma_core.pipeline.jobs import JOB_NICENESS, JobRegistry
+from prisma_core.pipeline.labelling.storing import FAMILIES, THEMES
 from prisma_core.progress import Progress
 from ui.progress import STAGE_NAMES
 from ui.text import feature_name, html_text, md, snippet
