@@ -1,4 +1,4 @@
-"""The imports of the core, the app's helpers (`ui/`), its pages and `app.py` have no cycles (README, code map):
+"""The imports of the core, the app's helpers (`ui/`), its pages and `app.py` have no cycles (docs/code-map.md):
 each module's imports, read from its source, form a graph without a loop, so every module can be read, tested and
 imported after the modules it uses. The app and the command line enter the core only through `prisma_core.pipeline`,
 and the core's packages stack in layers below it.
