@@ -27,6 +27,7 @@ import numpy as np
 
 from prisma_core.embed.chunking import Chunking, average_by_document, encode_chunks, plan_chunks
 from prisma_core.embed.config import (
+    COSINE_FLOOR,
     DEFAULT_MODEL,
     EmbedConfig,
     cpu_has_int8_dot_product,
@@ -49,6 +50,7 @@ from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.store.schemas import Passages
 
 __all__ = [
+    "COSINE_FLOOR",
     "DEFAULT_MODEL",
     "Chunking",
     "EmbedConfig",

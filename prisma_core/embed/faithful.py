@@ -100,11 +100,17 @@ def sample_positions(n_documents: int, size: int = SAMPLE_DOCUMENTS) -> np.ndarr
     return np.unique(np.linspace(0, n_documents - 1, min(size, n_documents)).round().astype(np.int64))
 
 
-def faithful_choice(config: EmbedConfig, texts: Sequence[str], floor: float = COSINE_FLOOR) -> PrecisionChoice:
+def faithful_choice(
+    config: EmbedConfig,
+    texts: Sequence[str],
+    floor: float | None = None,
+    candidates: Sequence[str] | None = None,
+) -> PrecisionChoice:
     """The backend and precision to embed a dataset with, `texts` a sample of its documents (`sample_positions`): the
-    fastest candidate (`fast_candidates`) whose vectors of every text stay at or above `floor` cosine to fp32, else
-    fp32."""
-    candidates = fast_candidates(config)
+    first of `candidates` (by default `fast_candidates`: this machine's, fastest first) whose vectors of every text
+    stay at or above `floor` (COSINE_FLOOR) cosine to fp32, else fp32."""
+    floor = COSINE_FLOOR if floor is None else floor
+    candidates = fast_candidates(config) if candidates is None else candidates
     if not candidates:
         return unchecked_choice(config)
     fp32 = at_precision(config, "fp32")
@@ -118,27 +124,27 @@ def faithful_choice(config: EmbedConfig, texts: Sequence[str], floor: float = CO
         lowest = float(similarity.min())
         if lowest >= floor:
             checked = f"on {len(texts)} of this dataset's documents"
-            passed = f"{precision} passed: lowest cosine to full precision {lowest:.3f} {checked}"
+            passed = f"{precision} passed: lowest cosine to full precision {lowest:.4f} {checked}"
             return PrecisionChoice(candidate.backend, precision, "; ".join([*refused, passed]), lowest, len(texts))
         below = int((similarity < floor).sum())
         documents = "one document" if below == 1 else f"{below} of {len(texts)} documents"
-        refused.append(f"{precision} refused: {documents} at {lowest:.3f} < {floor}")
+        refused.append(f"{precision} refused: {documents} at {lowest:.4f} < {floor}")
     reason = "; ".join([*refused, "fp32 chosen"])
     return PrecisionChoice(fp32.backend, "fp32", reason, 1.0, len(texts))
 
 
-def cached_choice(config: EmbedConfig, texts: Sequence[str], floor: float = COSINE_FLOOR) -> PrecisionChoice:
+def cached_choice(config: EmbedConfig, texts: Sequence[str]) -> PrecisionChoice:
     """`faithful_choice`, kept on disk beside the converted models (and in this process) under everything it depends
     on: the candidates' and fp32's converted models (model files, library versions), the floor and the sampled texts.
     A dataset checked once is not checked again; nothing is checked where `auto` has no candidate."""
     if not fast_candidates(config):
         return unchecked_choice(config)
-    path = _choices_folder() / f"{_choice_digest(config, texts, floor)}.json"
+    path = _choices_folder() / f"{_choice_digest(config, texts, COSINE_FLOOR)}.json"
     if path not in _choices:
         try:
             _choices[path] = PrecisionChoice(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
-            _choices[path] = faithful_choice(config, texts, floor)
+            _choices[path] = faithful_choice(config, texts)
             _keep(path, _choices[path])
     return _choices[path]
 
