@@ -32,6 +32,7 @@ from prisma_core.embed.chunking import encode_chunks, plan_chunks
 from prisma_core.embed.config import COSINE_FLOOR
 from prisma_core.embed.model import bounded
 from prisma_core.embed.openvino_cache import cache_key, cache_root
+from prisma_core.errors import EmbeddingError
 from prisma_core.store.datasets import text_hash
 
 SAMPLE_DOCUMENTS = 32
@@ -136,7 +137,8 @@ def faithful_choice(
 def cached_choice(config: EmbedConfig, texts: Sequence[str]) -> PrecisionChoice:
     """`faithful_choice`, kept on disk beside the converted models (and in this process) under everything it depends
     on: the candidates' and fp32's converted models (model files, library versions), the floor and the sampled texts.
-    A dataset checked once is not checked again; nothing is checked where `auto` has no candidate."""
+    A dataset checked once is not checked again; nothing is checked where `auto` has no candidate, and fp32 is chosen
+    where the model cannot be loaded to check (the embedding then says why)."""
     if not fast_candidates(config):
         return unchecked_choice(config)
     path = _choices_folder() / f"{_choice_digest(config, texts, COSINE_FLOOR)}.json"
@@ -144,7 +146,11 @@ def cached_choice(config: EmbedConfig, texts: Sequence[str]) -> PrecisionChoice:
         try:
             _choices[path] = PrecisionChoice(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
-            _choices[path] = faithful_choice(config, texts)
+            try:
+                _choices[path] = faithful_choice(config, texts)
+            except EmbeddingError as error:  # a model that cannot load: embedding it says why; nothing is kept
+                fp32 = at_precision(config, "fp32")
+                return PrecisionChoice(fp32.backend, "fp32", f"fp32: no faster precision could be checked ({error})")
             _keep(path, _choices[path])
     return _choices[path]
 
