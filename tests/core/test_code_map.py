@@ -1,4 +1,5 @@
-"""The README's code map names every module of the core and every page, so a newcomer finds each by name there."""
+"""The code map (docs/code-map.md) names every module of the core and every page, so a newcomer finds each by name
+there."""
 
 import re
 from pathlib import Path
@@ -7,8 +8,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def code_map() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    return readme[readme.index("Code map.") : readme.index("## Reproducibility")]
+    return (REPO / "docs" / "code-map.md").read_text(encoding="utf-8")
 
 
 def test_the_code_map_names_every_module_of_the_core() -> None:
@@ -18,10 +18,10 @@ def test_the_code_map_names_every_module_of_the_core() -> None:
         for path in (REPO / "prisma_core").rglob("*.py")
         if path.stem != "__main__"
     }
-    assert modules - {"prisma_core"} <= named, f"not in the README's code map: {sorted(modules - named)}"
+    assert modules - {"prisma_core"} <= named, f"not in docs/code-map.md: {sorted(modules - named)}"
 
 
 def test_the_code_map_names_every_page() -> None:
     pages = {path.stem.capitalize() for path in (REPO / "pages").glob("*.py")}
     missing = {page for page in pages if not re.search(rf"\b{page}\b", code_map())}
-    assert not missing, f"pages not in the README's code map: {sorted(missing)}"
+    assert not missing, f"pages not in docs/code-map.md: {sorted(missing)}"

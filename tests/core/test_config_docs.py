@@ -12,6 +12,7 @@ import pytest
 import prisma_core
 from prisma_core.cli import build_parser
 from prisma_core.config_docs import field_docs, field_kind, field_metadata
+from prisma_core.edit_config import CarryConfig, EditConfig
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import SettingsError
 from prisma_core.families import FamilyConfig
@@ -171,3 +172,17 @@ def test_the_version_is_written_once_in_the_package_and_read_by_the_project_file
     assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "prisma_core.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+", prisma_core.__version__)
+
+
+def test_the_configuration_page_names_every_stage_config_and_every_variable_prisma_reads():
+    repo = Path(__file__).parents[2]
+    page = (repo / "docs" / "configuration.md").read_text(encoding="utf-8")
+    sources = [*(repo / "prisma_core").rglob("*.py"), *(repo / "ui").rglob("*.py"), *(repo / "pages").glob("*.py")]
+    variables = {
+        name
+        for source in sources
+        for name in re.findall(r"\b(?:PRISMA|OLLAMA|AWS)_[A-Z][A-Z_]*[A-Z]\b", source.read_text(encoding="utf-8"))
+    }
+    configs = {config.__name__ for config in (*CONFIGS, EditConfig, CarryConfig)}
+    assert {"PRISMA_WORKSPACE", "OLLAMA_API_KEY", "AWS_ENDPOINT_URL"} <= variables
+    assert sorted(name for name in variables | configs if f"`{name}`" not in page) == []

@@ -1,4 +1,4 @@
-"""The core's imports have no cycles (README, code map): each module's imports, read from its source, form a graph
+"""The core's imports have no cycles (docs/code-map.md): each module's imports, read from its source, form a graph
 without a loop, so every module can be read, tested and imported after the modules it uses.
 
 An import counts wherever it is written: at the top, inside a function (deferred to keep heavy libraries out of
