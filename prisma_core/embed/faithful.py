@@ -25,6 +25,7 @@ from prisma_core.embed import (
     backend_for,
     cpu_has_native_bf16,
     load_encoder,
+    release_models,
     resolve_config_precision,
     resolve_device,
 )
@@ -117,6 +118,16 @@ def faithful_choice(
     fp32 = at_precision(config, "fp32")
     if not texts:
         return PrecisionChoice(fp32.backend, "fp32", "fp32: the dataset has no document to check a faster precision on")
+    try:
+        return _first_faithful(config, texts, floor, candidates)
+    finally:
+        release_models()  # the fp32 reference (and the candidates) leave memory: the embedding loads what it uses
+
+
+def _first_faithful(
+    config: EmbedConfig, texts: Sequence[str], floor: float, candidates: Sequence[str]
+) -> PrecisionChoice:
+    fp32 = at_precision(config, "fp32")
     reference = first_window_vectors(fp32, texts)
     refused = []
     for precision in candidates:
