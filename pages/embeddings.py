@@ -12,6 +12,7 @@ from prisma_core.embed import (
     EmbedConfig,
     resolve_device,
 )
+from prisma_core.embed.faithful import PrecisionChoice
 from prisma_core.errors import PrismaError
 from prisma_core.pipeline import EmbedSummary
 from ui.config_form import config_inputs
@@ -75,9 +76,11 @@ def show_token_statistics(config: EmbedConfig) -> None:
         st.caption(sample_notice(stats["counted"], stats["of"]) + ": the figures above are for that sample.")
 
 
-def numbers_in_words(precision: str) -> str:
-    if precision == "fp32":
+def numbers_in_words(choice: PrecisionChoice) -> str:
+    if choice.precision == "fp32":
         return "with full-precision numbers"
+    if not choice.n_checked:
+        return "with the faster, compact number format chosen in the settings"
     return (
         "with a faster, compact number format, used because it gives practically the same vectors as full precision "
         "on a sample of this dataset's own documents"
@@ -106,7 +109,7 @@ runtime = "OpenVINO" if choice.backend == "openvino" else "torch"
 speed = f"{runtime} {choice.precision}" + (", the fast path" if runtime == "OpenVINO" else "")  # faster than torch here
 device = resolve_device(config.device)
 where = f"the Ray cluster at **{md(config.ray_address)}**" if config.ray_address else f"**{device}**"
-st.caption(f"Runs on {where}, {numbers_in_words(choice.precision)}.")
+st.caption(f"Runs on {where}, {numbers_in_words(choice)}.")
 with st.expander("Advanced: how the documents are embedded"):
     st.caption(
         f"The model runs with **{speed}** ({md(choice.reason)}). Its vectors are kept under the name "
