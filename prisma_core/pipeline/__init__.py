@@ -11,6 +11,7 @@ embed -> train in one call), `export`, and the read model of `prisma_core.runs`.
 from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train
 from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
 from prisma_core.pipeline.document_passages import passage_batches, passages, passages_of_texts
+from prisma_core.pipeline.embedding_choice import dataset_config, precision_choice
 from prisma_core.pipeline.evidence import document_passage_features, feature_evidence, feature_quotes
 from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
 from prisma_core.pipeline.files import APP_EXPORTS
@@ -41,6 +42,7 @@ __all__ = [
     "RunSummary",
     "SaeChoice",
     "add_documents",
+    "dataset_config",
     "document_passage_features",
     "document_themes",
     "embed_dataset",
@@ -59,6 +61,7 @@ __all__ = [
     "passages_of_texts",
     "place_in_runs",
     "place_new_documents",
+    "precision_choice",
     "rebuild_families",
     "rebuild_themes",
     "resolve_labels",
