@@ -7,12 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.pipeline import EmbedSummary, PrismaError
+from prisma_core.pipeline import EmbedSummary, PrecisionChoice, PrismaError
 from prisma_core.pipeline.settings import (
     DEFAULT_MODEL,
     EmbedConfig,
-    resolve_backend,
-    resolve_config_precision,
     resolve_device,
 )
 from ui.config_form import config_inputs
@@ -20,7 +18,7 @@ from ui.gates import require_dataset
 from ui.loaders import token_statistics
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, embed_config, set_embed_config, vector_space, workspace
+from ui.state import PAGES, embed_config, embedding_choice, set_embed_config, vector_space, workspace
 from ui.text import md, sample_notice
 
 route_here()
@@ -69,6 +67,17 @@ def show_token_statistics(config: EmbedConfig) -> None:
         st.caption(sample_notice(stats["counted"], stats["of"]) + ": the figures above are for that sample.")
 
 
+def numbers_in_words(choice: PrecisionChoice) -> str:
+    if choice.precision == "fp32":
+        return "with full-precision numbers"
+    if not choice.n_checked:
+        return "with the faster, compact number format chosen in the settings"
+    return (
+        "with a faster, compact number format, used because it gives practically the same vectors as full precision "
+        "on a sample of this dataset's own documents"
+    )
+
+
 def show_summary(summary: EmbedSummary) -> None:
     cols = st.columns(4)
     cols[0].metric("Documents", f"{summary.n_documents:,}")
@@ -83,31 +92,33 @@ config = settings_form(embed_config())
 if config is None:
     st.stop()
 try:
-    runtime = "OpenVINO" if resolve_backend(config) == "openvino" else "torch"
+    choice = embedding_choice(dataset.dataset_id, config)
 except PrismaError as error:
     st.error(f"{md(error)} Or set the backend back to auto.", icon=":material/error:")
     st.stop()
+runtime = "OpenVINO" if choice.backend == "openvino" else "torch"
+speed = f"{runtime} {choice.precision}" + (", the fast path" if runtime == "OpenVINO" else "")  # faster than torch here
 device = resolve_device(config.device)
-precision = resolve_config_precision(config)
-speed = f"{runtime} {precision}" + (", the fast path" if runtime == "OpenVINO" else "")  # faster than torch here
 where = f"the Ray cluster at **{md(config.ray_address)}**" if config.ray_address else f"**{device}**"
-st.caption(f"Runs on {where}.")
+st.caption(f"Runs on {where}, {numbers_in_words(choice)}.")
 with st.expander("Advanced: how the documents are embedded"):
     st.caption(
-        f"The model runs with **{speed}**. Its vectors are kept under the name *{md(vector_space(config))}*: "
-        "documents embedded again with the same model and settings reuse them."
+        f"The model runs with **{speed}** ({md(choice.reason)}). Its vectors are kept under the name "
+        f"*{md(vector_space(dataset.dataset_id, config))}*: documents embedded again with the same model and settings "
+        "reuse them."
     )
+
 
 with st.expander("Token statistics: how documents split into windows"):
     if st.toggle("Count tokens", key="count_tokens"):
         show_token_statistics(config)
 
-job_key = f"embed:{dataset.dataset_id}:{vector_space(config)}"
+job_key = f"embed:{dataset.dataset_id}:{vector_space(dataset.dataset_id, config)}"
 job = job_panel(job_key)
 if job is not None and job.status == "done" and isinstance(job.result, EmbedSummary):
     show_summary(job.result)
 running = job is not None and job.running
-embedded = workspace().has_vectors(dataset.dataset_id, vector_space(config))
+embedded = workspace().has_vectors(dataset.dataset_id, vector_space(dataset.dataset_id, config))
 if embedded and not running:
     set_embed_config(config)
     st.success(f"“{md(dataset.name)}” is embedded with this model: you can train an SAE.", icon=":material/check:")

@@ -156,7 +156,7 @@ st.subheader("Next step")
 dataset = current_dataset()
 if dataset is None:
     st.markdown("Pick a dataset in the sidebar.")
-elif not ws.has_vectors(dataset.dataset_id, vector_space(embed_config())):
+elif not ws.has_vectors(dataset.dataset_id, vector_space(dataset.dataset_id, embed_config())):
     st.markdown(f"“{md(dataset.name)}” is not embedded yet: compute its embeddings.")
     st.page_link(PAGES["embeddings"], label="Embed the documents", icon=":material/scatter_plot:")
 elif not ws.runs(dataset.dataset_id):

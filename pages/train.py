@@ -69,7 +69,7 @@ st.markdown(
 explain("sparse autoencoder (SAE)", "trainings compared", "detail captured", "overfitting")
 
 embedding = embed_config()
-space = vector_space(embedding)
+space = vector_space(dataset.dataset_id, embedding)
 if not ws.has_vectors(dataset.dataset_id, space):
     st.warning(
         f"“{md(dataset.name)}” has no embeddings with {md(embedding.model)} yet: embed it first, then come back.",

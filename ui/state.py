@@ -12,7 +12,16 @@ from typing import Any
 
 import streamlit as st
 
-from prisma_core.pipeline import CHANGING_RUN_TABLES, DatasetRecord, LoadedRun, Workspace, load_run, resolve_workspace
+from prisma_core.pipeline import (
+    CHANGING_RUN_TABLES,
+    DatasetRecord,
+    LoadedRun,
+    PrecisionChoice,
+    Workspace,
+    load_run,
+    precision_choice,
+    resolve_workspace,
+)
 from prisma_core.pipeline.jobs import JobRegistry
 from prisma_core.pipeline.read_model import DatasetDocuments, run_name, shown_feature
 from prisma_core.pipeline.settings import EmbedConfig, model_key
@@ -155,12 +164,22 @@ def embed_config() -> EmbedConfig:
     return st.session_state.get(EMBED_CONFIG_KEY) or EmbedConfig()
 
 
-@st.cache_data(show_spinner="Preparing the embedding model for this computer (once per machine, about a minute)…")
-def vector_space(config: EmbedConfig) -> str:
-    """The vector space `config` embeds into (`model_key`), kept for the session's life. On a CPU with int8
-    arithmetic the first answer on a machine quantizes the model and checks its accuracy (embed/quantize.py); every
-    later one is read from disk, and from this cache without touching the disk."""
-    return model_key(config)
+@st.cache_data(show_spinner="Choosing how to embed this dataset on this computer (the first time: up to a minute)…")
+def _embedding_choice(workspace_uri: str, dataset_id: str, n_documents: int, config: EmbedConfig) -> PrecisionChoice:
+    return precision_choice(workspace_at(workspace_uri), dataset_id, config)
+
+
+def embedding_choice(dataset_id: str, config: EmbedConfig) -> PrecisionChoice:
+    """The backend and precision the dataset is embedded with under `config`, and why, kept for the session's life.
+    On a CPU with a faster precision than fp32 the first answer for a dataset embeds a sample of its documents at
+    both (embed/faithful.py; on a new machine the int8 model is first quantized and checked, embed/quantize.py);
+    every later one is read from the dataset's embedding record or the kept verdict."""
+    return _embedding_choice(workspace().uri, dataset_id, dataset_size(dataset_id), config)
+
+
+def vector_space(dataset_id: str, config: EmbedConfig) -> str:
+    """The vector space (`model_key`) the dataset is embedded into under `config`."""
+    return model_key(embedding_choice(dataset_id, config).config(config))
 
 
 def set_embed_config(config: EmbedConfig) -> None:

@@ -68,6 +68,8 @@ def print_embedded(summary: EmbedSummary) -> None:
         f"in {summary.n_chunks} chunks, {summary.n_cached} from cache, {summary.seconds:.1f} s"
         + (f", {rate:,.0f} tokens/s" if rate else "")
     )
+    if summary.choice is not None:
+        print(f"precision: {summary.choice.reason}")
 
 
 def print_trained(workspace: Workspace, summary: RunSummary) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from prisma_core.embed.chunking import Chunking, average_by_document, encode_chunks, plan_chunks
 from prisma_core.embed.config import (
+    COSINE_FLOOR,
     DEFAULT_MODEL,
     EmbedConfig,
     cpu_has_int8_dot_product,
@@ -49,6 +50,7 @@ from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.store.schemas import Passages
 
 __all__ = [
+    "COSINE_FLOOR",
     "DEFAULT_MODEL",
     "Chunking",
     "EmbedConfig",
@@ -57,6 +59,7 @@ __all__ = [
     "EncoderSpec",
     "Passages",
     "average_by_document",
+    "backend_for",
     "cpu_has_int8_dot_product",
     "cpu_has_native_bf16",
     "embed_documents",
@@ -109,8 +112,12 @@ def resolve_backend(config: EmbedConfig) -> Literal["torch", "openvino"]:
     """auto: OpenVINO for int8, and for bf16 on a CPU, when it is installed; on a CPU without bf16, OpenVINO fp32 too
     for a model it builds without torch (the bundled one: 1.7x torch fp32's speed on an AVX2 CPU, 310 MB less memory,
     cosine 0.9999999; BENCHMARKS.md section 8). Explicit fp32, other models at fp32 and GPUs stay on torch."""
+    return backend_for(config, resolve_config_precision(config))
+
+
+def backend_for(config: EmbedConfig, precision: str) -> Literal["torch", "openvino"]:
+    """`resolve_backend` for `config` embedding at `precision` (resolved: fp32, bf16 or int8)."""
     device = resolve_device(config.device)
-    precision = resolve_config_precision(config)
     if config.backend == "openvino" or precision == "int8":
         if config.backend == "torch":
             raise EmbeddingError("int8 runs on the OpenVINO backend only: choose the auto or openvino backend.")

@@ -18,6 +18,10 @@ Backend = Literal["auto", "torch", "openvino"]
 
 RAY_ADDRESS_ENV = "PRISMA_RAY_ADDRESS"
 
+COSINE_FLOOR = 0.97
+"""The lowest cosine to fp32 a document's vector may have at a precision `auto` chooses (int8, bf16): the int8 model's
+first check (embed/int8_choice.py), the check on each dataset's own documents (embed/faithful.py) and the tests."""
+
 
 def default_ray_address() -> str:
     """The PRISMA_RAY_ADDRESS environment variable when set, else "" (embed on this machine), read when a config is

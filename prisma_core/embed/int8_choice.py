@@ -10,7 +10,7 @@ import json
 import logging
 from pathlib import Path
 
-from prisma_core.embed.config import EmbedConfig
+from prisma_core.embed.config import COSINE_FLOOR, EmbedConfig
 from prisma_core.embed.model import check_model_available
 from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.embed.quantize import CHECK_FILE, Int8Check
@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 MIN_MEAN_COSINE = 0.99
 """int8 document vectors must keep at least this mean cosine to the fp32 ones ..."""
-MIN_COSINE = 0.97
+MIN_COSINE = COSINE_FLOOR
 """... and at least this cosine for every checked document."""
 
 _reported: set[tuple[str, float, float]] = set()

@@ -16,10 +16,12 @@ before ingesting), `read_model` (what the pages show of a run), `edits` (the ana
 re-exports; the logic stays in its stage's module.
 """
 
+from prisma_core.embed.faithful import PrecisionChoice
 from prisma_core.errors import DamagedTableError, LabellingError, PrismaError, RunBehindError, SettingsError
 from prisma_core.pipeline.chain import ChainResult, Finished, Ingested, NewDataset, SaeChoice, ingest_embed_train
 from prisma_core.pipeline.dataset import AddedDocuments, EmbedSummary, add_documents, embed_dataset, ingest
 from prisma_core.pipeline.document_passages import passage_batches, passages, passages_of_texts
+from prisma_core.pipeline.embedding_choice import dataset_config, precision_choice
 from prisma_core.pipeline.evidence import document_passage_features, feature_evidence, feature_quotes
 from prisma_core.pipeline.export import EXPORT_FILES, EXPORT_MARKER, export_run, export_target
 from prisma_core.pipeline.files import APP_EXPORTS
@@ -56,6 +58,7 @@ __all__ = [
     "NewDataset",
     "Passages",
     "Placement",
+    "PrecisionChoice",
     "PrismaError",
     "Progress",
     "ProgressCallback",
@@ -66,6 +69,7 @@ __all__ = [
     "SettingsError",
     "Workspace",
     "add_documents",
+    "dataset_config",
     "document_passage_features",
     "document_themes",
     "embed_dataset",
@@ -85,6 +89,7 @@ __all__ = [
     "place_in_runs",
     "place_new_documents",
     "plain_reason",
+    "precision_choice",
     "rebuild_families",
     "rebuild_themes",
     "resolve_labels",

@@ -13,10 +13,12 @@ import numpy as np
 import pandas as pd
 
 from prisma_core.embed import EmbedConfig, embed_documents, model_key
+from prisma_core.embed.faithful import PrecisionChoice, fast_candidates
 from prisma_core.ingest import DocumentStream, IngestConfig, IngestReport, Source
 from prisma_core.ingest.documents import unique_ids
 from prisma_core.lineage import record_stage
 from prisma_core.names import MAX_NAME_CHARS, checked_name, snippet
+from prisma_core.pipeline.embedding_choice import precision_choice
 from prisma_core.pipeline.passage_cap import PassageCap
 from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
@@ -33,6 +35,7 @@ class EmbedSummary:
     n_tokens: int
     seconds: float
     n_passages: int = 0  # passages stored
+    choice: PrecisionChoice | None = None  # the backend and precision embedded with, and why
 
 
 def ingest(
@@ -149,14 +152,20 @@ def embed_dataset(
 
     With `config.ray_address` the texts are embedded on that Ray cluster (pipeline/ray_embedding.py, which imports
     ray), into the same vector space, without passages (`pipeline.passages` computes them when asked); without, on
-    this machine."""
+    this machine.
+
+    `auto` embeds at a faster precision only where it keeps a sample of this dataset's documents faithful to fp32
+    (`embedding_choice`); the choice and its reason are in the summary and the embedding's record."""
+    choice = precision_choice(workspace, dataset_id, config)
+    chosen = choice.config(config) if fast_candidates(config) else config
     if not config.ray_address:
-        local = functools.partial(_local_slices, config)
-        return embed_with(workspace, dataset_id, config, progress, slice_documents, local)
+        local = functools.partial(_local_slices, chosen)
+        return embed_with(workspace, dataset_id, config, progress, slice_documents, local, choice)
     from prisma_core.pipeline import ray_embedding
 
     with ray_embedding.connected(config.ray_address) as cluster:
-        return embed_with(workspace, dataset_id, config, progress, slice_documents, cluster.embedding(config))
+        compute = cluster.embedding(chosen)
+        return embed_with(workspace, dataset_id, config, progress, slice_documents, compute, choice)
 
 
 def embed_with(
@@ -166,17 +175,19 @@ def embed_with(
     progress: ProgressCallback,
     slice_documents: int,
     compute: ComputeSlices,
+    choice: PrecisionChoice | None = None,
 ) -> EmbedSummary:
     """`embed_dataset` with the texts embedded by `compute` (this machine's or a cluster's; a benchmark's stand-in):
     reads the documents a window at a time (their texts are never all in memory) and has `compute` embed each
-    window's texts that neither this dataset nor the cache has a vector for."""
+    window's texts that neither this dataset nor the cache has a vector for, in the space of `choice` (the backend
+    and precision `embed_dataset` chose; `config` as it resolves without)."""
     started = time.perf_counter()
-    key = model_key(config)
+    key = model_key(config if choice is None else choice.config(config))
     n_documents = workspace.dataset(dataset_id).n_documents
     stored = np.fromiter(workspace.stored_positions(dataset_id, key), dtype=np.int64)
     if len(stored) == n_documents:
         progress(Progress("embed", n_documents, n_documents, "all documents already embedded"))
-        return EmbedSummary(key, n_documents, n_documents, 0, 0, 0, time.perf_counter() - started)
+        return EmbedSummary(key, n_documents, n_documents, 0, 0, 0, time.perf_counter() - started, choice=choice)
     n_todo = n_documents - len(stored)
     # said before the model loads (and, on a fresh machine, is converted): storing the documents is over
     progress(Progress("embed", 0, n_todo, f"0 of {n_todo:,} documents: loading the embedding model"))
@@ -193,6 +204,7 @@ def embed_with(
         n_tokens=windows.tokens,
         seconds=time.perf_counter() - started,
         n_passages=windows.passages,
+        choice=choice,
     )
     record_stage(workspace, "embedding", dataset_id, dataset_id, asdict(config), asdict(summary))
     return summary

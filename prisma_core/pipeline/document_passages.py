@@ -19,6 +19,7 @@ from prisma_core.embed import EmbedConfig, embed_documents, model_key
 from prisma_core.embed.passages import concatenated_ranges
 from prisma_core.errors import EmbeddingError, NotFoundError
 from prisma_core.pipeline.dataset import SLICE_DOCUMENTS, WINDOW_DOCUMENTS
+from prisma_core.pipeline.embedding_choice import dataset_config
 from prisma_core.pipeline.passage_cap import PassageCap
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Passages, Workspace
@@ -55,6 +56,7 @@ def passage_batches(
 ) -> Iterator[Passages]:
     """`passages`, WINDOW_DOCUMENTS documents at a time: each batch ordered by position, then passage number; the
     batches in position order when `positions` are given, else in the order the documents are stored."""
+    config = dataset_config(workspace, dataset_id, config)
     key = model_key(config)
     n_documents = workspace.dataset(dataset_id).n_documents
     wanted = _checked(positions, n_documents)

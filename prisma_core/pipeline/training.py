@@ -22,6 +22,7 @@ from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.pipeline.document_passages import stored_passages
+from prisma_core.pipeline.embedding_choice import dataset_config
 from prisma_core.pipeline.evidence import find_run_evidence
 from prisma_core.pipeline.run_stages import RunCodes, find_run_families, group_themes, label_features, run_codes
 from prisma_core.progress import ProgressCallback, ignore_progress
@@ -50,7 +51,7 @@ class RunSummary:
 def suggested_sae_config(workspace: Workspace, dataset_id: str, embed_config: EmbedConfig = EmbedConfig()) -> SAEConfig:
     """SAE settings that suit the embedded dataset's size (the defaults of every entry point; explicit settings
     win)."""
-    key = model_key(embed_config)
+    key = model_key(dataset_config(workspace, dataset_id, embed_config))
     shape = workspace.stored_vectors(dataset_id, key).shape
     return suggest_config(*shape, n_passages=workspace.count_passages(key, _text_hashes(workspace, dataset_id)))
 
@@ -79,6 +80,7 @@ def train_run(
     and records are removed and earlier runs and datasets are untouched. `should_stop()` turning true cancels
     (TrainingError) at the next training step, or before the training's record is written, leaving no run.
     """
+    embed_config = dataset_config(workspace, dataset_id, embed_config)  # the space the dataset was embedded in
     key = model_key(embed_config)
     source = workspace.stored_vectors(dataset_id, key)
     sae_config = sae_config or suggested_sae_config(workspace, dataset_id, embed_config)

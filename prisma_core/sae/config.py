@@ -159,6 +159,11 @@ class SAEConfig(CheckedConfig):
     nested_levels: int = setting(4, minimum=1, maximum=8)
     """Matryoshka nesting: the first n_features/8^j features (j = levels-1 ... 1) must also reconstruct each document
     on their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
+    broadest_one: bool = setting(True)
+    """The broadest nested group (the first of `prefixes`) reconstructs each document from its one strongest feature
+    of the group, as the nearest centre of a k-means would: each broad feature then stands for one kind of document
+    (a news section) instead of a share of every document. With k active features a document used all of the group,
+    and no single feature matched a known category as well (BENCHMARKS.md section 7)."""
     aux_alpha: float = setting(
         1 / 32,
         label="Second-chance weight",
@@ -302,14 +307,17 @@ class SAEConfig(CheckedConfig):
         """Inverse of to_dict; raises SettingsError naming any unknown setting. Settings recorded by Prisma before
         runs compared several trainings (an `expansion_factor` instead of `n_features`) are read as what they did:
         expansion_factor x dim features, one training, random initial directions; settings recorded before runs were
-        polished (no `polish_epochs`) as trainings at k matched at 0.7 and not polished, and settings recorded before
-        passages were trained on as documents only."""
+        polished (no `polish_epochs`) as trainings at k matched at 0.7 and not polished, settings recorded before
+        passages were trained on as documents only, and those recorded before `broadest_one` with their broadest group
+        using all of its active features."""
         if "expansion_factor" in values:
             values = _before_consensus(values, dim)
         if "polish_epochs" not in values:
             values = {"k_compared": values.get("k", SUGGESTED_K), "match_at": 0.7, "polish_epochs": 0} | dict(values)
         if "passages" not in values:
             values = {"passages": False} | dict(values)
+        if "broadest_one" not in values:
+            values = {"broadest_one": False} | dict(values)
         return super().from_dict(values)
 
 

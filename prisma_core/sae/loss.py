@@ -21,9 +21,11 @@ def prefix_reconstructions(
     top_values: torch.Tensor,
     top_indices: torch.Tensor,
     prefixes: tuple[int, ...],
+    broadest_one: bool = False,
 ) -> torch.Tensor:
     """The reconstructions from the first m latents only, for every prefix size m [n_prefixes, batch, d]; the last
-    prefix holds all latents, so its reconstruction is the SAE's output.
+    prefix holds all latents, so its reconstruction is the SAE's output. With `broadest_one` (and more than one
+    prefix) the first prefix keeps only each document's strongest activation among its latents.
 
     One gather of each document's k active decoder rows serves every prefix (a prefix only zeroes some weights), and
     its backward pass fills one dense decoder gradient instead of one per prefix: BBC training takes 0.9x the CPU time
@@ -31,8 +33,16 @@ def prefix_reconstructions(
     decoder_rows: [n_latents, d]; top_values, top_indices: [batch, k].
     """
     rows = F.embedding(top_indices, decoder_rows)
-    weights = torch.stack([top_values * (top_indices < m) for m in prefixes])
+    weights = [top_values * (top_indices < m) for m in prefixes]
+    if broadest_one and len(prefixes) > 1:
+        weights[0] = strongest_only(weights[0])
+    weights = torch.stack(weights)
     return torch.einsum("pbk,bkd->pbd", weights, rows.to(weights.dtype)) + b_pre
+
+
+def strongest_only(values: torch.Tensor) -> torch.Tensor:
+    """values [batch, k] (>= 0) with all but each row's largest set to 0 (ties keep every equal one)."""
+    return values * (values >= values.max(dim=1, keepdim=True).values)
 
 
 def matryoshka_fvu(x: torch.Tensor, reconstructions: torch.Tensor) -> torch.Tensor:

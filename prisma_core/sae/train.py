@@ -447,7 +447,9 @@ def _train_step(
     with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
         pre_acts = model.pre_activations(x)
         top_values, top_indices = pre_acts.topk(model.k, dim=1, sorted=False)
-        reconstructions = prefix_reconstructions(model.W_dec, model.b_pre, top_values, top_indices, prefixes).float()
+        reconstructions = prefix_reconstructions(
+            model.W_dec, model.b_pre, top_values, top_indices, prefixes, config.broadest_one
+        ).float()
         recon = reconstructions[-1]
         recon_fvu = fvu(x, recon)
         objective = matryoshka_fvu(x, reconstructions)

@@ -11,9 +11,8 @@ from prisma_core.embed import (
     load_model,
     model_key,
     plan_chunks,
-    resolve_backend,
-    resolve_config_precision,
 )
+from prisma_core.embed.faithful import fast_candidates
 from prisma_core.ingest import IngestConfig
 from ui.state import job_registry
 
@@ -25,18 +24,18 @@ def test_embedded_dataset_offers_training_and_names_the_precision(trained_app):
     open_page(at, "embeddings")
     assert not at.exception
     assert at.sidebar.selectbox(key="dataset_id").value == trained_app.dataset_id
-    space = model_key(EmbedConfig())
-    assert texts(at.caption)[0] == "Runs on **cpu**."  # the technical words wait under Advanced
+    choice = pipeline.precision_choice(trained_app.workspace, trained_app.dataset_id, EmbedConfig())
+    space = model_key(choice.config(EmbedConfig()))
+    numbers = "full-precision numbers" if choice.precision == "fp32" else "a faster, compact number format, used "
+    assert texts(at.caption)[0].startswith(f"Runs on **cpu**, with {numbers}")  # technical words wait under Advanced
     (advanced,) = [e for e in at.expander if e.label == "Advanced: how the documents are embedded"]
-    if resolve_backend(EmbedConfig()) == "openvino":
-        precision = resolve_config_precision(EmbedConfig())
-        assert space == f"all-MiniLM-L6-v2|openvino-{precision}"
-        speed = f"OpenVINO {precision}, the fast path"
-    else:
-        speed = "torch fp32"
+    runtime = "OpenVINO" if choice.backend == "openvino" else "torch"
+    speed = f"{runtime} {choice.precision}" + (", the fast path" if runtime == "OpenVINO" else "")
     assert texts(advanced.caption)[0].startswith(
-        f"The model runs with **{speed}**. Its vectors are kept under the name *{space}*"
+        f"The model runs with **{speed}** ({choice.reason}). Its vectors are kept under the name *{space}*"
     )
+    if fast_candidates(EmbedConfig()):  # a faster precision was tried on the dataset's own documents
+        assert "of this dataset's documents" in texts(advanced.caption)[0]
     assert texts(at.success) == ["“BBC sample” is embedded with this model: you can train an SAE."]
     assert not [button for button in at.button if button.key == "embed_button"]
 
@@ -79,7 +78,9 @@ def test_unknown_model_shows_the_loading_error(trained_app):
     open_page(at, "embeddings")
     at.text_input(key="embed_model").input("/nonexistent/prisma-model").run()
     at.button(key="embed_button").click().run()
-    key = f"embed:{trained_app.dataset_id}:{model_key(EmbedConfig(model='/nonexistent/prisma-model'))}"
+    missing = EmbedConfig(model="/nonexistent/prisma-model")
+    space = model_key(pipeline.dataset_config(trained_app.workspace, trained_app.dataset_id, missing))
+    key = f"embed:{trained_app.dataset_id}:{space}"
     job_registry().wait(key, 120)
     at.run()
     (error,) = texts(at.error)
@@ -117,11 +118,12 @@ def test_a_ray_cluster_address_that_does_not_answer_is_named_in_the_error(traine
     open_page(at, "embeddings")
     at.text_input(key="embed_ray_address").input(f" {address} ").run()
     assert not at.exception
-    assert texts(at.caption)[0] == f"Runs on the Ray cluster at **{address}**."
+    assert texts(at.caption)[0].startswith(f"Runs on the Ray cluster at **{address}**, with ")
     at.button(key="embed_button").click().run()
-    job_registry().wait(f"embed:{dataset_id}:{model_key(EmbedConfig())}", 120)
+    space = model_key(pipeline.dataset_config(trained_app.workspace, dataset_id, EmbedConfig()))
+    job_registry().wait(f"embed:{dataset_id}:{space}", 120)
     at.run()
     (error,) = texts(at.error)
     assert error.startswith(f"Embedding “ray” failed: Cannot reach the Ray cluster at '{address}'")
     assert "ray start --head" in error
-    assert not trained_app.workspace.has_vectors(dataset_id, model_key(EmbedConfig()))
+    assert not trained_app.workspace.has_vectors(dataset_id, space)

@@ -18,6 +18,7 @@ from ollama_server import FakeOllama, closed_port_url, running_fake_ollama
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
+from prisma_core.feature_queries import ranked_features
 from prisma_core.interpret.ollama_client import has_model
 from prisma_core.pipeline import labelling
 from prisma_core.pipeline.labelling.planning import subthemes_of
@@ -45,11 +46,12 @@ def labels_page(trained_app, host: str) -> AppTest:
 
 
 def densest(trained_app, n: int, skip: int = 0) -> list[int]:
-    """n active features without an LLM label yet (tests share the workspace), densest first after `skip`."""
-    features = trained_app.workspace.features(trained_app.run_id).sort_values("density", ascending=False)
+    """n features the Labels page offers (not hidden: tests share the workspace and its edits) that are active and
+    have no LLM label yet, densest first after `skip`."""
+    offered = ranked_features(pipeline.load_run(trained_app.workspace, trained_app.run_id))
     rows = trained_app.workspace.interpretations(trained_app.run_id)
     labelled = set(rows.loc[rows["source"] != "keywords", "feature_id"].astype(int))
-    active = features.loc[features["density"] > 0, "feature_id"].astype(int)
+    active = offered.loc[offered["density"] > 0].sort_values("density", ascending=False)["feature_id"].astype(int)
     chosen = [feature for feature in active if feature not in labelled][skip : skip + n]
     assert len(chosen) == n, f"only {len(chosen)} unlabelled features after the {skip} densest: skip fewer"
     return chosen
@@ -219,14 +221,18 @@ def test_a_host_that_is_down_or_has_no_model_is_explained_and_nothing_starts(tra
 
 def test_garbage_replies_stop_the_batch_and_lose_no_label(trained_app, fake):
     before = trained_app.workspace.interpretations(trained_app.run_id)
+    streak = labelling.LabelConfig().max_consecutive_failures
     fake.responder = lambda request: "this is not JSON at all"
-    at = choose(labels_page(trained_app, fake.url), densest(trained_app, 5))  # garbage labels nothing
+    chosen = densest(trained_app, streak + 2)  # more than the streak that stops the batch
+    at = choose(labels_page(trained_app, fake.url), chosen)  # garbage labels nothing
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
-    assert job.result.features.stop_reason.startswith("Stopped after 3 failures in a row")
+    features = job.result.features
+    assert features.stop_reason.startswith(f"Stopped after {streak} failures in a row")
+    assert (features.n_labelled, features.n_failed, features.n_remaining) == (0, streak, len(chosen) - streak)
     at.run()
     warning = " ".join(texts(at.warning))
-    assert "0 features labelled" in warning and "3 failed (they keep their labels)" in warning
+    assert "0 features labelled" in warning and f"{streak} failed (they keep their labels)" in warning
     after = trained_app.workspace.interpretations(trained_app.run_id)
     assert len(after) == len(before)
 

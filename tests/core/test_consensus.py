@@ -161,4 +161,6 @@ def test_passages_of_the_training_documents_train_beside_them(bbc_subset: np.nda
 def test_settings_recorded_before_the_polish_read_as_what_they_did() -> None:
     old = SAEConfig.from_dict({"n_features": 80, "k": 4, "n_trainings": 3, "epochs": 12})
     assert (old.k_compared, old.compared_k(), old.match_at, old.polish_epochs) == (4, 4, 0.7, 0)
+    assert not old.passages and not old.broadest_one
+    assert SAEConfig().broadest_one
     assert SAEConfig.from_dict(SAEConfig().to_dict()) == SAEConfig()

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from app_helpers import SMALL_SAE, bbc_csv, new_app, open_page, wait_for_job
 
+from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.store import WORKSPACE_ENV, Workspace
 
@@ -55,7 +56,8 @@ def trained_app(app_workspace: Path, corpora_dir: Path) -> TrainedApp:
 
     open_page(at, "embeddings")
     at.button(key="embed_button").click().run()
-    wait_for_job(f"embed:{dataset.dataset_id}:{model_key(EmbedConfig())}")
+    space = model_key(pipeline.dataset_config(workspace, dataset.dataset_id, EmbedConfig()))  # as the page named it
+    wait_for_job(f"embed:{dataset.dataset_id}:{space}")
 
     open_page(at, "train")
     at.number_input(key="n_features").set_value(SMALL_SAE["n_features"])

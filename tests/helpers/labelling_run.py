@@ -43,9 +43,15 @@ def ollama(fake: FakeOllama, **overrides: Any) -> OllamaConfig:
     return OllamaConfig(host=fake.url, **{"timeout_s": 5.0, **overrides})
 
 
-def active_features(workspace: Workspace, run_id: str) -> list[int]:
+def active_features(workspace: Workspace, run_id: str, n: int | None = None) -> list[int]:
+    """The run's features that fire on some document, in id order; with `n`, the first n, asserting the run has as
+    many (how many features a run keeps depends on the machine's vectors: a test takes what it needs or says so)."""
     features = workspace.features(run_id)
-    return features.loc[features["density"] > 0, "feature_id"].astype(int).tolist()
+    active = features.loc[features["density"] > 0, "feature_id"].astype(int).tolist()
+    if n is None:
+        return active
+    assert len(active) >= n, f"the run has {len(active)} active features, the test needs {n}"
+    return active[:n]
 
 
 def run_codes(workspace: Workspace, run_id: str) -> sp.csc_matrix:

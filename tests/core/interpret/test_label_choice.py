@@ -76,7 +76,7 @@ def test_a_labelled_run_shows_the_better_label_of_each_feature_and_says_why(work
     """A model that names every feature "Field" (the issue's labels): where that scores worse than the keywords,
     the keywords stay shown everywhere (the feature list, the export), with the reason; chosen on the card, the
     model's label is shown."""
-    features = active_features(workspace, base_run.run_id)[:6]
+    features = active_features(workspace, base_run.run_id, 6)
     fake.responder = lambda request: json.dumps({"label": "Field", "description": "Documents about a field."})
     label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
 

@@ -31,7 +31,7 @@ from prisma_core.progress import Progress
 
 
 def test_a_malformed_answer_fails_only_its_feature(workspace, base_run, fake):
-    features = active_features(workspace, base_run.run_id)[:4]
+    features = active_features(workspace, base_run.run_id, 4)
     fake.scripted.extend(["Sure! The label is: sport"] * 3)  # every attempt for the first feature
 
     summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake, max_retries=2), feature_ids=features)
@@ -42,16 +42,17 @@ def test_a_malformed_answer_fails_only_its_feature(workspace, base_run, fake):
 
 
 def test_failures_in_a_row_stop_the_batch_and_lose_nothing(workspace, base_run, fake):
-    features = active_features(workspace, base_run.run_id)[:8]
+    streak = LabelConfig().max_consecutive_failures
+    features = active_features(workspace, base_run.run_id, 2 + streak + 3)  # 2 labelled first, 3 never tried
     label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features[:2])
     before = interpretations(workspace, base_run.run_id)
     fake.responder = lambda request: '{"label": "unterminated'
 
     summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake, max_retries=1), feature_ids=features)
 
-    assert (summary.n_skipped, summary.n_labelled, summary.n_failed, summary.n_remaining) == (2, 0, 3, 3)
-    assert summary.stop_reason.startswith("Stopped after 3 failures in a row; the last one: Feature")
-    assert len(fake.requests) == 2 + 3 * 2
+    assert (summary.n_skipped, summary.n_labelled, summary.n_failed, summary.n_remaining) == (2, 0, streak, 3)
+    assert summary.stop_reason.startswith(f"Stopped after {streak} failures in a row; the last one: Feature")
+    assert len(fake.requests) == 2 + streak * 2
     pd.testing.assert_frame_equal(interpretations(workspace, base_run.run_id), before)
 
 
@@ -65,7 +66,7 @@ def test_an_unknown_model_raises_before_any_request_and_changes_nothing(workspac
 
 
 def test_a_model_removed_midway_stops_the_batch_after_the_failures_in_a_row(workspace, base_run, fake):
-    features = active_features(workspace, base_run.run_id)[:6]
+    features = active_features(workspace, base_run.run_id, 6)
 
     def remove_models(event: Progress) -> None:
         if event.done == 1:
@@ -80,13 +81,13 @@ def test_a_model_removed_midway_stops_the_batch_after_the_failures_in_a_row(work
         remove_models,
     )
 
-    assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (1, 2, 3)
+    assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (1, 2, len(features) - 3)
     assert "'llama3.2' is not available" in summary.first_error
     assert llm_rows(workspace, base_run.run_id)["feature_id"].tolist() == features[:1]
 
 
 def test_slow_replies_time_out_per_feature_within_the_timeout(workspace, base_run, fake):
-    features = active_features(workspace, base_run.run_id)[:5]
+    features = active_features(workspace, base_run.run_id, 5)
     before = interpretations(workspace, base_run.run_id)
     fake.delay_s = 30.0
     started = time.monotonic()
@@ -100,7 +101,7 @@ def test_slow_replies_time_out_per_feature_within_the_timeout(workspace, base_ru
     )
 
     assert time.monotonic() - started < 2 * 1.0 + 5.0
-    assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (0, 2, 3)
+    assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (0, 2, len(features) - 2)
     assert "did not answer within 1 s" in summary.first_error
     pd.testing.assert_frame_equal(interpretations(workspace, base_run.run_id), before)
 

@@ -127,7 +127,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
 
 def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stopped(workspace, base_run, fake):
     """The job the Labels page and `label` run: the scope's features, then its families, then its themes."""
-    features = active_features(workspace, base_run.run_id)[:2]
+    features = active_features(workspace, base_run.run_id, 2)
     n_themes = len(workspace.themes(base_run.run_id))
     stages: list[str] = []
 

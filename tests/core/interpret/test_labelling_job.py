@@ -29,7 +29,7 @@ from prisma_core.progress import Progress
 
 
 def test_labels_are_stored_with_model_prompt_version_and_an_embedding_score(workspace, base_run, fake):
-    features = active_features(workspace, base_run.run_id)[:6]
+    features = active_features(workspace, base_run.run_id, 6)
     keyword_rows = interpretations(workspace, base_run.run_id)
     events: list[Progress] = []
 
@@ -72,7 +72,7 @@ def test_evidence_is_the_top_documents_and_contrast_never_activates(workspace, b
 
 
 def test_resume_sends_no_request_for_features_already_labelled(workspace, base_run, fake):
-    first, second = active_features(workspace, base_run.run_id)[:3], active_features(workspace, base_run.run_id)[3:6]
+    first, second = active_features(workspace, base_run.run_id, 3), active_features(workspace, base_run.run_id)[3:6]
     codes = run_codes(workspace, base_run.run_id)
     label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=first)
     fake.requests.clear()
@@ -96,7 +96,7 @@ def test_resume_sends_no_request_for_features_already_labelled(workspace, base_r
 
 
 def test_cancel_midway_keeps_every_label_made_and_a_rerun_finishes(workspace, base_run, fake):
-    features = active_features(workspace, base_run.run_id)[:6]
+    features = active_features(workspace, base_run.run_id, 6)
     done: list[Progress] = []
 
     summary = label_run(
@@ -119,7 +119,7 @@ def test_cancel_midway_keeps_every_label_made_and_a_rerun_finishes(workspace, ba
 def test_labels_are_stored_a_few_at_a_time_and_the_table_is_compacted(workspace, base_run, fake, monkeypatch):
     """One commit per label made the table's history (and LanceDB's cache of it in the app) grow with the square of
     the labels; labels are now written SAVE_EVERY at a time and the table compacted after the batch."""
-    features = active_features(workspace, base_run.run_id)[:51]
+    features = active_features(workspace, base_run.run_id, 2 * job.SAVE_EVERY + 1)  # two full writes and one more
     writes: list[list[int]] = []
     add = workspace.add_interpretations
     monkeypatch.setattr(
@@ -130,8 +130,9 @@ def test_labels_are_stored_a_few_at_a_time_and_the_table_is_compacted(workspace,
 
     summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
 
-    assert len(features) == summary.n_labelled == 51 and job.SAVE_EVERY == 25
-    assert writes == [features[:25], features[25:50], features[50:]]
+    every = job.SAVE_EVERY
+    assert summary.n_labelled == len(features)
+    assert writes == [features[:every], features[every : 2 * every], features[2 * every :]]
     stored = llm_rows(workspace, base_run.run_id)
     assert stored["feature_id"].tolist() == features and stored["score_embedding"].notna().any()
     stats = workspace.db.open_table("interpretations").stats()
@@ -141,7 +142,7 @@ def test_labels_are_stored_a_few_at_a_time_and_the_table_is_compacted(workspace,
 
 
 def test_labels_wait_at_most_save_seconds_and_an_error_midway_keeps_those_made(workspace, base_run, fake, monkeypatch):
-    features = active_features(workspace, base_run.run_id)[:5]
+    features = active_features(workspace, base_run.run_id, 5)
     writes: list[int] = []
     add = workspace.add_interpretations
     monkeypatch.setattr(
