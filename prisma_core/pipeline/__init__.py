@@ -1,10 +1,11 @@
 """The stages chained over a workspace: dataset -> embeddings -> SAE run -> features -> labels -> families.
 
 Each function takes configs and a progress callback, writes its artefacts to the store and returns what the caller
-needs to show: `dataset` (ingest, embed, add documents), `document_passages` (the documents' passages, read or
-computed), `evidence` (the passages where each feature fires most), `placement` (added documents placed in the
-runs), `training` (train, rebuild themes or families; the stages after the SAE are in `run_stages`), `chain` (ingest
--> embed -> train in one call), `demo`, `export`, `downloads`, `trends`, and `jobs` (long work in background threads).
+needs to show: `dataset` (ingest, embed, add documents), `embedding_choice` (the precision a dataset is embedded
+in), `document_passages` (the documents' passages, read or computed), `evidence` (the passages where each feature
+fires most), `placement` (added documents placed in the runs), `training` (train, rebuild themes or families; the
+stages after the SAE are in `run_stages`), `chain` (ingest -> embed -> train in one call), `labelling` (the label
+jobs), `report`, `demo`, `export`, `downloads`, `trends`, and `jobs` (long work in background threads).
 
 This package is the only door into the core for the app (`app.py`, `pages/`, `ui/`) and the command line
 (`prisma_core.cli`, `prisma_core.__main__`): they import `prisma_core.pipeline` and its modules, nothing else of
@@ -12,8 +13,8 @@ This package is the only door into the core for the app (`app.py`, `pages/`, `ui
 functions, the read model of a run (`LoadedRun`, `load_run`), the store's records, the typed errors and progress
 events below; the doors `settings` (every config type and its described fields), `intake` (files, columns and dates
 before ingesting), `read_model` (what the pages show of a run), `edits` (the analyst's edits and their carrying),
-`labelling` (naming concepts, the Ollama connection), `comparison` (groups compared), `trends` and `report`. A door
-re-exports; the logic stays in its stage's module.
+`labelling` (the label jobs, the Ollama connection), `comparison` (groups compared), `trends` and `report.writer`.
+A door re-exports; the logic stays in its stage's module.
 """
 
 from prisma_core.embed.faithful import PrecisionChoice
