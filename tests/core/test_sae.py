@@ -29,7 +29,7 @@ from prisma_core.sae import (
     train_sae,
 )
 from prisma_core.sae import train as sae_train
-from prisma_core.sae.adam import FusedAdam
+from prisma_core.sae.adam import Adam
 from prisma_core.sae.loss import prefix_reconstructions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -212,14 +212,15 @@ def test_same_seed_gives_identical_weights(bbc_subset: np.ndarray) -> None:
     assert not torch.equal(first["W_dec"], other["W_dec"])
 
 
-def test_fused_adam_gives_torch_adams_weights_to_the_bit() -> None:
-    """The SAE's Adam runs the kernel of torch.optim.Adam(fused=True): same steps, same weights, exactly."""
+@pytest.mark.parametrize("foreach", [False, True])
+def test_adam_gives_torch_adams_weights_to_the_bit(foreach: bool) -> None:
+    """The SAE's Adam does torch.optim.Adam's arithmetic: same steps, same weights, exactly."""
     generator = torch.Generator().manual_seed(0)
     start = [torch.randn(48, 16, generator=generator), torch.randn(16, generator=generator)]
     ours = [torch.nn.Parameter(t.clone()) for t in start]
     theirs = [torch.nn.Parameter(t.clone()) for t in start]
-    ours_adam, theirs_adam = FusedAdam(ours, lr=3e-3), torch.optim.Adam(theirs, lr=3e-3, fused=True)
-    for step in range(6):
+    ours_adam, theirs_adam = Adam(ours, lr=3e-3), torch.optim.Adam(theirs, lr=3e-3, foreach=foreach)
+    for step in range(40):
         grads = [torch.randn(t.shape, generator=generator) for t in start]
         for params, adam in ((ours, ours_adam), (theirs, theirs_adam)):
             adam.zero_grad()
