@@ -86,8 +86,8 @@ def test_the_graph_sees_top_level_deferred_and_registered_imports() -> None:
     assert graph.has_edge("prisma_core.embed", "prisma_core.embed.int8_choice")  # in a function
     assert graph.has_edge("prisma_core.embed", "prisma_core.embed.openvino_backend")  # by name, through BACKENDS
     assert graph.has_edge("prisma_core.embed.cache", "prisma_core.embed")  # a name the package itself defines
-    assert graph.has_edge("prisma_core.sae", "prisma_core.sae.loss")  # for type checkers only
-    assert not import_graph(type_only=False).has_edge("prisma_core.sae", "prisma_core.sae.loss")
+    assert graph.has_edge("prisma_core.pipeline.training", "prisma_core.sae.model")  # for type checkers only
+    assert not import_graph(type_only=False).has_edge("prisma_core.pipeline.training", "prisma_core.sae.model")
 
 
 def test_the_embedding_package_has_no_import_cycle() -> None:
