@@ -17,6 +17,7 @@ Precision = Literal["auto", "fp32", "bf16", "int8"]
 Backend = Literal["auto", "torch", "openvino"]
 
 RAY_ADDRESS_ENV = "PRISMA_RAY_ADDRESS"
+CPU_FLAGS_ENV = "PRISMA_CPU_FLAGS"
 
 COSINE_FLOOR = 0.97
 """The lowest cosine to fp32 a document's vector may have at a precision `auto` chooses (int8, bf16): the int8 model's
@@ -133,14 +134,23 @@ def _linux_without_gpu() -> bool:
 
 
 def _cpu_has_any(flags: tuple[str, ...]) -> bool:
-    """True when the (Linux) CPU lists one of these feature flags."""
+    """True when the (Linux) CPU lists one of these feature flags, or PRISMA_CPU_FLAGS does when it is set."""
+    return bool(set(flags) & cpu_flags())
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux), or those PRISMA_CPU_FLAGS lists when it is set (space-separated, e.g. "avx2"):
+    `auto` then chooses as it would on such a CPU, so the suite can run the numeric path another machine would take
+    (docs/testing.md)."""
+    if CPU_FLAGS_ENV in os.environ:
+        return set(os.environ[CPU_FLAGS_ENV].split())
     if platform.system() != "Linux":
-        return False
+        return set()
     try:
         listed = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    return any(f" {flag}" in listed for flag in flags)
+        return set()
+    return {flag for line in listed.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
 
 
 def cpu_has_native_bf16() -> bool:

@@ -31,6 +31,7 @@ from prisma_core.embed import chunking as chunking_module
 from prisma_core.embed import config as embed_config
 from prisma_core.embed import model as embed_model
 from prisma_core.embed.chunking import encode_chunks
+from prisma_core.embed.faithful import fast_candidates
 from prisma_core.embed.model import resolve_model_path
 from prisma_core.embed.torch_backend import torch_pooler
 from prisma_core.errors import EmbeddingError
@@ -223,6 +224,23 @@ def test_auto_backend_is_openvino_on_a_cpu_unless_fp32_is_asked_for(
     monkeypatch.setattr(embed, "cpu_has_int8_dot_product", lambda: False)  # int8: tests/core/test_int8.py
     assert resolve_backend(config) == backend
     assert model_key(config) == f"{DEFAULT_MODEL}|{space}"
+
+
+@pytest.mark.parametrize(
+    ("flags", "space", "candidates"),
+    [
+        ("sse4_2 avx avx2 fma", "openvino-fp32", []),  # an AVX2-only laptop: nothing faster to try
+        ("avx2 avx512f avx512_bf16", "openvino-bf16", ["bf16"]),  # native bf16, no int8 dot products
+    ],
+)
+def test_prisma_cpu_flags_make_auto_choose_as_on_that_cpu(monkeypatch, flags, space, candidates):
+    """PRISMA_CPU_FLAGS stands in for the CPU's flags, so the suite can take the numeric path another CPU would."""
+    monkeypatch.setenv(embed_config.CPU_FLAGS_ENV, flags)
+    assert embed_config.cpu_flags() == set(flags.split())
+    assert model_key(EmbedConfig()) == f"{DEFAULT_MODEL}|{space}"
+    assert fast_candidates(EmbedConfig()) == candidates
+    monkeypatch.delenv(embed_config.CPU_FLAGS_ENV)
+    assert {"sse2", "fpu"} <= embed_config.cpu_flags()  # this machine's own, read from /proc/cpuinfo
 
 
 def test_openvino_backend_that_cannot_run_says_why(monkeypatch):
