@@ -12,8 +12,11 @@ the fp32 run, per precision:
   `bench.quality` measures agreement across seeds (`quality_scores.stability`);
 - recurring features: the share of firing features that recur in the other run (`prisma_core.recurrence`), plain and
   weighted by the documents each fires on.
-The noise floor: the same measures between the fp32 run and an fp32 run with another seed (NOISE_SEED), so a
-backend's effect can be told from a seed's. Also reported: what `auto` chooses for the dataset on this machine.
+For context, the same measures between the fp32 run and an fp32 run with another SAE seed (NOISE_SEED), the
+seed-to-seed agreement `bench.quality` reports. It is no floor for a change of vectors: themes and sub-themes
+start from k-means on the embeddings with a fixed seed, so two SAE seeds on the same vectors share those clusters
+(BENCHMARKS.md section 20 compares another k-means seed). Also reported: what `auto` chooses for the dataset on
+this machine.
 """
 
 from __future__ import annotations
