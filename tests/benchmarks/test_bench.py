@@ -17,6 +17,7 @@ from scipy import stats
 
 from bench import (
     app_latency,
+    backends,
     common,
     embedding,
     end_to_end,
@@ -37,6 +38,8 @@ from bench import (
 from bench.memory_sampler import TreeSampler, process_tree, status_mb, tree_rss_mb
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, cpu_has_native_bf16, model_key, openvino_installed
+from prisma_core.embed.config import COSINE_FLOOR
+from prisma_core.embed.faithful import at_precision
 
 
 def positive(value: float) -> bool:
@@ -455,3 +458,31 @@ def test_trends_quick_finds_the_planted_changes_and_almost_nothing_on_shuffled_d
     assert found["shuffled_rate"] * analyses <= stats.binom.ppf(0.999, analyses, 0.05)
     met = found["shuffled_rate"] <= 0.05
     assert f"(target <= 5%): **{verdict(met)}**" in trends.markdown(result)
+
+
+BACKEND_ARTICLES = 60
+"""bench.backends' test embeds this many BBC articles three times (fp32, bf16, int8) and trains four runs on them."""
+
+
+def test_backends_quick_compares_the_themes_of_each_precision_with_fp32(cache_dir: Path) -> None:
+    result = backends.run(["bbc_news"], cache_dir, BACKEND_ARTICLES)
+    corpus = result["corpora"]["bbc_news"]
+    assert corpus["n_documents"] == BACKEND_ARTICLES
+    assert corpus["spaces"] == {p: model_key(at_precision(EmbedConfig(), p)) for p in backends.PRECISIONS}
+    assert len(set(corpus["spaces"].values())) == 3  # three vector spaces, each embedded for real
+    assert corpus["auto"]["precision"] in backends.PRECISIONS and corpus["auto"]["reason"]
+    noise, fast = f"fp32 seed {backends.NOISE_SEED}", ("bf16", "int8")
+    assert list(corpus["compared"]) == [noise, *fast]
+    assert corpus["compared"][noise]["cosine_min"] == pytest.approx(1.0)  # the same vectors, another seed
+    for side, found in corpus["compared"].items():
+        assert COSINE_FLOOR <= found["cosine_mean"] <= 1.0 + 1e-6 and found["cosine_min"] <= found["cosine_mean"]
+        assert -0.5 <= found["subtheme_ari"] <= 1.0 + 1e-9
+        assert fraction(found["recurring"]) and fraction(found["recurring_by_documents"])
+        assert found["themes"] >= 2 and found["subthemes"] >= found["themes"]
+        assert found["theme_ari"] > 0.5, side  # the same broad desks, whatever moved
+    worst = min(corpus["compared"][side]["theme_ari"] for side in fast)
+    assert backends.worst_backend_ari(corpus) == worst
+    text = backends.markdown(result)
+    assert len([line for line in text.splitlines() if line.startswith(f"| bbc_news ({BACKEND_ARTICLES})")]) == 3
+    assert f"{worst:.3f} (fp32 seed against seed" in text
+    assert f"target >= {backends.TARGET_THEME_ARI}: **{verdict(worst >= backends.TARGET_THEME_ARI)}**" in text
