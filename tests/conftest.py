@@ -189,14 +189,17 @@ def bbc_workspace(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path):
 @pytest.fixture(scope="session")
 def bbc_embeddings(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path) -> np.ndarray:
     """Real chunk-and-average embeddings of all 2,225 BBC articles, [2225, 384] float32: the shared corpus's vectors
-    of the bundled model, through a workspace's embedding cache (nothing is embedded), for the tests of training and
-    themes on vectors."""
+    of the bundled model, through a workspace's embedding cache (nothing is embedded), once per test run, for the
+    tests of training and themes on vectors."""
     from cached_vectors import embed_from_shared_vectors
 
     from prisma_core.embed import model_key
 
-    workspace, dataset_id = whole_bbc_ingested(tmp_path_factory.mktemp("bbc_embeddings"), corpora_dir)
-    return workspace.vectors(dataset_id, model_key(embed_from_shared_vectors(workspace, dataset_id, "bbc_news")))
+    def build(folder: Path) -> np.ndarray:
+        workspace, dataset_id = whole_bbc_ingested(folder, corpora_dir)
+        return workspace.vectors(dataset_id, model_key(embed_from_shared_vectors(workspace, dataset_id, "bbc_news")))
+
+    return built_once(tmp_path_factory, "bbc_embeddings", build)
 
 
 def whole_bbc_ingested(folder: Path, corpora_dir: Path):
