@@ -94,7 +94,7 @@ def bare_streamlit_mb(browser: Browser, scratch: Path) -> float:
 HEADLESS_DEMO = """
 import json, os, sys, tempfile
 from bench.app_memory import status_mb
-from prisma_core import demo
+from prisma_core.pipeline import demo
 from prisma_core.store import Workspace
 marks, last = [["imports", status_mb(os.getpid(), "VmRSS")]], [None]
 def progress(update):

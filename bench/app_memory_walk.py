@@ -30,7 +30,7 @@ from bench.app_sessions import (
     upload_session,
 )
 from bench.memory_sampler import TreeSampler
-from prisma_core.demo import sample_size
+from prisma_core.pipeline.demo import sample_size
 
 ALL_PAGES = ["Home", "Datasets", "Embeddings", "Train SAE", "Features", "Families", "Labels", "Explore", "Glossary"]
 WALK_TARGET_MB = 1000

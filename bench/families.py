@@ -71,7 +71,8 @@ def run(quick: bool = False, cache_dir: Path = common.RESULTS_DIR / "cache") -> 
 
 def sae_codes(vectors: np.ndarray, n_features: int, n_docs: int, quick: bool) -> sp.csr_matrix:
     """Codes of n_docs resampled BBC vectors under a Prisma SAE with n_features latents trained on resampled ones."""
-    from prisma_core.sae import SAEConfig, feature_codes, train_sae
+    from prisma_core.sae import SAEConfig
+    from prisma_core.sae.train import feature_codes, train_sae
 
     train = common.resample(vectors, 1_000 if quick else SAE_TRAIN_VECTORS, seed=4)
     config = SAEConfig(n_features=n_features, k=K, epochs=1 if quick else 2, n_trainings=1, device="cpu")

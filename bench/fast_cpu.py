@@ -34,7 +34,8 @@ from prisma_core.embed import (
     openvino_installed,
     plan_chunks,
 )
-from prisma_core.sae import suggest_config, train_sae
+from prisma_core.sae import suggest_config
+from prisma_core.sae.train import train_sae
 
 NAME = "fast_cpu"
 TITLE = "2. Fast CPU path: bf16 vs fp32"

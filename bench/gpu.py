@@ -10,7 +10,8 @@ from typing import Any
 
 from bench import common
 from prisma_core.embed import EmbedConfig, embed_documents
-from prisma_core.sae import suggest_config, train_sae
+from prisma_core.sae import suggest_config
+from prisma_core.sae.train import train_sae
 
 NAME = "gpu"
 TITLE = "10. GPU: CUDA bf16 vs CPU for embedding and SAE training"

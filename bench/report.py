@@ -93,9 +93,9 @@ def _worker(workspace: Path) -> dict[str, Any]:
 def parts(workspace_path: Path) -> dict[str, Any]:
     """CPU seconds of each part of a theme-level report (in this process, on one thread): reading the run,
     gathering its contents (the map of the documents above all), then each section."""
-    from prisma_core.report.config import ReportConfig
-    from prisma_core.report.contents import gather
-    from prisma_core.report.sections import SECTIONS
+    from prisma_core.pipeline.report.config import ReportConfig
+    from prisma_core.pipeline.report.contents import gather
+    from prisma_core.pipeline.report.sections import SECTIONS
     from prisma_core.runs import load_run
     from prisma_core.store import Workspace
 

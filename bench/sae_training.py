@@ -129,7 +129,8 @@ def worker(trainer: str, data_file: Path, settings: dict[str, Any]) -> dict[str,
 
 
 def _train_prisma(train: np.ndarray, settings: dict[str, Any]) -> tuple[int, Any, Any]:
-    from prisma_core.sae import SAEConfig, encode, train_sae
+    from prisma_core.sae import SAEConfig
+    from prisma_core.sae.train import encode, train_sae
 
     config = SAEConfig(
         n_features=settings["expansion_factor"] * train.shape[1],

@@ -8,18 +8,20 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.errors import PrismaError
-from prisma_core.ingest import (
+from prisma_core.pipeline import PrismaError
+from prisma_core.pipeline.intake import (
+    CHECKED_ROWS,
     SUPPORTED_EXTENSIONS,
-    IngestConfig,
+    DateOrder,
     Source,
+    ambiguous_date_columns,
     guess_id_column,
     guess_text_column,
     guess_title_column,
     text_column_problem,
+    to_dates,
 )
-from prisma_core.ingest.columns import CHECKED_ROWS
-from prisma_core.ingest.dates import DateOrder, ambiguous_date_columns, to_dates
+from prisma_core.pipeline.settings import IngestConfig
 from ui.growth import add_documents_section
 from ui.loaders import upload_preview
 from ui.navigation import route_here

@@ -7,27 +7,18 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.embed import (
+from prisma_core.pipeline import EmbedSummary, PrecisionChoice, PrismaError
+from prisma_core.pipeline.settings import (
     DEFAULT_MODEL,
     EmbedConfig,
     resolve_device,
 )
-from prisma_core.embed.faithful import PrecisionChoice
-from prisma_core.errors import PrismaError
-from prisma_core.pipeline import EmbedSummary
 from ui.config_form import config_inputs
+from ui.gates import require_dataset
 from ui.loaders import token_statistics
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
-from ui.state import (
-    PAGES,
-    embed_config,
-    embedding_choice,
-    require_dataset,
-    set_embed_config,
-    vector_space,
-    workspace,
-)
+from ui.state import PAGES, embed_config, embedding_choice, set_embed_config, vector_space, workspace
 from ui.text import md, sample_notice
 
 route_here()

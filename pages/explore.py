@@ -7,21 +7,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from prisma_core import analysis
-from prisma_core.compare import MAX_Q
-from prisma_core.downloads import features_csv
-from prisma_core.errors import PrismaError
-from prisma_core.evidence import marked_pieces, passages_carrying
-from prisma_core.explore import (
-    refract_document,
-    refract_text,
-    search_documents,
-    split_strong,
-    spreadsheet_csv,
-)
-from prisma_core.groups import (
+from prisma_core.pipeline import PrismaError, document_passage_features
+from prisma_core.pipeline.comparison import (
     DATE_BUCKETS,
     MAX_GROUPS,
+    MAX_Q,
     column_note,
     group_sizes,
     group_values,
@@ -29,18 +19,29 @@ from prisma_core.groups import (
     pooled,
     too_many_values,
 )
-from prisma_core.pipeline import document_passage_features
-from prisma_core.report.config import ReportConfig
-from prisma_core.report.writer import report_html
-from prisma_core.trends.periods import date_columns
+from prisma_core.pipeline.downloads import features_csv
+from prisma_core.pipeline.read_model import (
+    concept_query,
+    marked_pieces,
+    passages_carrying,
+    refract_document,
+    refract_text,
+    search_documents,
+    split_strong,
+    spreadsheet_csv,
+)
+from prisma_core.pipeline.report.writer import report_html
+from prisma_core.pipeline.settings import ReportConfig
+from prisma_core.pipeline.trends import date_columns
 from ui import charts, levels
 from ui.cards import comes_back_words, feature_options
 from ui.compare import compare_groups
+from ui.gates import require_dataset, require_run
 from ui.glossary import TERMS, explain
 from ui.loaders import document_choices, document_vectors, export_folder, metadata
 from ui.map import document_map_view, map_positions
 from ui.navigation import route_here
-from ui.state import dataset_documents, require_dataset, require_run, revision, workspace
+from ui.state import dataset_documents, revision, workspace
 from ui.text import feature_name, highlighted, md, snippet
 from ui.trends import over_time_view
 
@@ -271,7 +272,7 @@ def concept_query_tab() -> None:
         return
     must_thresholds = thresholds(must, "must")
     not_thresholds = thresholds(must_not, "not")
-    positions = analysis.concept_query(run.codes, must_thresholds, not_thresholds)
+    positions = concept_query(run.codes, must_thresholds, not_thresholds)
     st.metric("Matching documents", f"{len(positions):,}", help=f"of {docs.n_documents:,} documents")
     if not len(positions):
         return

@@ -6,17 +6,16 @@ import streamlit as st
 from streamlit_agraph import agraph
 
 from prisma_core import pipeline
-from prisma_core.errors import PrismaError
-from prisma_core.families import FamilyConfig
-from prisma_core.pipeline import LoadedRun
-from prisma_core.store import NamedFamily
+from prisma_core.pipeline import LoadedRun, NamedFamily, PrismaError
+from prisma_core.pipeline.settings import FamilyConfig
 from ui.cards import feature_card
 from ui.config_form import config_inputs
 from ui.edits import edit_notices_view
 from ui.family_graph import MAX_DRAWN, SEVERAL, family_view, graph_config, graph_elements
+from ui.gates import require_run
 from ui.glossary import explain
 from ui.navigation import route_here
-from ui.state import bump_revision, current_feature, open_feature, require_run, workspace
+from ui.state import bump_revision, current_feature, open_feature, workspace
 from ui.tables import rows_table
 from ui.text import feature_name, md
 from ui.themes import families_by_theme

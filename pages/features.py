@@ -4,9 +4,10 @@ import streamlit as st
 
 from ui.cards import FEATURE_COLUMNS, feature_card, feature_options, features_table, reliable_summary
 from ui.edits import edit_notices_view, edits_panel
+from ui.gates import require_run
 from ui.glossary import explain
 from ui.navigation import route_here
-from ui.state import current_feature, open_feature, require_run, revision
+from ui.state import current_feature, open_feature, revision
 from ui.tables import clickable_table
 from ui.text import md
 from ui.themes import regroup_form, theme_detail, themes_overview

@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from prisma_core.errors import PrismaError
-from prisma_core.run_quality import run_name
+from prisma_core.pipeline import PrismaError
+from prisma_core.pipeline.jobs import Job
+from prisma_core.pipeline.read_model import run_name
 from ui.growth import placement_note
-from ui.jobs import Job
 from ui.navigation import route_here
 from ui.runs import run_quality_note
 from ui.state import (
@@ -32,7 +32,7 @@ st.markdown(
 )
 # What follows imports the pipeline (torch, scikit-learn) and the charts: only once the heading is on screen, so a
 # fresh server paints Home at once.
-from prisma_core.demo import (  # noqa: E402
+from prisma_core.pipeline.demo import (  # noqa: E402
     DEMO_DOCS_ENV,
     DEMO_FILE_ENV,
     DEMO_LICENCE,

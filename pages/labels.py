@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import streamlit as st
 
-from prisma_core import edits
-from prisma_core.errors import PrismaError
-from prisma_core.interpret import labelling
-from prisma_core.interpret.labelling import (
+from prisma_core.pipeline import PrismaError, edits, labelling
+from prisma_core.pipeline.jobs import Job
+from prisma_core.pipeline.labelling import (
     LabelConfig,
     LabelPlan,
     LabelScope,
     LabelSummary,
+    OllamaConfig,
     ScopeSummary,
     ScoreSummary,
+    SetAside,
+    counted,
+    describe_plan,
+    measured_pace,
 )
-from prisma_core.interpret.labelling.estimate import counted, describe_plan, measured_pace
-from prisma_core.interpret.labelling.job import SetAside
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.names import theme_names
+from prisma_core.pipeline.read_model import theme_names
 from ui.cards import feature_options
-from ui.jobs import Job
+from ui.gates import require_run
 from ui.loaders import label_score_baseline
 from ui.navigation import route_here
 from ui.ollama import connection_settings
 from ui.progress import job_panel, start_job
-from ui.state import PAGES, bump_revision, require_run, revision, workspace
+from ui.state import PAGES, bump_revision, revision, workspace
 from ui.text import md
 
 COMMON_FEATURES = 20

@@ -5,34 +5,27 @@ from dataclasses import replace
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.config_docs import field_help
-from prisma_core.errors import DamagedTableError, PrismaError
-from prisma_core.families import FamilyConfig
-from prisma_core.pipeline import RunSummary
-from prisma_core.run_quality import comes_back, detail_captured, n_features, overfitting, quality_words, run_name
-from prisma_core.run_settings import run_settings
-from prisma_core.sae import SAEConfig, check_config
-from prisma_core.store import RunRecord
+from prisma_core.pipeline import DamagedTableError, PrismaError, RunRecord, RunSummary
+from prisma_core.pipeline.jobs import Job
+from prisma_core.pipeline.read_model import (
+    comes_back,
+    detail_captured,
+    n_features,
+    overfitting,
+    quality_words,
+    run_name,
+)
+from prisma_core.pipeline.settings import FamilyConfig, SAEConfig, check_config, field_help, run_settings
 from ui import charts
 from ui.config_form import config_inputs
+from ui.gates import require_dataset
 from ui.glossary import TERMS, explain
 from ui.growth import placement_note
-from ui.jobs import Job
 from ui.loaders import diagnostics, embedding_dim, suggested_settings
 from ui.navigation import route_here
 from ui.progress import job_panel, start_job
 from ui.runs import run_quality_note
-from ui.state import (
-    PAGES,
-    RUN_KEY,
-    embed_config,
-    require_dataset,
-    revision,
-    select,
-    training_job_key,
-    vector_space,
-    workspace,
-)
+from ui.state import PAGES, RUN_KEY, embed_config, revision, select, training_job_key, vector_space, workspace
 from ui.tables import rows_table
 from ui.text import md
 

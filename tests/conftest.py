@@ -106,12 +106,12 @@ def app_routes_like_a_running_server(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def jobs_keep_the_tests_priority(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The app's background jobs run at the test's own priority, not niced +10 (ui/jobs.py).
+    """The app's background jobs run at the test's own priority, not niced +10 (prisma_core/pipeline/jobs.py).
 
     The niceness keeps an analyst's page responsive on a server. In the suite, where another worker and its child
     processes keep both cores busy, a niced job thread got a tenth of a core: the demo took 185 s instead of 20 s.
     tests/ui/test_app_ui.py checks the niceness itself."""
-    monkeypatch.setattr("ui.jobs.JOB_NICENESS", 0)
+    monkeypatch.setattr("prisma_core.pipeline.jobs.JOB_NICENESS", 0)
 
 
 @pytest.fixture(scope="session")

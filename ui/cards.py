@@ -5,14 +5,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from prisma_core import analysis, edits
-from prisma_core.errors import PrismaError
-from prisma_core.explore import search_features
-from prisma_core.feature_queries import nearest_active, ranked_features
-from prisma_core.interpret import manual_labels, prompts
-from prisma_core.interpret.label_scores import ScoreSupport, one_feature_support, score_words, support_words
-from prisma_core.pipeline import LoadedRun, family_membership, feature_quotes
-from prisma_core.runs import reliability, trainings_compared
+from prisma_core.pipeline import LoadedRun, PrismaError, edits, family_membership, feature_quotes
+from prisma_core.pipeline.edits import MAX_LABEL_CHARS, MAX_MANUAL_DESCRIPTION_CHARS
+from prisma_core.pipeline.read_model import (
+    ScoreSupport,
+    feature_column,
+    nearest_active,
+    one_feature_support,
+    ranked_features,
+    reliability,
+    score_words,
+    search_features,
+    support_words,
+    top_documents,
+    trainings_compared,
+    zero_documents,
+)
 from ui import charts
 from ui.glossary import TERMS
 from ui.state import bump_revision, dataset_documents, workspace
@@ -105,7 +113,7 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**How strongly it fires** (documents per activation, where active)")
-        st.altair_chart(charts.activation_histogram(analysis.feature_column(run.codes, feature_id)[1]), width="stretch")
+        st.altair_chart(charts.activation_histogram(feature_column(run.codes, feature_id)[1]), width="stretch")
     with right:
         st.markdown("**Similar features** (closest in what they stand for)")
         nearest = nearest_active(run, feature_id)
@@ -117,7 +125,7 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
     where_it_appears(run, feature_id)
 
     st.markdown("**Documents where it is strongest**")
-    top = analysis.top_documents(run.codes, feature_id, TOP_DOCUMENTS)
+    top = top_documents(run.codes, feature_id, TOP_DOCUMENTS)
     top_docs = docs.beside(top)
     st.dataframe(
         _document_table(top_docs, with_value=True), hide_index=True, key=f"{key}_top", column_config=DOCUMENT_COLUMNS
@@ -127,7 +135,7 @@ def feature_card(run: LoadedRun, feature_id: int, key: str) -> None:
             st.text(doc.text)
 
     st.markdown("**For contrast: documents where it is absent**")
-    zero = docs.at(analysis.zero_documents(run.codes, feature_id, CONTRAST_DOCUMENTS))
+    zero = docs.at(zero_documents(run.codes, feature_id, CONTRAST_DOCUMENTS))
     st.dataframe(
         _document_table(zero, with_value=False),
         hide_index=True,
@@ -258,10 +266,10 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
             if st.button("Use this label", key=f"{key}_prefer_button"):
                 _prefer(run_id, feature_id, chosen)
     with write, st.form(f"{key}_manual_{feature_id}", clear_on_submit=True):
-        label = st.text_input("Label", max_chars=prompts.MAX_LABEL_CHARS, key=f"{key}_manual_label")
+        label = st.text_input("Label", max_chars=MAX_LABEL_CHARS, key=f"{key}_manual_label")
         description = st.text_area(
             "Description (optional)",
-            max_chars=manual_labels.MAX_MANUAL_DESCRIPTION_CHARS,
+            max_chars=MAX_MANUAL_DESCRIPTION_CHARS,
             key=f"{key}_manual_description",
         )
         if st.form_submit_button("Save label"):

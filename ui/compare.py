@@ -7,13 +7,19 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from prisma_core.compare import MAX_Q, PLAIN_WORDS
-from prisma_core.compare.prediction import Predictors
-from prisma_core.compare.prevalence import q_text, range_text, ranked, summarise, verdicts
-from prisma_core.explore import spreadsheet_csv
-from prisma_core.groups import LEFTOVER_GROUPS, feature_order
-from prisma_core.names import LEVEL_PLURALS
 from prisma_core.pipeline import LoadedRun
+from prisma_core.pipeline.comparison import (
+    LEFTOVER_GROUPS,
+    MAX_Q,
+    Predictors,
+    feature_order,
+    q_text,
+    range_text,
+    ranked,
+    summarise,
+    verdicts,
+)
+from prisma_core.pipeline.read_model import COMPARISON_WORDS, LEVEL_PLURALS, spreadsheet_csv
 from ui import charts, levels
 from ui.loaders import comparison, predictors
 from ui.state import revision, workspace
@@ -30,7 +36,7 @@ PREDICTION_HELP = (
 STATISTICS_CAPTION = (
     "Ranges: the share would likely fall in this range with other documents like these (95% range). q: how "
     "likely the difference is to be chance, counting every comparison made here; differences with q below the "
-    "threshold hold, the others could be chance. " + PLAIN_WORDS["small"]
+    "threshold hold, the others could be chance. " + COMPARISON_WORDS["small"]
 )
 
 
@@ -41,7 +47,7 @@ def compare_groups(run: LoadedRun, column: str, groups: pd.Series, level: str, g
         return
     run_id = run.record.run_id
     result = comparison(workspace().uri, run_id, revision(run_id), level, groups)
-    max_q = q_threshold("How sure must a difference be to hold?", "max_q", PLAIN_WORDS["q"])
+    max_q = q_threshold("How sure must a difference be to hold?", "max_q", COMPARISON_WORDS["q"])
     order = ranked(result, max_q)
     st.markdown(md(summarise(result, max_q).sentence(level)))
     top = order.groupby("group", sort=False).head(PER_GROUP)
@@ -106,13 +112,13 @@ def _columns(noun: str) -> dict[str, st.column_config.Column | str]:
         "concept": text(noun.capitalize(), width="large"),
         "n_documents": number("Documents in group with it"),
         "prevalence": number("In group", format="percent", help=f"Share of the group's documents with the {noun}."),
-        "prevalence_range": text("In group: range", help=PLAIN_WORDS["range"]),
+        "prevalence_range": text("In group: range", help=COMPARISON_WORDS["range"]),
         "prevalence_rest": number("Elsewhere", format="percent", help="Share of all other documents with it."),
-        "rest_range": text("Elsewhere: range", help=PLAIN_WORDS["range"]),
+        "rest_range": text("Elsewhere: range", help=COMPARISON_WORDS["range"]),
         "difference": number("Difference", format="percent", help="In group minus elsewhere, in percentage points."),
-        "lift": number("Times more common", format="%.1f", help=PLAIN_WORDS["lift"]),
-        "q": text("q", help=PLAIN_WORDS["q"]),
-        "verdict": text("Verdict", help=PLAIN_WORDS["q"]),
+        "lift": number("Times more common", format="%.1f", help=COMPARISON_WORDS["lift"]),
+        "q": text("q", help=COMPARISON_WORDS["q"]),
+        "verdict": text("Verdict", help=COMPARISON_WORDS["q"]),
     }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import streamlit as st
 
-from prisma_core.config_docs import field_help, field_kind, field_metadata, form_choices
+from prisma_core.pipeline.settings import field_help, field_kind, field_metadata, form_choices
 
 COLUMNS = 3
 

@@ -8,13 +8,17 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import streamlit as st
 
-from prisma_core import carry, edits
-from prisma_core.edit_notices import EditNotice, carried_here, concept_name, dismiss, edit_notices, reapply, sentence
-from prisma_core.errors import PrismaError
-from prisma_core.explore import level_names
-from prisma_core.names import LEVEL_WORDS, level_word
-from prisma_core.runs import LoadedRun, load_run
-from prisma_core.store import EditRecord
+from prisma_core.pipeline import EditRecord, LoadedRun, PrismaError, edits, load_run
+from prisma_core.pipeline.edits import (
+    EditNotice,
+    carried_here,
+    concept_name,
+    dismiss_notice,
+    edit_notices,
+    reapply,
+    sentence,
+)
+from prisma_core.pipeline.read_model import LEVEL_WORDS, level_names, level_word
 from ui.state import bump_revision, revision, run_at, workspace, workspace_at
 from ui.text import md
 
@@ -134,7 +138,7 @@ def _carry_section(run: LoadedRun) -> None:
     source = st.selectbox("Earlier run", ids, key="carry_from")
     if st.button("Carry its edits to this run", key="carry_button"):
         try:
-            report = carry.carry_edits(workspace(), source, run.record.run_id)
+            report = edits.carry_edits(workspace(), source, run.record.run_id)
         except PrismaError as error:
             st.error(md(error))
             return
@@ -164,7 +168,7 @@ def _by_hand(run: LoadedRun, edit: EditRecord) -> None:
     )
     if row[1].button("Apply", key=f"apply_{edit.edit_id}"):
         try:
-            carry.apply_by_hand(workspace(), run, edit, int(target))
+            edits.apply_by_hand(workspace(), run, edit, int(target))
         except PrismaError as error:
             st.error(md(error))
             return
@@ -177,8 +181,8 @@ def _comparison(run: LoadedRun, source: str) -> None:
         return
     ws = workspace()
     old_raw, new_raw = load_run(ws, source, with_edits=False), load_run(ws, run.record.run_id, with_edits=False)
-    table = carry.compare_runs(load_run(ws, source, previous=old_raw), run, carry.match_runs(old_raw, new_raw))
-    counts = carry.counts(table).rename(columns=str.capitalize)
+    table = edits.compare_runs(load_run(ws, source, previous=old_raw), run, edits.match_runs(old_raw, new_raw))
+    counts = edits.counts(table).rename(columns=str.capitalize)
     st.dataframe(counts.rename(index={"theme": "Themes", "family": "Families", "feature": "Features"}))
     st.caption(
         "Kept: clearly the same concept (themes and families sharing at least half their documents or features, "
@@ -239,7 +243,7 @@ def _notice(run: LoadedRun, notice: EditNotice, key: str) -> None:
         elif notice.edit.action == "merge":
             left.caption("No themes of this run match the merged ones: merge them again in *Your edits*.")
         if right.button("Dismiss", key=f"{key}_dismiss_{edit_id}", help=DISMISS_HELP):
-            _act(run, lambda: dismiss(workspace(), run, notice))
+            _act(run, lambda: dismiss_notice(workspace(), run, notice))
 
 
 DISMISS_HELP = (

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from streamlit_agraph import Config, Edge, Node
 
-from prisma_core.store import NamedFamily
+from prisma_core.pipeline import NamedFamily
 from ui.text import feature_name, html_text, snippet
 
 PALETTE = ["#6C4AB6", "#E4572E", "#17BEBB", "#C9A227", "#2E282A", "#76B041", "#3A86FF", "#FF006E", "#8D6B94"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from prisma_core.compare import PLAIN_WORDS
-from prisma_core.trends import PLAIN_WORDS as TREND_WORDS
+from prisma_core.pipeline.read_model import COMPARISON_WORDS, TREND_WORDS
 
 TERMS: dict[str, str] = {
     "feature": "A concept the model found in your documents, such as *chest pain* or *election campaign*. Each "
@@ -45,9 +44,9 @@ TERMS: dict[str, str] = {
     "label score": "How well a feature's label tells its documents apart from the others: 1.0 perfectly, 0.5 no "
     "better than chance (technically a ROC-AUC of label-to-document similarity).",
     "similarity": "How close two texts are in meaning, from 0 (unrelated) to 1 (the same), from their embeddings.",
-    "lift": PLAIN_WORDS["lift"],
-    "q": PLAIN_WORDS["q"],
-    "95% range": PLAIN_WORDS["range"],
+    "lift": COMPARISON_WORDS["lift"],
+    "q": COMPARISON_WORDS["q"],
+    "95% range": COMPARISON_WORDS["range"],
     "trend": TREND_WORDS["trend"],
 }
 

@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from prisma_core.errors import RunBehindError
-from prisma_core.ingest import SUPPORTED_EXTENSIONS, Source
-from prisma_core.progress import ProgressCallback
-from prisma_core.run_quality import Placement, placements
-from prisma_core.store import DatasetRecord, RunRecord
-from ui.jobs import Job
+from prisma_core.pipeline import DatasetRecord, ProgressCallback, RunBehindError, RunRecord
+from prisma_core.pipeline.intake import SUPPORTED_EXTENSIONS, Source
+from prisma_core.pipeline.jobs import Job
+from prisma_core.pipeline.read_model import Placement, placements
 from ui.progress import job_panel, start_job
 from ui.state import workspace
 from ui.text import md

@@ -7,12 +7,15 @@ import pandas as pd
 import scipy.sparse as sp
 import streamlit as st
 
-from prisma_core import analysis
-from prisma_core.errors import PrismaError
-from prisma_core.explore import LEVELS, level_units
-from prisma_core.names import unit_names
-from prisma_core.overview import document_theme_shares, theme_name
-from prisma_core.pipeline import LoadedRun
+from prisma_core.pipeline import LoadedRun, PrismaError
+from prisma_core.pipeline.read_model import (
+    LEVELS,
+    concept_query,
+    document_theme_shares,
+    level_units,
+    theme_name,
+    unit_names,
+)
 from ui.state import loaded_run, revision, workspace
 from ui.text import md
 
@@ -72,7 +75,7 @@ def level_query(run: LoadedRun, level: str) -> tuple[np.ndarray, pd.DataFrame] |
     if not must and not must_not:
         st.caption(f"Choose at least one of the {word}.")
         return None
-    positions = analysis.concept_query(codes, dict.fromkeys(must, 0.0), dict.fromkeys(must_not, 0.0))
+    positions = concept_query(codes, dict.fromkeys(must, 0.0), dict.fromkeys(must_not, 0.0))
     values = pd.DataFrame({names[c]: codes[positions, c].toarray().ravel().round(4) for c in must})
     return positions, values
 

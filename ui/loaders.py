@@ -8,19 +8,21 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from prisma_core import analysis
-from prisma_core.compare.prediction import Predictors, group_predictors
-from prisma_core.compare.prevalence import group_comparison
-from prisma_core.downloads import export_in_workspace
-from prisma_core.embed import EmbedConfig, load_encoder, plan_chunks
-from prisma_core.explore import DocumentVectors, level_units, named_units
-from prisma_core.feature_queries import densest_features
-from prisma_core.ingest import Source, preview_sources
-from prisma_core.interpret import labelling
+from prisma_core.pipeline import labelling
+from prisma_core.pipeline.comparison import Predictors, group_comparison, group_predictors
+from prisma_core.pipeline.downloads import export_in_workspace
+from prisma_core.pipeline.intake import Source, load_encoder, plan_chunks, preview_sources
+from prisma_core.pipeline.read_model import (
+    DocumentVectors,
+    cooccurrence,
+    decoder_similarity,
+    densest_features,
+    level_units,
+    named_units,
+)
+from prisma_core.pipeline.settings import EmbedConfig, SAEConfig
 from prisma_core.pipeline.training import suggested_sae_config
-from prisma_core.pipeline.trends import LevelTrends, level_trends
-from prisma_core.sae import SAEConfig
-from prisma_core.trends.periods import timeline
+from prisma_core.pipeline.trends import LevelTrends, level_trends, timeline
 from ui.state import documents, run_at, workspace_at
 from ui.text import feature_name, snippet
 
@@ -94,7 +96,7 @@ def diagnostics(workspace_path: str, run_id: str, revision: int, n: int) -> tupl
     densest = densest_features(run, n)
     names = [feature_name(f, label)[:40] for f, label in zip(densest["feature_id"], densest["label"], strict=True)]
     ids = densest["feature_id"].tolist()
-    return names, analysis.decoder_similarity(run.directions, ids), analysis.cooccurrence(run.codes, ids)
+    return names, decoder_similarity(run.directions, ids), cooccurrence(run.codes, ids)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

@@ -8,10 +8,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from prisma_core.explore import saved_document_map
-from prisma_core.names import NO_THEME_NAME, theme_names, unit_name
 from prisma_core.pipeline import LoadedRun
-from prisma_core.report.drawing import NO_THEME_COLOUR, theme_colour
+from prisma_core.pipeline.read_model import (
+    NO_THEME_COLOUR,
+    NO_THEME_NAME,
+    saved_document_map,
+    theme_colour,
+    theme_names,
+    unit_name,
+)
 from ui.progress import job_panel
 from ui.state import dataset_documents, job_registry, revision, run_at, workspace
 from ui.text import sample_notice, snippet

@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from prisma_core.errors import PrismaError
-from prisma_core.store.retry import plain_reason
+from prisma_core.pipeline import PrismaError, plain_reason
 from ui.state import PAGES, sidebar, start_script_run
 from ui.text import md
 

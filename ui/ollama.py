@@ -12,10 +12,15 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from prisma_core.errors import LabellingError, SettingsError
-from prisma_core.interpret.ollama_client import OllamaClient
-from prisma_core.interpret.ollama_config import API_KEY_ENV, DEFAULT_HOST, OllamaConfig
-from prisma_core.interpret.secrets import Secret, split_host_credentials
+from prisma_core.pipeline import LabellingError, SettingsError
+from prisma_core.pipeline.labelling import (
+    API_KEY_ENV,
+    DEFAULT_HOST,
+    OllamaClient,
+    OllamaConfig,
+    Secret,
+    split_host_credentials,
+)
 from ui.state import secret
 from ui.text import md
 

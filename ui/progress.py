@@ -7,8 +7,8 @@ from typing import Any
 
 import streamlit as st
 
+from prisma_core.pipeline.jobs import Job
 from ui import charts
-from ui.jobs import Job
 from ui.state import job_registry
 from ui.text import md
 
@@ -70,7 +70,8 @@ def job_panel(
 def start_job(key: str, title: str, work: Callable[..., Any], stop_aware: bool = False) -> None:
     """Start the job (or find it already running) and rerun, so the page draws its live panel.
 
-    `stop_aware` work is called as `work(progress, should_stop)`, other work as `work(progress)` (see ui.jobs)."""
+    `stop_aware` work is called as `work(progress, should_stop)`, other work as `work(progress)`
+    (see prisma_core.pipeline.jobs)."""
     job, started = job_registry().start(key, title, work, stop_aware=stop_aware)
     _watched().add(job.job_id)
     if not started:

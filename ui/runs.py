@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from prisma_core.run_quality import detail_in_words, mostly_never_firing, overfitting, quality_words
-from prisma_core.store import RunRecord
+from prisma_core.pipeline import RunRecord
+from prisma_core.pipeline.read_model import detail_in_words, mostly_never_firing, overfitting, quality_words
 from ui.text import md
 
 

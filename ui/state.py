@@ -8,23 +8,24 @@ which hands out the object itself instead of unpickling a copy on every rerun; p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import streamlit as st
 
-from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.embed.faithful import PrecisionChoice
-from prisma_core.errors import DamagedTableError, PrismaError, RunBehindError
-from prisma_core.feature_queries import shown_feature
-from prisma_core.run_quality import run_name
-from prisma_core.store import DatasetRecord, Workspace, resolve_workspace
-from prisma_core.store.runs import CHANGING_RUN_TABLES
-from ui.jobs import Job, JobRegistry
+from prisma_core.pipeline import (
+    CHANGING_RUN_TABLES,
+    DatasetRecord,
+    LoadedRun,
+    PrecisionChoice,
+    Workspace,
+    load_run,
+    precision_choice,
+    resolve_workspace,
+)
+from prisma_core.pipeline.jobs import JobRegistry
+from prisma_core.pipeline.read_model import DatasetDocuments, run_name, shown_feature
+from prisma_core.pipeline.settings import EmbedConfig, model_key
 from ui.text import md
-
-if TYPE_CHECKING:
-    from prisma_core.explore import DatasetDocuments
-    from prisma_core.pipeline import LoadedRun
 
 PAGES = {
     "home": "pages/home.py",
@@ -88,8 +89,6 @@ def job_registry() -> JobRegistry:
 def documents(workspace_path: str, dataset_id: str, n_documents: int) -> DatasetDocuments:
     """A dataset's documents when it holds `n_documents` (stored documents never change; documents can be added):
     every text in memory for a small dataset, read when shown for a large one (`store.datasets.is_large`)."""
-    from prisma_core.explore import DatasetDocuments  # scikit-learn, through the run's read model
-
     return DatasetDocuments.open(workspace_at(workspace_path), dataset_id)
 
 
@@ -138,10 +137,8 @@ LOADED_RUNS = 2
 def run_at(workspace_path: str, run_id: str, revision: int) -> LoadedRun:
     """The run at this revision. Labels, families and themes are read again; the codes and directions (the bulk,
     never changed once written) are shared with the revision loaded before, so revisions cost little memory."""
-    from prisma_core import pipeline  # scikit-learn: imported once a run is opened, not for every page
-
     last, key = _last_loaded(), (workspace_path, run_id)
-    run = pipeline.load_run(workspace_at(workspace_path), run_id, previous=last.pop(key, None))
+    run = load_run(workspace_at(workspace_path), run_id, previous=last.pop(key, None))
     last[key] = run
     while len(last) > LOADED_RUNS:  # the runs opened longest ago go; their cached revisions age out too
         last.pop(next(iter(last)))
@@ -169,8 +166,6 @@ def embed_config() -> EmbedConfig:
 
 @st.cache_data(show_spinner="Choosing how to embed this dataset on this computer (the first time: up to a minute)…")
 def _embedding_choice(workspace_uri: str, dataset_id: str, n_documents: int, config: EmbedConfig) -> PrecisionChoice:
-    from prisma_core.pipeline.embedding_choice import precision_choice  # the pipeline: imported once it is needed
-
     return precision_choice(workspace_at(workspace_uri), dataset_id, config)
 
 
@@ -271,50 +266,6 @@ def current_dataset() -> DatasetRecord | None:
     return next((d for d in once_per_run("datasets", workspace().datasets) if d.dataset_id == dataset_id), None)
 
 
-def require_dataset() -> DatasetRecord:
-    """The selected dataset; otherwise say where to get one and stop the page."""
-    dataset = current_dataset()
-    if dataset is None:
-        st.info("There is no dataset yet. Upload files on the Datasets page, or run the demo from Home.")
-        st.page_link(PAGES["datasets"], label="Go to Datasets", icon=":material/upload_file:")
-        st.stop()
-    return dataset
-
-
-def require_run() -> LoadedRun:
-    """The selected run, loaded; otherwise say how to train one and stop the page."""
-    dataset = require_dataset()
-    run_id = st.session_state.get(RUN_KEY)
-    if not run_id:
-        if (training := training_job(dataset)) is not None:
-            from ui.progress import job_panel  # ui.progress draws with this module's registry
-
-            st.info(
-                f"A model is being trained on “{md(dataset.name)}” right now: this page shows it as soon as "
-                "training is over.",
-                icon=":material/hourglass_top:",
-            )
-            job_panel(training.key)
-        else:
-            st.info(f"The dataset “{md(dataset.name)}” has no trained SAE yet. Train one on the Train SAE page.")
-        st.page_link(PAGES["train"], label="Go to Train SAE", icon=":material/model_training:")
-        st.stop()
-    try:
-        return loaded_run(run_id)
-    except RunBehindError as error:  # documents were added and are not placed in the run yet
-        from ui.growth import behind_notice  # ui.growth draws job panels with this module's registry
-
-        behind_notice(dataset, error)
-        st.stop()
-    except DamagedTableError as error:  # a table's files damaged: the repair, not deleting the run, is the way out
-        st.error(f"This SAE run cannot be opened: {md(error)}")
-        st.stop()
-    except PrismaError as error:  # e.g. its weights file was damaged: say so instead of showing a traceback
-        st.error(f"This SAE run cannot be opened: {md(error)} Delete it on the Train SAE page and train again.")
-        st.page_link(PAGES["train"], label="Go to Train SAE", icon=":material/model_training:")
-        st.stop()
-
-
 def training_job_key(dataset_id: str) -> str:
     """The job registry's key of training on this dataset (the Train SAE page starts it)."""
     return f"train:{dataset_id}"
@@ -322,18 +273,6 @@ def training_job_key(dataset_id: str) -> str:
 
 DEMO_JOB = "demo"
 """The job registry's key of the one-click demo (Home starts it; it ingests, embeds and trains)."""
-
-
-def training_job(dataset: DatasetRecord) -> Job | None:
-    """The running job that is training the dataset's first run, if any: Train SAE's, or the demo's for its own
-    dataset."""
-    from prisma_core.demo import DEMO_NAMES
-
-    jobs = job_registry()
-    candidates = [jobs.get(training_job_key(dataset.dataset_id))]
-    if dataset.name in DEMO_NAMES:
-        candidates.append(jobs.get(DEMO_JOB))
-    return next((job for job in candidates if job is not None and job.running), None)
 
 
 def open_feature(feature_id: int) -> None:

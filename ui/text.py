@@ -9,8 +9,8 @@ import re
 
 import pandas as pd
 
-from prisma_core.names import feature_name as feature_name  # in the core: the report names features too
-from prisma_core.names import snippet as snippet
+from prisma_core.pipeline.read_model import feature_name as feature_name  # in the core: the report names features too
+from prisma_core.pipeline.read_model import snippet as snippet
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
 

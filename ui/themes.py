@@ -13,8 +13,9 @@ import pandas as pd
 import streamlit as st
 
 from prisma_core import pipeline
-from prisma_core.errors import PrismaError
-from prisma_core.overview import (
+from prisma_core.pipeline import LoadedRun, NamedFamily, PrismaError, ProgressCallback
+from prisma_core.pipeline.jobs import Job
+from prisma_core.pipeline.read_model import (
     coverage_sentence,
     families_of_themes,
     family_counts,
@@ -30,11 +31,7 @@ from prisma_core.overview import (
     unfit_documents,
     unfit_documents_table,
 )
-from prisma_core.pipeline import LoadedRun
-from prisma_core.progress import ProgressCallback
-from prisma_core.store import NamedFamily
 from ui.edits import edit_notices_view
-from ui.jobs import Job
 from ui.map import document_map_view
 from ui.progress import job_panel, start_job
 from ui.state import (

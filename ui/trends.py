@@ -7,14 +7,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from prisma_core.compare.prevalence import q_text
-from prisma_core.explore import spreadsheet_csv
-from prisma_core.names import LEVEL_PLURALS, level_word
 from prisma_core.pipeline import LoadedRun
-from prisma_core.pipeline.trends import ConceptTrends, LevelTrends, trends_table
-from prisma_core.trends import PERIODS, PLAIN_WORDS
-from prisma_core.trends.over_time import default_compared, ranked, summarise
-from prisma_core.trends.periods import Timeline, date_columns, suggested_period, timeline
+from prisma_core.pipeline.comparison import q_text
+from prisma_core.pipeline.read_model import LEVEL_PLURALS, TREND_WORDS, level_word, spreadsheet_csv
+from prisma_core.pipeline.trends import (
+    PERIODS,
+    ConceptTrends,
+    LevelTrends,
+    Timeline,
+    date_columns,
+    default_compared,
+    ranked,
+    suggested_period,
+    summarise,
+    timeline,
+    trends_table,
+)
 from ui import charts, levels
 from ui.compare import q_threshold
 from ui.loaders import trends
@@ -54,7 +62,7 @@ def over_time_view(run: LoadedRun, metadata: pd.DataFrame) -> None:
     if levels.available_units(run, level) is None:
         return
     compared = compared_periods(line, f"{column}_{period}")
-    max_q = q_threshold("How sure must a change be to hold?", "trend_max_q", PLAIN_WORDS["q"])
+    max_q = q_threshold("How sure must a change be to hold?", "trend_max_q", TREND_WORDS["q"])
     run_id = run.record.run_id
     found = trends(workspace().uri, run_id, revision(run_id), level, dates, period, compared)
     show_findings(found, line, max_q)
@@ -76,7 +84,7 @@ def compared_periods(line: Timeline, key: str) -> tuple[int, int] | None:
         index=occupied.index(default[0]),
         format_func=lambda p: f"{names[p]} ({line.sizes[p]:,} documents)",
         key=f"trend_from_{key}",
-        help=PLAIN_WORDS["change"],
+        help=TREND_WORDS["change"],
     )
     later = [p for p in occupied if p > first] or occupied[-1:]
     last = right.selectbox(
@@ -127,17 +135,17 @@ def _columns(level: str, found: LevelTrends, line: Timeline) -> dict[str, st.col
     first, last = ("first", "last") if compared is None else (line.names[compared[0]], line.names[compared[1]])
     return {
         "concept": text(level_word(level).capitalize(), width="large"),
-        "verdict": text("Over the whole span", help=PLAIN_WORDS["trend"]),
+        "verdict": text("Over the whole span", help=TREND_WORDS["trend"]),
         "trend_change": number(
             "Change over the span (points)",
             format="%+.1f",
             help="The straight line through the shares, from the first period to the last, in percentage points.",
         ),
-        "trend_q": text("q (trend)", help=PLAIN_WORDS["q"]),
+        "trend_q": text("q (trend)", help=TREND_WORDS["q"]),
         "from_share": number(f"In {first}", format="percent", help="Share of the period's documents with it."),
         "to_share": number(f"In {last}", format="percent", help="Share of the period's documents with it."),
-        "change_verdict": text(f"From {first} to {last}", help=PLAIN_WORDS["change"]),
-        "change_q": text("q (change)", help=PLAIN_WORDS["q"]),
+        "change_verdict": text(f"From {first} to {last}", help=TREND_WORDS["change"]),
+        "change_q": text("q (change)", help=TREND_WORDS["q"]),
         "n_documents": number("Dated documents with it"),
     }
 

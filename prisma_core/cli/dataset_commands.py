@@ -8,10 +8,8 @@ from typing import TypeVar
 
 from prisma_core.cli.flags import chosen_dataset, config_from_args, ingest_config
 from prisma_core.cli.output import ProgressBars, print_embedded, print_ingested, print_placements
-from prisma_core.embed import EmbedConfig
-from prisma_core.errors import DamagedTableError, SettingsError
-from prisma_core.run_settings import run_settings
-from prisma_core.store import Workspace
+from prisma_core.pipeline import DamagedTableError, SettingsError, Workspace
+from prisma_core.pipeline.settings import EmbedConfig, run_settings
 
 T = TypeVar("T")
 

@@ -7,15 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from prisma_core.cli.flags import config_from_args, feature_ids
-from prisma_core.edit_config import CarryConfig, EditConfig
-from prisma_core.errors import SettingsError
-from prisma_core.store import Workspace
+from prisma_core.pipeline import SettingsError, Workspace
+from prisma_core.pipeline.settings import CarryConfig, EditConfig
 
 
 def cmd_edit(workspace: Workspace, args: argparse.Namespace) -> None:
     """Lists, makes or undoes an edit of a run (see `prisma_core.edits`)."""
-    from prisma_core import edits
-    from prisma_core.runs import load_run
+    from prisma_core.pipeline import edits, load_run
 
     config = config_from_args(EditConfig, args)
     run = load_run(workspace, args.run)
@@ -35,7 +33,7 @@ def cmd_edit(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def _make_edit(workspace: Workspace, run: Any, config: EditConfig) -> Any:
-    from prisma_core import edits
+    from prisma_core.pipeline import edits
 
     if config.action == "rename":
         return edits.rename(workspace, run, config.level, config.id, config.name, config.description)
@@ -52,7 +50,7 @@ def _make_edit(workspace: Workspace, run: Any, config: EditConfig) -> Any:
 
 
 def _print_edits(records: Sequence[Any], run: Any) -> None:
-    from prisma_core import edits
+    from prisma_core.pipeline import edits
 
     active = {record.edit_id for record in edits.active_edits(records)}
     skipped = {record.edit_id for record in run.edited.not_applied}
@@ -70,20 +68,19 @@ def _print_edits(records: Sequence[Any], run: Any) -> None:
 
 def cmd_carry(workspace: Workspace, args: argparse.Namespace) -> None:
     """Carries an earlier run's edits to a run and compares the two runs' concepts."""
-    from prisma_core import carry
-    from prisma_core.runs import load_run
+    from prisma_core.pipeline import edits, load_run
 
     run_id = workspace.run_or_latest(args.run).run_id
-    from_run = config_from_args(CarryConfig, args).from_run or carry.previous_edited_run(workspace, run_id)
+    from_run = config_from_args(CarryConfig, args).from_run or edits.previous_edited_run(workspace, run_id)
     if from_run is None:
         raise SettingsError("No earlier run of this dataset has edits: give one with --from-run.")
-    report = carry.carry_edits(workspace, from_run, run_id)
+    report = edits.carry_edits(workspace, from_run, run_id)
     print(f"edits of run {from_run} carried to run {run_id}")
     for line in report.summary():
         print(f"  {line}")
     old, new = load_run(workspace, from_run, with_edits=False), load_run(workspace, run_id, with_edits=False)
-    table = carry.counts(
-        carry.compare_runs(load_run(workspace, from_run), load_run(workspace, run_id), carry.match_runs(old, new))
+    table = edits.counts(
+        edits.compare_runs(load_run(workspace, from_run), load_run(workspace, run_id), edits.match_runs(old, new))
     )
     for level, row in table.iterrows():
-        print(f"  {level}: " + ", ".join(f"{int(row[status])} {status}" for status in carry.STATUSES))
+        print(f"  {level}: " + ", ".join(f"{int(row[status])} {status}" for status in edits.STATUSES))

@@ -7,12 +7,9 @@ import dataclasses
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from prisma_core.config_docs import field_docs, field_kind, literal_values
-from prisma_core.embed import EmbedConfig
-from prisma_core.errors import PrismaError, SettingsError
-from prisma_core.ingest import IngestConfig, guess_id_column, preview_paths
-from prisma_core.sae.config import SAEConfig
-from prisma_core.store import Workspace
+from prisma_core.pipeline import PrismaError, SettingsError, Workspace
+from prisma_core.pipeline.intake import guess_id_column, preview_paths
+from prisma_core.pipeline.settings import EmbedConfig, IngestConfig, SAEConfig, field_docs, field_kind, literal_values
 
 
 def add_config_flags(

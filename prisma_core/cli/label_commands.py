@@ -6,19 +6,15 @@ import argparse
 
 from prisma_core.cli.flags import config_from_args
 from prisma_core.cli.output import ProgressBars
-from prisma_core.errors import LabellingError
-from prisma_core.interpret.label_scores import ScoreConfig
-from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
-from prisma_core.interpret.labelling.scope import LabelScope
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.store import Workspace
+from prisma_core.pipeline import LabellingError, Workspace
+from prisma_core.pipeline.labelling import LabelConfig, LabelScope, LabelSummary, OllamaConfig
+from prisma_core.pipeline.settings import ScoreConfig
 
 
 def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     """Exit code 2 (a LabellingError) when Ollama is unreachable, the batch gave up or every label tried failed;
     what was done is kept."""
-    from prisma_core.interpret import labelling
-    from prisma_core.runs import load_run
+    from prisma_core.pipeline import labelling, load_run
 
     run = load_run(workspace, args.run)
     ollama, config = config_from_args(OllamaConfig, args), config_from_args(LabelConfig, args)
@@ -43,8 +39,7 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
-    from prisma_core.interpret import labelling
-    from prisma_core.runs import load_run
+    from prisma_core.pipeline import labelling, load_run
 
     run = load_run(workspace, args.run)
     run_id = run.record.run_id
@@ -96,7 +91,7 @@ def _print_label_summary(what: str, summary: LabelSummary, max_errors: int = 5) 
 
 def _print_set_aside(workspace: Workspace, run_id: str) -> None:
     """The features whose model label is not shown because it scores worse than their keywords."""
-    from prisma_core.runs import resolve_labels
+    from prisma_core.pipeline import resolve_labels
 
     shown = resolve_labels(workspace.interpretations(run_id))
     kept = shown[shown["set_aside"].notna()]
@@ -107,7 +102,7 @@ def _print_set_aside(workspace: Workspace, run_id: str) -> None:
 
 
 def _print_label_quality(workspace: Workspace, run_id: str) -> None:
-    from prisma_core.interpret import labelling
+    from prisma_core.pipeline import labelling
 
     for row in labelling.label_quality(workspace, run_id).itertuples():
         detection = f", detection {row.mean_detection:.3f} ({row.n_detected} labels)" if row.n_detected else ""

@@ -8,15 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from prisma_core.errors import RunBehindError
-from prisma_core.progress import Progress
-from prisma_core.store import Workspace
+from prisma_core.pipeline import Progress, RunBehindError, Workspace
 
 if TYPE_CHECKING:
-    from prisma_core.ingest import IngestReport
     from prisma_core.pipeline import EmbedSummary, Finished, RunSummary
+    from prisma_core.pipeline.intake import IngestReport
+    from prisma_core.pipeline.read_model import Placement
     from prisma_core.pipeline.trends import ConceptTrends
-    from prisma_core.run_quality import Placement
 
 
 class ProgressBars:
@@ -114,8 +112,8 @@ def _kept_features(metrics: dict[str, Any]) -> str:
 
 def print_themes(workspace: Workspace, run_id: str) -> None:
     """The run's themes, each followed by its sub-themes, and how many documents fit no theme well."""
-    from prisma_core.overview import coverage_sentence
-    from prisma_core.runs import load_run
+    from prisma_core.pipeline import load_run
+    from prisma_core.pipeline.read_model import coverage_sentence
 
     run = load_run(workspace, run_id)
     for theme in run.theme_info.itertuples():
@@ -137,8 +135,8 @@ SHOWN_CHANGES = 10
 
 def print_trends(run_id: str, found: ConceptTrends, max_q: float) -> None:
     """The periods, then per level what was tested and the concepts that change, largest change first."""
-    from prisma_core.names import LEVEL_PLURALS, level_word
-    from prisma_core.trends.over_time import ranked, summarise
+    from prisma_core.pipeline.read_model import LEVEL_PLURALS, level_word
+    from prisma_core.pipeline.trends import ranked, summarise
 
     line = found.timeline
     undated = f"; {line.n_undated:,} documents without a date left out" if line.n_undated else ""

@@ -29,19 +29,20 @@ from prisma_core.cli.run_commands import (
     cmd_train,
     cmd_trends,
 )
-from prisma_core.edit_config import CarryConfig, EditConfig
-from prisma_core.embed import EmbedConfig
-from prisma_core.errors import PrismaError
-from prisma_core.families import FamilyConfig
-from prisma_core.ingest import IngestConfig
-from prisma_core.interpret.label_scores import ScoreConfig
-from prisma_core.interpret.labelling.job import LabelConfig
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.report.config import ReportConfig
-from prisma_core.sae.config import SAEConfig
-from prisma_core.store import Workspace
-from prisma_core.themes import ThemeConfig
-from prisma_core.trends.config import TrendConfig
+from prisma_core.pipeline import PrismaError, Workspace
+from prisma_core.pipeline.labelling import LabelConfig, OllamaConfig
+from prisma_core.pipeline.settings import (
+    CarryConfig,
+    EditConfig,
+    EmbedConfig,
+    FamilyConfig,
+    IngestConfig,
+    ReportConfig,
+    SAEConfig,
+    ScoreConfig,
+    ThemeConfig,
+    TrendConfig,
+)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

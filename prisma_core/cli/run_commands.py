@@ -10,13 +10,8 @@ from typing import TYPE_CHECKING
 
 from prisma_core.cli.flags import chosen_dataset, config_from_args, ingest_config
 from prisma_core.cli.output import ProgressBars, print_finished, print_themes, print_trained, print_trends
-from prisma_core.embed import EmbedConfig
-from prisma_core.families import FamilyConfig
-from prisma_core.report.config import ReportConfig
-from prisma_core.sae.config import SAEConfig
-from prisma_core.store import Workspace
-from prisma_core.themes import ThemeConfig
-from prisma_core.trends.config import TrendConfig
+from prisma_core.pipeline import Workspace
+from prisma_core.pipeline.settings import EmbedConfig, FamilyConfig, ReportConfig, SAEConfig, ThemeConfig, TrendConfig
 
 if TYPE_CHECKING:
     from prisma_core.pipeline import Finished
@@ -98,8 +93,8 @@ def cmd_export(workspace: Workspace, args: argparse.Namespace, run_id: str | Non
 
 
 def cmd_report(workspace: Workspace, args: argparse.Namespace) -> None:
-    from prisma_core.report.writer import write_report
-    from prisma_core.runs import load_run
+    from prisma_core.pipeline import load_run
+    from prisma_core.pipeline.report.writer import write_report
 
     run = load_run(workspace, args.run)
     path = write_report(workspace, run, args.out, config_from_args(ReportConfig, args))
@@ -107,8 +102,8 @@ def cmd_report(workspace: Workspace, args: argparse.Namespace) -> None:
 
 
 def cmd_trends(workspace: Workspace, args: argparse.Namespace) -> None:
+    from prisma_core.pipeline import load_run
     from prisma_core.pipeline.trends import write_trends
-    from prisma_core.runs import load_run
 
     config = config_from_args(TrendConfig, args)
     run = load_run(workspace, args.run)

@@ -8,13 +8,13 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis, sae  # sae's torch parts import when a run is trained, not when one is read
+from prisma_core import analysis
 from prisma_core.carry import CarryReport, carry_edits, previous_edited_run
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError, PrismaError, StoreError, TrainingError
@@ -28,10 +28,15 @@ from prisma_core.pipeline.run_stages import RunCodes, find_run_families, group_t
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import load_run
 from prisma_core.sae import SAEConfig, check_config, suggest_config
+from prisma_core.sae.weights import codes_matrix
 from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
 from prisma_core.store.stages import TRAINING_STAGE
 from prisma_core.store.vectors import StoredVectors
 from prisma_core.themes import ThemeConfig, Themes
+
+if TYPE_CHECKING:
+    from prisma_core.sae.model import TopKSAE
+    from prisma_core.sae.train import PassageRows
 
 CODES_ROWS = 65_536
 """Documents encoded and stored per slice: 2 million activations at k = 32, about 24 MB of rows to write."""
@@ -85,14 +90,18 @@ def train_run(
     source = workspace.stored_vectors(dataset_id, key)
     sae_config = sae_config or suggested_sae_config(workspace, dataset_id, embed_config)
     warnings = check_config(sae_config, *source.shape)
-    sae.resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
+    from prisma_core.sae.io import save_sae  # torch: imported when a run is trained, not when one is read
+    from prisma_core.sae.stream import train_from
+    from prisma_core.sae.train import resolve_device
+
+    resolve_device(sae_config.device)  # a missing GPU is reported before anything is written
     run_id, run_dir = workspace.new_run_dir()
     seconds: dict[str, float] = {}
     try:
         with _timed(seconds, "train"):
             passages = functools.partial(_training_passages, workspace, dataset_id, key, source.shape[1])
-            result = sae.train_from(source, sae_config, progress, should_stop, passages)
-            sae.save_sae(result.model, result.config, run_dir)
+            result = train_from(source, sae_config, progress, should_stop, passages)
+            save_sae(result.model, result.config, run_dir)
         with _timed(seconds, "analyse"):
             codes = _store_codes(workspace, run_id, result.model, source, result.found_in)
             _check_dataset_still_there(workspace, dataset_id)
@@ -128,9 +137,11 @@ def train_run(
     return RunSummary(run_id, record.metrics, len(families.families), made.themes.n_themes, warnings, seconds, carried)
 
 
-def _training_passages(workspace: Workspace, dataset_id: str, key: str, dim: int) -> sae.PassageRows:
+def _training_passages(workspace: Workspace, dataset_id: str, key: str, dim: int) -> PassageRows:
+    from prisma_core.sae.train import PassageRows
+
     stored = stored_passages(workspace, dataset_id, key, dim)
-    return sae.PassageRows(stored.vectors, stored.position)
+    return PassageRows(stored.vectors, stored.position)
 
 
 def _carry_edits(workspace: Workspace, run_id: str, warnings: list[str]) -> CarryReport | None:
@@ -183,23 +194,25 @@ def _check_dataset_still_there(workspace: Workspace, dataset_id: str) -> None:
 
 
 def _store_codes(
-    workspace: Workspace, run_id: str, model: sae.TopKSAE, source: StoredVectors, found_in: np.ndarray
+    workspace: Workspace, run_id: str, model: TopKSAE, source: StoredVectors, found_in: np.ndarray
 ) -> sp.csr_matrix:
     """Encode every document, one slice of CODES_ROWS documents at a time, storing each slice's activations and the
     features' statistics (accumulated over the slices, with in how many trainings each was found); returns the codes
     [n_documents, n_features]."""
+    from prisma_core.sae.train import encode
+
     n_documents = source.shape[0]
     totals = analysis.FeatureTotals(model.n_latents)
     values = np.empty((n_documents, model.k), np.float32)  # filled slice by slice: no second copy of the whole
     indices = np.empty((n_documents, model.k), np.int32)
     for start in range(0, n_documents, CODES_ROWS):
         positions = np.arange(start, min(start + CODES_ROWS, n_documents))
-        slice_values, slice_indices = sae.encode(model, source.rows(positions))
+        slice_values, slice_indices = encode(model, source.rows(positions))
         workspace.save_activations(run_id, np.repeat(positions, model.k), slice_indices.ravel(), slice_values.ravel())
         totals.add(slice_values, slice_indices)
         values[start : start + len(positions)], indices[start : start + len(positions)] = slice_values, slice_indices
     workspace.save_features(run_id, totals.stats().assign(found_in=found_in))
-    return sae.codes_matrix(values, indices, model.n_latents)
+    return codes_matrix(values, indices, model.n_latents)
 
 
 def rebuild_families(

@@ -1,6 +1,9 @@
 """Concepts over time for a run (the app's Over time view, the command line's `trends`, the export and the report):
 a date column's periods, each level's concepts followed over them with the analyst's edits applied (the read model's
-units, `explore.level_units`), named as everywhere else, and the table of every concept and period."""
+units, `explore.level_units`), named as everywhere else, and the table of every concept and period.
+
+The door to the trends for the app and the command line: what they use of `prisma_core.trends` is imported
+here (`name as name` marks a re-export)."""
 
 from __future__ import annotations
 
@@ -16,9 +19,14 @@ from prisma_core.names import unit_names
 from prisma_core.pipeline.files import file_target, write_whole
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
+from prisma_core.trends import PERIODS as PERIODS
 from prisma_core.trends.config import TrendConfig
 from prisma_core.trends.over_time import Trends, judged, over_time
+from prisma_core.trends.over_time import default_compared as default_compared
+from prisma_core.trends.over_time import ranked as ranked
+from prisma_core.trends.over_time import summarise as summarise
 from prisma_core.trends.periods import Timeline, dated_column, suggested_period, timeline
+from prisma_core.trends.periods import date_columns as date_columns
 
 
 @dataclass(frozen=True)

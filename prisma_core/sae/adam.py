@@ -1,8 +1,10 @@
-"""Adam for the SAE through the fused kernel that `torch.optim.Adam(fused=True)` runs, without `torch.optim`.
+"""Adam for the SAE in a few public tensor operations, the same arithmetic as `torch.optim.Adam` (its single-tensor
+and foreach paths give the same weights to the bit, tests/core/test_sae.py).
 
 An optimizer of `torch.optim` imports `torch._dynamo` at its first step (torch's own graph-break guard): 78 MB more
-resident memory and 1.5 to 2.8 s on two cores, on every training, for a compiler Prisma never uses. The same kernel
-called directly gives the same weights to the bit (tests/core/test_sae.py) and keeps that import out of the process.
+resident memory and 1.5 to 2.8 s on two cores, on every training, for a compiler Prisma never uses. Written out here,
+the update keeps that import out of the process and calls no private torch function; it costs about 0.4 ms more per
+step than torch's fused kernel (about 1% of a default training).
 """
 
 from collections.abc import Iterable
@@ -11,7 +13,7 @@ import torch
 from torch import nn
 
 
-class FusedAdam:
+class Adam:
     def __init__(
         self,
         parameters: Iterable[nn.Parameter],
@@ -23,7 +25,7 @@ class FusedAdam:
         self.lr, self.betas, self.eps = lr, betas, eps
         self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.parameters]
         self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.parameters]
-        self.steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.parameters]
+        self.steps = [0] * len(self.parameters)
 
     def zero_grad(self) -> None:
         for parameter in self.parameters:
@@ -31,25 +33,16 @@ class FusedAdam:
 
     @torch.no_grad()
     def step(self) -> None:
-        with_grad = [i for i, p in enumerate(self.parameters) if p.grad is not None]
-        if not with_grad:
-            return
-        steps = [self.steps[i] for i in with_grad]
-        torch._foreach_add_(steps, 1)
-        torch._fused_adam_(
-            [self.parameters[i] for i in with_grad],
-            [self.parameters[i].grad for i in with_grad],
-            [self.exp_avgs[i] for i in with_grad],
-            [self.exp_avg_sqs[i] for i in with_grad],
-            [],
-            steps,
-            amsgrad=False,
-            lr=self.lr,
-            beta1=self.betas[0],
-            beta2=self.betas[1],
-            weight_decay=0.0,
-            eps=self.eps,
-            maximize=False,
-            grad_scale=None,
-            found_inf=None,
-        )
+        beta1, beta2 = self.betas
+        for index, parameter in enumerate(self.parameters):
+            grad = parameter.grad
+            if grad is None:
+                continue
+            self.steps[index] += 1
+            step = self.steps[index]
+            exp_avg, exp_avg_sq = self.exp_avgs[index], self.exp_avg_sqs[index]
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step_size = self.lr / (1 - beta1**step)
+            denominator = (exp_avg_sq.sqrt() / (1 - beta2**step) ** 0.5).add_(self.eps)
+            parameter.addcdiv_(exp_avg, denominator, value=-step_size)

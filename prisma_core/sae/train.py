@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 from prisma_core.errors import TrainingError
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae import consensus
-from prisma_core.sae.adam import FusedAdam
+from prisma_core.sae.adam import Adam
 from prisma_core.sae.config import POLISH_LR_SHARE, SAEConfig, check_config
 from prisma_core.sae.initial import initial_model
 from prisma_core.sae.loss import fvu, matryoshka_fvu, prefix_reconstructions, sae_loss, topk_aux_loss
@@ -390,7 +390,7 @@ def optimise(
     steps_per_epoch = n_train // batch_size
     total_steps = config.epochs * steps_per_epoch
     log_every = max(1, total_steps // HISTORY_POINTS)
-    optimizer = FusedAdam(model.parameters(), lr=config.lr)
+    optimizer = Adam(model.parameters(), lr=config.lr)
     tracker = _DeadLatentTracker(model.n_latents, config.dead_after, device)
     prefixes = config.prefixes()
     history: list[dict[str, float]] = []
@@ -436,7 +436,7 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
 
 def _train_step(
     model: TopKSAE,
-    optimizer: FusedAdam,
+    optimizer: Adam,
     tracker: _DeadLatentTracker,
     x: torch.Tensor,
     config: SAEConfig,

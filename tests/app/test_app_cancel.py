@@ -9,9 +9,9 @@ from app_helpers import new_app, open_page, texts
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
-from prisma_core.demo import DEMO_NAME
 from prisma_core.embed import EmbedConfig, model_key
-from ui.jobs import Job
+from prisma_core.pipeline.demo import DEMO_NAME
+from prisma_core.pipeline.jobs import Job
 from ui.state import job_registry
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

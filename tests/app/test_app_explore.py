@@ -11,7 +11,6 @@ from prisma_core import analysis, pipeline
 from prisma_core.compare import MAX_Q
 from prisma_core.compare.prediction import group_predictors
 from prisma_core.compare.prevalence import group_comparison, q_text, range_text, ranked, summarise
-from prisma_core.downloads import export_in_workspace, features_csv
 from prisma_core.explore import (
     DatasetDocuments,
     DocumentVectors,
@@ -21,6 +20,7 @@ from prisma_core.explore import (
     search_documents,
 )
 from prisma_core.ingest import IngestConfig
+from prisma_core.pipeline.downloads import export_in_workspace, features_csv
 from prisma_core.sae import SAEConfig
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

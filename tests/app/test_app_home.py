@@ -2,7 +2,7 @@
 
 from app_helpers import features_table, new_app, open_page, table, texts, wait_for_job
 
-from prisma_core.demo import DEMO_NAME, SAMPLE_NAME
+from prisma_core.pipeline.demo import DEMO_NAME, SAMPLE_NAME
 from prisma_core.run_quality import run_name
 from ui.state import run_widget_key
 
@@ -66,14 +66,14 @@ def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypa
 
 
 def test_demo_without_network_offers_an_upload_of_a_local_copy(app_workspace, corpora_dir, tmp_path, monkeypatch):
-    import prisma_core.demo
-    from prisma_core.demo import DemoDownloadError
+    import prisma_core.pipeline.demo
+    from prisma_core.pipeline.demo import DemoDownloadError
     from ui.state import job_registry
 
     def offline(url, target, timeout):
         raise DemoDownloadError(f"Could not download the demo corpus from {url} (<urlopen error [Errno -3] ...>).")
 
-    monkeypatch.setattr(prisma_core.demo, "_download", offline)
+    monkeypatch.setattr(prisma_core.pipeline.demo, "_download", offline)
     monkeypatch.setenv("PRISMA_WORKSPACE", str(tmp_path))  # an empty workspace: no demo yet
     monkeypatch.delenv("PRISMA_DEMO_FILE")
     at = new_app()
@@ -96,14 +96,14 @@ def test_demo_without_network_offers_an_upload_of_a_local_copy(app_workspace, co
 
 
 def test_the_default_demo_runs_offline_on_the_notes_shipped_with_prisma(tmp_path, monkeypatch):
-    import prisma_core.demo
+    import prisma_core.pipeline.demo
     from prisma_core.store import Workspace
     from ui.state import job_registry
 
     def no_network(url, target, timeout):
         raise AssertionError(f"the default demo downloaded {url}")
 
-    monkeypatch.setattr(prisma_core.demo, "_download", no_network)
+    monkeypatch.setattr(prisma_core.pipeline.demo, "_download", no_network)
     monkeypatch.setenv("PRISMA_WORKSPACE", str(tmp_path))
     monkeypatch.delenv("PRISMA_DEMO_FILE", raising=False)
     monkeypatch.setenv("PRISMA_DEMO_DOCS", "60")

@@ -19,9 +19,9 @@ from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
 from prisma_core.feature_queries import ranked_features
-from prisma_core.interpret import labelling
-from prisma_core.interpret.labelling.planning import subthemes_of
 from prisma_core.interpret.ollama_client import has_model
+from prisma_core.pipeline import labelling
+from prisma_core.pipeline.labelling.planning import subthemes_of
 from ui.state import job_registry
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
-from prisma_core.demo import DEMO_INGEST, DemoConfig, demo_corpus, demo_source
 from prisma_core.errors import IngestError
 from prisma_core.ingest import read_sources
+from prisma_core.pipeline.demo import DEMO_INGEST, DemoConfig, demo_corpus, demo_source
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_the_default_demo_reads_the_notes_shipped_with_prisma_without_network(tm
 def test_the_default_demo_finds_the_specialties_of_its_notes(tmp_path):
     """The sample demo's themes follow the six specialties a reader would sort the notes by; its run trains on the
     notes' passages and is rated fair or better, with more features than sub-themes."""
-    from prisma_core.demo import run_demo
+    from prisma_core.pipeline.demo import run_demo
     from prisma_core.run_quality import overfitting, quality_words
     from prisma_core.runs import load_run
     from prisma_core.store import Workspace

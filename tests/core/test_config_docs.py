@@ -19,9 +19,9 @@ from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.interpret.label_scores import ScoreConfig
-from prisma_core.interpret.labelling import LabelConfig
 from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.report.config import ReportConfig
+from prisma_core.pipeline.labelling import LabelConfig
+from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.sae import SAEConfig
 from prisma_core.themes import ThemeConfig
 from prisma_core.trends.config import TrendConfig

@@ -9,10 +9,11 @@ import torch
 
 from prisma_core.errors import TrainingError
 from prisma_core.progress import Progress
-from prisma_core.sae import SAEConfig, TopKSAE, feature_codes, train_sae
+from prisma_core.sae import SAEConfig
 from prisma_core.sae.consensus import combine, training_seeds
 from prisma_core.sae.initial import data_directions
-from prisma_core.sae.train import PassageRows
+from prisma_core.sae.model import TopKSAE
+from prisma_core.sae.train import PassageRows, feature_codes, train_sae
 
 CONFIG = SAEConfig(n_features=32, k=4, epochs=4, batch_size=64, n_trainings=3)
 

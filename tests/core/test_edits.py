@@ -275,8 +275,8 @@ def test_the_command_line_makes_lists_and_undoes_edits(small_run: SmallRun, tmp_
 
 
 def test_the_report_shows_the_edited_names_escaped(edited, tmp_path):
-    from prisma_core.report.config import ReportConfig
-    from prisma_core.report.writer import write_report
+    from prisma_core.pipeline.report.config import ReportConfig
+    from prisma_core.pipeline.report.writer import write_report
 
     workspace, run_id, _ = edited
     path = write_report(workspace, load_run(workspace, run_id), tmp_path / "report.html", ReportConfig(predict=False))

@@ -26,7 +26,6 @@ from small_run import SmallRun
 from prisma_core import carry, edits, pipeline
 from prisma_core.compare.prediction import group_predictors
 from prisma_core.compare.prevalence import group_comparison
-from prisma_core.downloads import features_csv
 from prisma_core.explore import (
     LEVELS,
     DatasetDocuments,
@@ -50,11 +49,12 @@ from prisma_core.overview import (
     unfit_documents,
     unfit_documents_table,
 )
+from prisma_core.pipeline.downloads import features_csv
+from prisma_core.pipeline.report import sections
+from prisma_core.pipeline.report.config import ReportConfig
+from prisma_core.pipeline.report.contents import gather
+from prisma_core.pipeline.report.writer import report_html
 from prisma_core.pipeline.trends import level_trends
-from prisma_core.report import sections
-from prisma_core.report.config import ReportConfig
-from prisma_core.report.contents import gather
-from prisma_core.report.writer import report_html
 from prisma_core.runs import load_run
 from prisma_core.store import EditRecord, Workspace
 from prisma_core.trends.periods import timeline

@@ -12,13 +12,13 @@ from small_run import PER_CATEGORY
 
 from prisma_core import pipeline
 from prisma_core.evidence import EVIDENCE_PASSAGES, QUOTE_CHARS, marked_pieces
-from prisma_core.interpret.labelling import label_run
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import neutralise_markup
 from prisma_core.names import snippet
-from prisma_core.report.config import ReportConfig
-from prisma_core.report.contents import EVIDENCE_QUOTES, evidence_features
-from prisma_core.report.writer import report_html
+from prisma_core.pipeline.labelling import label_run
+from prisma_core.pipeline.report.config import ReportConfig
+from prisma_core.pipeline.report.contents import EVIDENCE_QUOTES, evidence_features
+from prisma_core.pipeline.report.writer import report_html
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import Workspace
 

@@ -13,24 +13,14 @@ from prisma_core import analysis
 from prisma_core.errors import SettingsError, TrainingError, WeightsError
 from prisma_core.progress import Progress
 from prisma_core.recurrence import recurrence
-from prisma_core.sae import (
-    SAEConfig,
-    TopKSAE,
-    TrainResult,
-    check_config,
-    encode,
-    feature_codes,
-    fvu,
-    load_sae,
-    read_weights,
-    save_sae,
-    suggest_config,
-    topk_aux_loss,
-    train_sae,
-)
+from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.sae import train as sae_train
-from prisma_core.sae.adam import FusedAdam
-from prisma_core.sae.loss import prefix_reconstructions
+from prisma_core.sae.adam import Adam
+from prisma_core.sae.io import load_sae, save_sae
+from prisma_core.sae.loss import fvu, prefix_reconstructions, topk_aux_loss
+from prisma_core.sae.model import TopKSAE
+from prisma_core.sae.train import TrainResult, encode, feature_codes, train_sae
+from prisma_core.sae.weights import read_weights
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = SAEConfig(n_features=64, k=8, epochs=2, batch_size=64, n_trainings=1)
@@ -212,14 +202,15 @@ def test_same_seed_gives_identical_weights(bbc_subset: np.ndarray) -> None:
     assert not torch.equal(first["W_dec"], other["W_dec"])
 
 
-def test_fused_adam_gives_torch_adams_weights_to_the_bit() -> None:
-    """The SAE's Adam runs the kernel of torch.optim.Adam(fused=True): same steps, same weights, exactly."""
+@pytest.mark.parametrize("foreach", [False, True])
+def test_adam_gives_torch_adams_weights_to_the_bit(foreach: bool) -> None:
+    """The SAE's Adam does torch.optim.Adam's arithmetic: same steps, same weights, exactly."""
     generator = torch.Generator().manual_seed(0)
     start = [torch.randn(48, 16, generator=generator), torch.randn(16, generator=generator)]
     ours = [torch.nn.Parameter(t.clone()) for t in start]
     theirs = [torch.nn.Parameter(t.clone()) for t in start]
-    ours_adam, theirs_adam = FusedAdam(ours, lr=3e-3), torch.optim.Adam(theirs, lr=3e-3, fused=True)
-    for step in range(6):
+    ours_adam, theirs_adam = Adam(ours, lr=3e-3), torch.optim.Adam(theirs, lr=3e-3, foreach=foreach)
+    for step in range(40):
         grads = [torch.randn(t.shape, generator=generator) for t in start]
         for params, adam in ((ours, ours_adam), (theirs, theirs_adam)):
             adam.zero_grad()
@@ -233,7 +224,7 @@ def test_fused_adam_gives_torch_adams_weights_to_the_bit() -> None:
 def test_training_keeps_torchs_compiler_out_of_the_process() -> None:
     """torch.optim's first step imports torch._dynamo (+78 MB resident, seconds of import); training does not."""
     code = (
-        "import sys, numpy as np; from prisma_core.sae import SAEConfig, train_sae; "
+        "import sys, numpy as np; from prisma_core.sae import SAEConfig; from prisma_core.sae.train import train_sae; "
         "x = np.random.default_rng(0).standard_normal((300, 32)).astype(np.float32); "
         "result = train_sae(x, SAEConfig(n_features=64, k=4, epochs=2, batch_size=32)); "
         "print(result.metrics['steps'] > 0, 'torch._dynamo' in sys.modules)"

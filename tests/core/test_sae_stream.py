@@ -19,10 +19,12 @@ from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import training
 from prisma_core.runs import read_codes
-from prisma_core.sae import SAEConfig, feature_codes, load_sae, train_from, train_sae
+from prisma_core.sae import SAEConfig
 from prisma_core.sae.initial import INIT_SAMPLE, MEDIAN_SAMPLE
+from prisma_core.sae.io import load_sae
 from prisma_core.sae.moments import Moments
-from prisma_core.sae.stream import Slices
+from prisma_core.sae.stream import Slices, train_from
+from prisma_core.sae.train import feature_codes, train_sae
 from prisma_core.store import Workspace
 from prisma_core.store import vectors as vectors_module
 from prisma_core.store.vectors import StoredVectors

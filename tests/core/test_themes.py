@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 
-from prisma_core.sae import feature_codes, suggest_config, train_sae
+from prisma_core.sae import suggest_config
+from prisma_core.sae.train import feature_codes, train_sae
 from prisma_core.themes import NO_THEME, ThemeConfig, build_themes, max_themes, themes_from_evidence
 
 

@@ -15,10 +15,10 @@ from ollama_server import FakeOllama
 from prisma_core import pipeline
 from prisma_core.interpret.label_choice import weaker
 from prisma_core.interpret.label_scores import ranked_documents
-from prisma_core.interpret.labelling import LabelSummary
 from prisma_core.interpret.ollama_client import has_model
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import neutralise_markup
+from prisma_core.pipeline.labelling import LabelSummary
 from prisma_core.store import Workspace
 
 N_DOCUMENTS = 120

@@ -34,9 +34,9 @@ from start_line import start_line
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.families import FamilyConfig, find_families
+from prisma_core.pipeline.jobs import Job, JobRegistry
 from prisma_core.store import WORKSPACE_ENV, NamedFamily, Workspace, vectors_table_name
 from prisma_core.store.datasets import BUSY_ADDING
-from ui.jobs import Job, JobRegistry
 from ui.state import job_registry
 
 

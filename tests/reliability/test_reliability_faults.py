@@ -36,8 +36,8 @@ from safetensors.torch import load_file, save_file
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import LabellingError, WeightsError
-from prisma_core.interpret.labelling import LabelConfig, label_run
 from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.pipeline.labelling import LabelConfig, label_run
 from prisma_core.sae.config import MAX_EPOCHS
 from prisma_core.sae.io import WEIGHTS_FILE
 from prisma_core.store import WORKSPACE_ENV, Workspace

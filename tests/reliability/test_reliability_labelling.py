@@ -20,14 +20,14 @@ from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import LabellingError, SettingsError
 from prisma_core.families import FamilyConfig, find_families
-from prisma_core.interpret import labelling
 from prisma_core.interpret.keywords import UNNAMED_LABEL, keyword_labels
-from prisma_core.interpret.labelling.job import LabelConfig
 from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.interpret.ollama_client import MAX_REPLY_BYTES
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.prompts import MAX_LABEL_CHARS
+from prisma_core.pipeline import labelling
+from prisma_core.pipeline.labelling.job import LabelConfig
 from prisma_core.store import Workspace
 
 EVIDENCE = ["Arsenal beat Chelsea at the Emirates.", "Arsenal fans celebrated the cup run.", "Arsenal won again."]

@@ -24,7 +24,7 @@ from prisma_core.errors import IngestError, NotFoundError, SettingsError
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.names import plain_line
-from prisma_core.report.writer import report_html
+from prisma_core.pipeline.report.writer import report_html
 from prisma_core.store import WORKSPACE_ENV, Workspace, resolve_workspace
 from ui.family_graph import LABEL_CHARS
 from ui.text import md

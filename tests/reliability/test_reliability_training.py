@@ -16,8 +16,8 @@ from prisma_core.cli.output import print_trained
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError, TrainingError
 from prisma_core.progress import Progress
-from prisma_core.sae import SAEConfig, check_config, train_sae
-from prisma_core.sae.train import DIVERGED, quality_metrics
+from prisma_core.sae import SAEConfig, check_config
+from prisma_core.sae.train import DIVERGED, quality_metrics, train_sae
 from prisma_core.store import Workspace
 
 KEY = model_key(EmbedConfig())

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from prisma_core.names import NO_THEME_NAME
-from prisma_core.report.drawing import NO_THEME_COLOUR, PALETTE, theme_colour
+from prisma_core.pipeline.report.drawing import NO_THEME_COLOUR, PALETTE, theme_colour
 from ui.map import map_chart
 
 CATEGORY20 = ["#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896", "#9467bd"]

@@ -11,7 +11,7 @@ from ui.progress import STAGE_NAMES
 CORE = Path(prisma_core.__file__).resolve().parent
 REPORTERS = {"Progress": 0, "Batch": 0, "GroupTable": 1}
 """What the core reports progress through, and which argument is the stage: a progress event, a labelling batch
-(`interpret.labelling.job.Batch`), a kind of group labelled in batches (`interpret.labelling.storing.GroupTable`)."""
+(`pipeline.labelling.job.Batch`), a kind of group labelled in batches (`pipeline.labelling.storing.GroupTable`)."""
 
 
 def module_constants(tree: ast.Module) -> dict[str, str]:

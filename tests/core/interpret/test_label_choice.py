@@ -12,8 +12,8 @@ from labelling_run import active_features, ollama
 from prisma_core import pipeline
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.interpret.label_choice import CHANCE, LABEL_MARGIN, resolve_labels
-from prisma_core.interpret.labelling import LabelConfig, LabelScope, label_groups, label_run, label_scope
-from prisma_core.interpret.labelling.planning import subthemes_of
+from prisma_core.pipeline.labelling import LabelConfig, LabelScope, label_groups, label_run, label_scope
+from prisma_core.pipeline.labelling.planning import subthemes_of
 from prisma_core.store.schemas import MANUAL_SOURCE
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from prisma_core.interpret.labelling import LabelPlan, LabelSummary
-from prisma_core.interpret.labelling.estimate import (
+from prisma_core.pipeline.labelling import LabelPlan, LabelSummary
+from prisma_core.pipeline.labelling.estimate import (
     counted,
     describe_plan,
     estimate_time,

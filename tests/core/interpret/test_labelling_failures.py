@@ -25,8 +25,8 @@ from ollama_server import closed_port_url, derived_answer
 
 from prisma_core import pipeline
 from prisma_core.errors import LabellingError, NotFoundError
-from prisma_core.interpret.labelling import LabelConfig, label_groups, label_run
 from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.pipeline.labelling import LabelConfig, label_groups, label_run
 from prisma_core.progress import Progress
 
 

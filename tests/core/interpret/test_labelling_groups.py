@@ -13,7 +13,7 @@ from labelling_run import active_features, llm_rows, named_by_score, ollama, pre
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
-from prisma_core.interpret.labelling import (
+from prisma_core.pipeline.labelling import (
     LabelConfig,
     LabelScope,
     group_documents,
@@ -22,7 +22,7 @@ from prisma_core.interpret.labelling import (
     label_scope,
     plan_labels,
 )
-from prisma_core.interpret.labelling.planning import subthemes_of
+from prisma_core.pipeline.labelling.planning import subthemes_of
 from prisma_core.progress import Progress
 from prisma_core.runs import resolve_labels
 

@@ -23,8 +23,8 @@ from ollama_server import derived_answer
 from prisma_core import pipeline
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.interpret.label_scores import ScoreConfig, ranked_documents
-from prisma_core.interpret.labelling import LabelConfig, job, label_run
 from prisma_core.interpret.prompts import PROMPT_VERSION
+from prisma_core.pipeline.labelling import LabelConfig, job, label_run
 from prisma_core.progress import Progress
 
 

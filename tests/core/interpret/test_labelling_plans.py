@@ -4,7 +4,8 @@ import numpy as np
 from labelling_run import active_features, ollama, prefix, run_codes, shown_documents
 
 from prisma_core import analysis, pipeline
-from prisma_core.interpret.labelling import (
+from prisma_core.interpret.prompts import CHARS_PER_TOKEN
+from prisma_core.pipeline.labelling import (
     PROMPT_OVERHEAD_TOKENS,
     group_documents,
     label_groups,
@@ -12,7 +13,6 @@ from prisma_core.interpret.labelling import (
     plan_labels,
     planning,
 )
-from prisma_core.interpret.prompts import CHARS_PER_TOKEN
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import SHOWN_COLUMNS
 

@@ -38,8 +38,8 @@ from prisma_core.interpret.label_scores import (
     scoring_documents,
     verdict,
 )
-from prisma_core.interpret.labelling import label_quality, score_baseline, score_run
 from prisma_core.interpret.prompts import PROMPT_VERSION
+from prisma_core.pipeline.labelling import label_quality, score_baseline, score_run
 from prisma_core.store import Workspace, now_iso
 
 

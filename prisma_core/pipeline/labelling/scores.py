@@ -21,15 +21,15 @@ from prisma_core.interpret.label_scores import (
     scoring_documents,
     shuffled_labels,
 )
-from prisma_core.interpret.labelling.job import (
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
+from prisma_core.interpret.scoring import Detector, detection_score
+from prisma_core.pipeline.labelling.job import (
     Batch,
     Pending,
     StopCheck,
     never_stop,
 )
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.interpret.ollama_labeller import OllamaLabeller
-from prisma_core.interpret.scoring import Detector, detection_score
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, with_shown_labels
 from prisma_core.store import RunRecord, Workspace

@@ -5,11 +5,11 @@ a level stops early (cancelled, failures in a row) the later levels are not star
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from prisma_core.interpret.labelling.features import label_run
-from prisma_core.interpret.labelling.groups import label_groups
-from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
-from prisma_core.interpret.labelling.planning import subthemes_of
 from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.pipeline.labelling.features import label_run
+from prisma_core.pipeline.labelling.groups import label_groups
+from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
+from prisma_core.pipeline.labelling.planning import subthemes_of
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace

@@ -15,7 +15,11 @@ from prisma_core import analysis
 from prisma_core.errors import LabellingError
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
-from prisma_core.interpret.labelling.job import (
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
+from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PASSAGE_TOKENS
+from prisma_core.pipeline.evidence import feature_quotes
+from prisma_core.pipeline.labelling.job import (
     Batch,
     LabelConfig,
     LabelSummary,
@@ -24,12 +28,8 @@ from prisma_core.interpret.labelling.job import (
     never_stop,
     shown_texts,
 )
-from prisma_core.interpret.labelling.planning import labelled_by, selected_features
-from prisma_core.interpret.labelling.storing import record_batch
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.interpret.ollama_labeller import OllamaLabeller
-from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PASSAGE_TOKENS
-from prisma_core.pipeline.evidence import feature_quotes
+from prisma_core.pipeline.labelling.planning import labelled_by, selected_features
+from prisma_core.pipeline.labelling.storing import record_batch
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace

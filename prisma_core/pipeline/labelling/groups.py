@@ -17,7 +17,11 @@ from prisma_core.errors import LabellingError
 from prisma_core.interpret.label_choice import weaker
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
-from prisma_core.interpret.labelling.job import (
+from prisma_core.interpret.ollama_client import has_model
+from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
+from prisma_core.names import LEVEL_WORDS
+from prisma_core.pipeline.labelling.job import (
     Batch,
     LabelConfig,
     LabelSummary,
@@ -26,8 +30,8 @@ from prisma_core.interpret.labelling.job import (
     never_stop,
     shown_texts,
 )
-from prisma_core.interpret.labelling.planning import chosen
-from prisma_core.interpret.labelling.storing import (
+from prisma_core.pipeline.labelling.planning import chosen
+from prisma_core.pipeline.labelling.storing import (
     FAMILIES,
     GROUP_SAVE_EVERY,
     SUBTHEMES,
@@ -36,10 +40,6 @@ from prisma_core.interpret.labelling.storing import (
     record_batch,
     save_group_labels,
 )
-from prisma_core.interpret.ollama_client import has_model
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.interpret.ollama_labeller import OllamaLabeller
-from prisma_core.names import LEVEL_WORDS
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import LoadedRun, resolve_labels
 from prisma_core.store import Workspace

@@ -11,9 +11,9 @@ from markupsafe import Markup
 from prisma_core import __version__
 from prisma_core.names import isolated
 from prisma_core.pipeline.files import file_target, write_whole
-from prisma_core.report.config import ReportConfig
-from prisma_core.report.contents import gather
-from prisma_core.report.sections import SECTIONS, title
+from prisma_core.pipeline.report.config import ReportConfig
+from prisma_core.pipeline.report.contents import gather
+from prisma_core.pipeline.report.sections import SECTIONS, title
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
 
@@ -24,7 +24,7 @@ def _as_text(value: object) -> object:
 
 
 _TEMPLATES = Environment(
-    loader=PackageLoader("prisma_core.report", "templates"),
+    loader=PackageLoader("prisma_core.pipeline.report", "templates"),
     autoescape=True,  # every value is text: documents, labels, names and numbers alike
     undefined=StrictUndefined,
     trim_blocks=True,

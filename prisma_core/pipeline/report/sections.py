@@ -38,11 +38,11 @@ from prisma_core.overview import (
     theme_documents,
     themes_table,
 )
+from prisma_core.pipeline.report.config import ReportConfig
+from prisma_core.pipeline.report.contents import ReportContents
+from prisma_core.pipeline.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
+from prisma_core.pipeline.report.timeline import timeline_chart
 from prisma_core.pipeline.trends import level_trends
-from prisma_core.report.config import ReportConfig
-from prisma_core.report.contents import ReportContents
-from prisma_core.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
-from prisma_core.report.timeline import timeline_chart
 from prisma_core.run_quality import comes_back, detail_captured, detail_in_words, overfitting, quality_words, run_name
 from prisma_core.trends import NO_CHANGE, TOO_FEW
 from prisma_core.trends import PLAIN_WORDS as TREND_WORDS

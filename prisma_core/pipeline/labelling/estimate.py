@@ -4,8 +4,8 @@ the last batch when one was measured, in seconds and in the plain words a page o
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from prisma_core.interpret.labelling.job import LabelSummary
-from prisma_core.interpret.labelling.planning import LabelPlan
+from prisma_core.pipeline.labelling.job import LabelSummary
+from prisma_core.pipeline.labelling.planning import LabelPlan
 
 CPU_TOKENS_PER_S = 150
 """Prompt tokens a 3B model reads per second on a laptop CPU (a GPU reads ten times more)."""

@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from prisma_core.interpret.labeller import LabelResult
-from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.lineage import record_stage
+from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary
 from prisma_core.store import GroupLabel, RunRecord, Workspace
 
 

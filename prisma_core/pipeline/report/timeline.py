@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from prisma_core.compare.prevalence import percent
-from prisma_core.report.drawing import axis_end, axis_ticks
+from prisma_core.pipeline.report.drawing import axis_end, axis_ticks
 
 WIDTH, HEIGHT = 460, 170
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 10, 26

@@ -13,19 +13,27 @@ Where things live:
 - `scope`: a job over a scope, features then families then themes (`label_scope`), as the page and the CLI run it.
 - `storing`: the batch's stage record and group labels written back onto the stored groups.
 - `scores`: embedding and detection scores, the shuffled baseline, per-source quality (`score_run`).
+
+The labellers themselves, the keywords and the Ollama connection are a layer below, in `prisma_core.interpret`;
+what the app and the command line use of the connection (its settings, the client, credentials kept secret) is
+re-exported here, their door.
 """
 
-from prisma_core.interpret.labelling.features import label_run
-from prisma_core.interpret.labelling.groups import (
+from prisma_core.interpret.ollama_client import OllamaClient
+from prisma_core.interpret.ollama_config import API_KEY_ENV, DEFAULT_HOST, OllamaConfig
+from prisma_core.interpret.secrets import Secret, split_host_credentials
+from prisma_core.pipeline.labelling.estimate import counted, describe_plan, measured_pace
+from prisma_core.pipeline.labelling.features import label_run
+from prisma_core.pipeline.labelling.groups import (
     FeatureGroup,
     group_documents,
     label_group,
     label_groups,
 )
-from prisma_core.interpret.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
-from prisma_core.interpret.labelling.planning import PROMPT_OVERHEAD_TOKENS, LabelPlan, plan_labels
-from prisma_core.interpret.labelling.scope import LabelScope, ScopeSummary, label_scope
-from prisma_core.interpret.labelling.scores import (
+from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary, SetAside, StopCheck, never_stop
+from prisma_core.pipeline.labelling.planning import PROMPT_OVERHEAD_TOKENS, LabelPlan, plan_labels
+from prisma_core.pipeline.labelling.scope import LabelScope, ScopeSummary, label_scope
+from prisma_core.pipeline.labelling.scores import (
     ScoreBaseline,
     ScoreSummary,
     label_quality,
@@ -34,24 +42,34 @@ from prisma_core.interpret.labelling.scores import (
 )
 
 __all__ = [
+    "API_KEY_ENV",
+    "DEFAULT_HOST",
     "PROMPT_OVERHEAD_TOKENS",
     "FeatureGroup",
     "LabelConfig",
     "LabelPlan",
     "LabelScope",
     "LabelSummary",
+    "OllamaClient",
+    "OllamaConfig",
     "ScopeSummary",
     "ScoreBaseline",
     "ScoreSummary",
+    "Secret",
+    "SetAside",
     "StopCheck",
+    "counted",
+    "describe_plan",
     "group_documents",
     "label_group",
     "label_groups",
     "label_quality",
     "label_run",
     "label_scope",
+    "measured_pace",
     "never_stop",
     "plan_labels",
     "score_baseline",
     "score_run",
+    "split_host_credentials",
 ]
