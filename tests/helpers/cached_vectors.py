@@ -35,7 +35,7 @@ def embed_from_shared_vectors(workspace: Workspace, dataset_id: str, corpus: str
     Fails, naming the documents, when a stored text's hash is not in the parquet (the corpus, or how Prisma hashes a
     text, changed): the test would otherwise embed them in silence, or read vectors of other texts."""
     path = common.CORPORA_DIR / f"{corpus}.vectors.parquet"
-    shared = pq.read_table(path, columns=["id", "text_hash"]).to_pandas()
+    shared = pq.read_table(path, columns=["text_hash"]).to_pandas()
     stored = workspace.documents(dataset_id, ["doc_id", "text_hash"])
     unknown = stored[~stored["text_hash"].isin(shared["text_hash"])]
     assert unknown.empty, (
