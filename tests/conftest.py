@@ -20,7 +20,9 @@ MARKS_BY_PATH = {
 }
 """Markers given to every test under a folder or in a file of tests/ (pyproject.toml says what each marker means)."""
 SLOW_FIXTURES = {"bbc_workspace", "bbc_embeddings"}
-"""A test that uses one of these waits for the whole BBC corpus to be embedded: it is slow."""
+"""A test that uses one of these waits for the whole BBC corpus to be embedded, or trains on it: it is slow."""
+GROUPED_FIXTURES = {"bbc_workspace"}
+"""A test that uses one of these must be in the group of the files that share it (WORKER_GROUPS)."""
 WHOLE_BBC, RAY_HEAD_NODES, APP_WORKSPACE, LABELLING_RUN = (
     "whole BBC corpus",
     "Ray head nodes",
@@ -31,7 +33,7 @@ WORKER_GROUPS = {
     "app/": APP_WORKSPACE,  # `trained_app`, trained through the app
     **dict.fromkeys(["benchmarks/", "scale/"], RAY_HEAD_NODES),  # one head node on the machine at a time
     "core/interpret/": LABELLING_RUN,
-    **{f"core/test_{name}.py": WHOLE_BBC for name in ("cli", "compare", "sae", "sae_stream", "themes")},
+    **{f"core/test_{name}.py": WHOLE_BBC for name in ("cli", "compare")},
     "reliability/test_reliability_load.py": WHOLE_BBC,
 }
 """Files (or folders) whose tests share an expensive session fixture, or must not run at the same time. With several
@@ -53,9 +55,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if where == prefix or where.startswith(f"{prefix}/"):
                 for mark in marks:
                     item.add_marker(mark)
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES & fixtures:
             item.add_marker("slow")
-            if worker_group(where) != WHOLE_BBC:
+            if GROUPED_FIXTURES & fixtures and worker_group(where) != WHOLE_BBC:
                 raise pytest.UsageError(f"{item.nodeid} needs the whole BBC corpus: add its file to WORKER_GROUPS")
 
 
@@ -171,23 +174,43 @@ def bbc_openings(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame):
 
 @pytest.fixture(scope="session")
 def bbc_workspace(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path):
-    """A workspace holding the whole BBC corpus, embedded once per test session with the bundled model."""
+    """A workspace holding the whole BBC corpus, embedded once per test session with the bundled model, for the tests
+    that train runs through the pipeline. Not from the shared corpus's vectors: a run's evidence step needs every
+    document's passages, which the shared files do not hold, and computing them costs a pass of the model as long as
+    embedding the documents with them (1.3 times longer in the shared vectors' fp32 space than at the int8 `auto`
+    chooses here)."""
     from prisma_core import pipeline
-    from prisma_core.ingest import IngestConfig
-    from prisma_core.store import Workspace
 
-    workspace = Workspace(tmp_path_factory.mktemp("bbc_workspace"))
-    dataset_id, _ = pipeline.ingest(
-        workspace, [corpora_dir / "bbc_news.parquet"], "bbc", IngestConfig(text_column="text", id_column="id")
-    )
+    workspace, dataset_id = whole_bbc_ingested(tmp_path_factory.mktemp("bbc_workspace"), corpora_dir)
     pipeline.embed_dataset(workspace, dataset_id)
     return workspace, dataset_id
 
 
 @pytest.fixture(scope="session")
-def bbc_embeddings(bbc_workspace) -> np.ndarray:
-    """Real chunk-and-average embeddings of all 2,225 BBC articles, [2225, 384] float32."""
-    from prisma_core.embed import EmbedConfig, model_key
+def bbc_embeddings(tmp_path_factory: pytest.TempPathFactory, corpora_dir: Path) -> np.ndarray:
+    """Real chunk-and-average embeddings of all 2,225 BBC articles, [2225, 384] float32: the shared corpus's vectors
+    of the bundled model, through a workspace's embedding cache (nothing is embedded), once per test run, for the
+    tests of training and themes on vectors."""
+    from cached_vectors import embed_from_shared_vectors
 
-    workspace, dataset_id = bbc_workspace
-    return workspace.vectors(dataset_id, model_key(EmbedConfig()))
+    from prisma_core.embed import model_key
+
+    def build(folder: Path) -> np.ndarray:
+        workspace, dataset_id = whole_bbc_ingested(folder, corpora_dir)
+        return workspace.vectors(dataset_id, model_key(embed_from_shared_vectors(workspace, dataset_id, "bbc_news")))
+
+    return built_once(tmp_path_factory, "bbc_embeddings", build)
+
+
+def whole_bbc_ingested(folder: Path, corpora_dir: Path):
+    """A new workspace in `folder` with the whole BBC corpus ingested (ids from its `id` column): (workspace, dataset
+    id)."""
+    from prisma_core import pipeline
+    from prisma_core.ingest import IngestConfig
+    from prisma_core.store import Workspace
+
+    workspace = Workspace(folder)
+    dataset_id, _ = pipeline.ingest(
+        workspace, [corpora_dir / "bbc_news.parquet"], "bbc", IngestConfig(text_column="text", id_column="id")
+    )
+    return workspace, dataset_id

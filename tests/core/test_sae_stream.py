@@ -1,6 +1,6 @@
 """Training and analysis from the vectors table a slice at a time (SAEConfig.vectors_memory_mb), on the openings of 300
 real BBC articles embedded with the bundled model into a real LanceDB workspace (the session's `bbc_openings`; the
-comparison of how well streamed training learns, on the same articles whole, from the session's whole-BBC workspace)."""
+comparison of how well streamed training learns, on the same articles whole, from the shared corpus's vectors)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from bbc_openings import PER_DESK, BbcOpenings
-from cached_vectors import cache_vectors_from
+from cached_vectors import SHARED_SPACE, embed_from_shared_vectors
 
 from prisma_core import analysis, pipeline
 from prisma_core.embed import EmbedConfig, model_key
@@ -60,23 +60,22 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, bbc_openings: BbcOpenings
 
 
 @pytest.fixture(scope="module")
-def whole_articles(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame, bbc_workspace) -> tuple[Path, str]:
+def whole_articles(tmp_path_factory: pytest.TempPathFactory, bbc: pd.DataFrame) -> tuple[Path, str]:
     """The same 300 articles whole: on their openings the streamed and in-memory trainings' FVUs differ by 0.047
-    against the test's 0.05 (0.027 on whole articles), too close to hold on another CPU's vectors. Their vectors come
-    from the session's whole-BBC workspace, through the embedding cache."""
+    against the test's 0.05 (0.027 on whole articles), too close to hold on another CPU's vectors. Their vectors are
+    the shared corpus's, through the embedding cache (in its space, SHARED_SPACE)."""
     folder = tmp_path_factory.mktemp("stream")
     corpus = folder / "bbc300.parquet"
     bbc.groupby("label").head(PER_DESK).to_parquet(corpus)
     workspace = Workspace(folder / "workspace")
     dataset_id, _ = pipeline.ingest(workspace, [corpus], "bbc 300", IngestConfig(id_column="id"))
-    cache_vectors_from(bbc_workspace[0], workspace, dataset_id)
-    assert pipeline.embed_dataset(workspace, dataset_id).n_computed == 0
+    embed_from_shared_vectors(workspace, dataset_id, "bbc_news")
     return workspace.path, dataset_id
 
 
-def _stored(embedded: tuple[Path, str]) -> StoredVectors:
+def _stored(embedded: tuple[Path, str], space: EmbedConfig = EmbedConfig()) -> StoredVectors:
     path, dataset_id = embedded
-    return Workspace(path).stored_vectors(dataset_id, model_key(EmbedConfig()))
+    return Workspace(path).stored_vectors(dataset_id, model_key(space))
 
 
 def test_stored_vectors_read_by_position_match_the_whole_table(
@@ -106,10 +105,10 @@ def test_moments_merged_over_slices_equal_those_of_the_whole(embedded: tuple[Pat
 
 def test_streamed_training_reads_bounded_slices_and_learns_as_well(whole_articles: tuple[Path, str]) -> None:
     config = replace(CONFIG, vectors_memory_mb=TINY_BOUND_MB)
-    source = _CountedReads(_stored(whole_articles))
+    source = _CountedReads(_stored(whole_articles, SHARED_SPACE))
     assert not config.holds_in_memory(*source.shape) and CONFIG.holds_in_memory(*source.shape)
     streamed = train_from(source, config)
-    in_memory = train_from(_stored(whole_articles), CONFIG)
+    in_memory = train_from(_stored(whole_articles, SHARED_SPACE), CONFIG)
 
     # Each training reads the training documents twice, sampled (at most MEDIAN_SAMPLE for the initial centre, at
     # most INIT_SAMPLE for the initial directions), and the trainings' features are matched on one more sample of

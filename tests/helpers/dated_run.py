@@ -2,7 +2,8 @@
 them): 400 BBC articles (80 per desk) uploaded as a CSV with a `published` column over 12 months written day first
 ("25/03/2004"), a few articles undated; business articles become nine times as common from the first month to the
 last, tech articles fall by as much, the other desks stay flat. Their vectors come from the shared corpus's cached
-vectors through the workspace's embedding cache (nothing is embedded); a small SAE is trained through the pipeline.
+vectors through the workspace's embedding cache (no document vector is computed; the run's evidence step computes
+their passages); a small SAE is trained through the pipeline.
 Built once per test session (the `dated_run` fixture in tests/conftest.py); a test that changes it takes a copy."""
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from cached_vectors import embed_from_shared_vectors
 
-from bench import common
 from bench.trends import plant_dates
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
@@ -48,7 +49,6 @@ def build_dated_run(folder: Path, bbc: pd.DataFrame) -> DatedRun:
     workspace = Workspace(folder / "workspace")
     config = IngestConfig(text_column="text", id_column="id", title_column="title")
     dataset_id, _ = pipeline.ingest(workspace, [folder / "bbc_dated.csv"], "BBC dated", config)
-    embed_config = common.cache_corpus_vectors(workspace, dataset_id, "bbc_news")
-    assert pipeline.embed_dataset(workspace, dataset_id, embed_config).n_computed == 0
+    embed_config = embed_from_shared_vectors(workspace, dataset_id, "bbc_news")
     summary = pipeline.train_run(workspace, dataset_id, sae_config=SAE, embed_config=embed_config)
     return DatedRun(workspace.path, dataset_id, summary.run_id, frame, dates)
