@@ -184,7 +184,9 @@ def test_the_shuffled_baseline_sits_near_chance_below_the_real_labels(workspace,
     baseline = score_baseline(workspace, pipeline.load_run(workspace, base_run.run_id))
     assert baseline.n_scored > 10 and baseline.n_too_few > 0
     assert baseline.mean_score > baseline.shuffled_mean + 0.1
-    assert abs(baseline.shuffled_mean - 0.5) < 0.1
+    # scores lie in [0, 1], so the mean of n of them at chance has a standard deviation of at most 0.5 / sqrt(n):
+    # the shuffled mean stays within two of them (19 labels here: 0.23; 0.37 to 0.63 on the numeric paths tried)
+    assert abs(baseline.shuffled_mean - 0.5) < 1 / np.sqrt(baseline.n_scored)
 
 
 def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(
