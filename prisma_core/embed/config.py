@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from dataclasses import dataclass
@@ -144,13 +145,20 @@ def cpu_flags() -> set[str]:
     (docs/testing.md)."""
     if CPU_FLAGS_ENV in os.environ:
         return set(os.environ[CPU_FLAGS_ENV].split())
+    return set(_listed_cpu_flags())
+
+
+@functools.cache
+def _listed_cpu_flags() -> frozenset[str]:
+    """The flags /proc/cpuinfo lists, read once per process (every vector space named asks, several times)."""
     if platform.system() != "Linux":
-        return set()
+        return frozenset()
     try:
         listed = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
-    return {flag for line in listed.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+        return frozenset()
+    lines = listed.splitlines()
+    return frozenset(flag for line in lines if line.startswith("flags") for flag in line.split(":", 1)[1].split())
 
 
 def cpu_has_native_bf16() -> bool:
