@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from prisma_core.pipeline import PrismaError, edits, labelling
+from prisma_core.pipeline import PrismaError, ProgressCallback, edits, labelling
 from prisma_core.pipeline.jobs import Job
 from prisma_core.pipeline.labelling import (
     LabelConfig,
@@ -15,6 +15,7 @@ from prisma_core.pipeline.labelling import (
     ScopeSummary,
     ScoreSummary,
     SetAside,
+    StopCheck,
     counted,
     describe_plan,
     measured_pace,
@@ -221,13 +222,27 @@ def seconds_per_request(job: Job | None) -> float | None:
     return measured_pace(job.seconds, [summary for _, summary in job.result.levels()])
 
 
+def _label_scope(
+    config: OllamaConfig,
+    label_config: LabelConfig,
+    scope: LabelScope,
+    progress: ProgressCallback,
+    should_stop: StopCheck,
+) -> ScopeSummary:
+    with labelling.open_labeller(ws, run, config) as labeller:
+        return labelling.label_scope(ws, run, labeller, label_config, scope, progress, should_stop)
+
+
+def _check_labels(config: OllamaConfig, progress: ProgressCallback, should_stop: StopCheck) -> ScoreSummary:
+    with labelling.ollama_labeller(config) as detector:
+        return labelling.score_run(ws, run, detect_with=detector, progress=progress, should_stop=should_stop)
+
+
 def start_labelling(config: OllamaConfig, label_config: LabelConfig, scope: LabelScope, title: str) -> None:
     start_job(
         label_job_key,
         f"Labelling {title} with {config.model}",
-        lambda progress, should_stop: labelling.label_scope(
-            ws, run, config, label_config, scope, progress, should_stop
-        ),
+        lambda progress, should_stop: _label_scope(config, label_config, scope, progress, should_stop),
         stop_aware=True,
     )
 
@@ -320,9 +335,7 @@ if config is not None:
             start_job(
                 score_job_key,
                 f"Checking labels with {config.model}",
-                lambda progress, should_stop: labelling.score_run(
-                    ws, run, detect_with=config, progress=progress, should_stop=should_stop
-                ),
+                lambda progress, should_stop: _check_labels(config, progress, should_stop),
                 stop_aware=True,
             )
 

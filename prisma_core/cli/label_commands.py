@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from prisma_core.cli.flags import config_from_args
 from prisma_core.cli.output import ProgressBars
@@ -21,7 +22,8 @@ def cmd_label(workspace: Workspace, args: argparse.Namespace) -> None:
     scope = LabelScope(args.features, None if args.families else (), None if args.themes else ())
     bars = ProgressBars()
     try:
-        summary = labelling.label_scope(workspace, run, ollama, config, scope, bars)
+        with labelling.open_labeller(workspace, run, ollama) as labeller:
+            summary = labelling.label_scope(workspace, run, labeller, config, scope, bars)
     finally:
         bars.close()
     print(f"run {run.record.run_id}")
@@ -46,9 +48,11 @@ def cmd_score(workspace: Workspace, args: argparse.Namespace) -> None:
     detect_with = config_from_args(OllamaConfig, args) if args.detect else None
     bars = ProgressBars()
     try:
-        summary = labelling.score_run(
-            workspace, run, config_from_args(ScoreConfig, args), detect_with, args.features, bars
-        )
+        with contextlib.ExitStack() as stack:
+            detector = stack.enter_context(labelling.ollama_labeller(detect_with)) if detect_with else None
+            summary = labelling.score_run(
+                workspace, run, config_from_args(ScoreConfig, args), detector, args.features, bars
+            )
     finally:
         bars.close()
     print(

@@ -2,7 +2,8 @@
 contract: training names every feature, theme and family with it, many units at once so their labels differ."""
 
 import functools
-from dataclasses import replace
+from dataclasses import asdict, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,8 @@ class KeywordLabeller:
     embedded from the cache."""
 
     source = KEYWORD_SOURCE
+    version = KEYWORD_VERSION
+    host = ""  # this computer
 
     def __init__(
         self,
@@ -45,6 +48,18 @@ class KeywordLabeller:
         """texts: the corpus in position order, in memory or scanned in batches; vectors: its document vectors."""
         self.workspace, self.texts, self.vectors, self.config = workspace, texts, vectors, config
         self.embed_config = replace(embed_config, batch_size=max(embed_config.batch_size, LABEL_BATCH_SIZE))
+
+    @property
+    def n_shown(self) -> tuple[int, int]:
+        """A unit's evidence: its n_top_documents strongest documents; keywords need no contrast documents (the
+        whole corpus is their contrast)."""
+        return self.config.n_top_documents, 0
+
+    def check(self) -> None:
+        """Keywords need no server: they can always label."""
+
+    def record(self) -> dict[str, Any]:
+        return {"keywords": asdict(self.config)}
 
     def label_units(self, members: sp.spmatrix) -> pd.DataFrame:
         """members: [n_units, n_documents] 0/1 -> unit, label, description, source; no two units share a label."""

@@ -7,7 +7,7 @@ The backends, one module each: `ollama_labeller` (a model on a local or hosted O
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,38 @@ class LabelRequest:
 
 
 class Labeller(Protocol):
+    """What a labelling job (`prisma_core.pipeline.labelling`) is given: it never builds one itself (the pipeline's
+    `labellers` module does, from the settings)."""
+
     @property
     def source(self) -> str:
         """Who its labels are stored as coming from: an Ollama model's name, "keywords"."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The prompt version (or method version) its labels are stored with: a unit holding a label of this
+        `source` and version is skipped by a job that does not relabel."""
+        ...
+
+    @property
+    def host(self) -> str:
+        """Where it runs, as a job's summary names it: a server's URL, "" on this computer."""
+        ...
+
+    @property
+    def n_shown(self) -> tuple[int, int]:
+        """(evidence, contrast): how many documents where a unit is strongest, and where it is silent, a request
+        holds."""
+        ...
+
+    def check(self) -> None:
+        """LabellingError with a plain message unless it can label now (a server answers and has the model);
+        called before a job writes anything."""
+        ...
+
+    def record(self) -> dict[str, Any]:
+        """Its settings as a job's stage record keeps them, secrets left out."""
         ...
 
     def label(self, request: LabelRequest) -> LabelResult:

@@ -6,6 +6,8 @@ The prompts are `prompts`; the connection, its credentials and the retries of an
 """
 
 from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
 
 from prisma_core.errors import LabellingError
 from prisma_core.interpret.labeller import LabelRequest, LabelResult
@@ -43,6 +45,26 @@ class OllamaLabeller:
     @property
     def source(self) -> str:
         return self.config.model
+
+    @property
+    def version(self) -> str:
+        return PROMPT_VERSION
+
+    @property
+    def host(self) -> str:
+        return self.config.host
+
+    @property
+    def n_shown(self) -> tuple[int, int]:
+        return self.config.n_evidence, self.config.n_contrast
+
+    def record(self) -> dict[str, Any]:
+        """The server's settings, its secrets left out."""
+        return {
+            "ollama": {
+                setting.name: getattr(self.config, setting.name) for setting in fields(self.config) if setting.repr
+            }
+        }
 
     def label(self, request: LabelRequest) -> LabelResult:
         """A feature from its documents; a group from its members' labels (its headline member's first) too."""

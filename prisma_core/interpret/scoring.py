@@ -15,6 +15,12 @@ import numpy as np
 
 
 class Detector(Protocol):
+    """What a detection check asks (`OllamaLabeller` is one)."""
+
+    def check(self) -> None:
+        """LabellingError with a plain message unless it can answer now; called before any score is asked."""
+        ...
+
     def detect(self, label: str, documents: list[str]) -> list[bool]:
         """For each document, in order, whether it expresses the label."""
         ...

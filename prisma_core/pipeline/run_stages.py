@@ -20,12 +20,11 @@ from prisma_core.interpret.keyword_labeller import KeywordLabeller
 from prisma_core.interpret.keywords import (
     KEYWORD_SOURCE,
     KeywordConfig,
-    TextBatches,
-    text_batches,
     top_document_members,
 )
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.lineage import record_stage
+from prisma_core.pipeline.labelling.labellers import keyword_labeller
 from prisma_core.progress import Progress, ProgressCallback
 from prisma_core.runs import family_matrix
 from prisma_core.sae import SAEConfig
@@ -91,7 +90,7 @@ def run_codes(
     """The run's codes with the labeller of its corpus: its vectors in memory when training held them
     (`SAEConfig.holds_in_memory`), else read a slice at a time (memory bounded by the slice)."""
     vectors: DocumentVectors = source.all() if sae_config.holds_in_memory(*source.shape) else source
-    labeller = KeywordLabeller(workspace, _corpus_texts(workspace, dataset_id, vectors), vectors, embed, keywords)
+    labeller = keyword_labeller(workspace, dataset_id, vectors, embed, keywords)
     return RunCodes(workspace, run_id, dataset_id, codes, embed, labeller)
 
 
@@ -189,10 +188,3 @@ def _record(run: RunCodes, stage: str, config: Any, summary: dict[str, Any], sta
     """The stage's record, once what it made is stored; its parent is the run's training record (the run's id)."""
     summary = summary | {"seconds": time.perf_counter() - started}
     return record_stage(run.workspace, stage, run.run_id, run.dataset_id, asdict(config), summary, run.run_id)
-
-
-def _corpus_texts(workspace: Workspace, dataset_id: str, vectors: DocumentVectors) -> list[str] | TextBatches:
-    """The dataset's texts in position order when its vectors are in memory, else a scan of them in batches."""
-    if isinstance(vectors, np.ndarray):
-        return workspace.documents(dataset_id, ["position", "text"])["text"].tolist()
-    return text_batches(workspace, dataset_id)

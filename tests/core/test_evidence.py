@@ -15,7 +15,7 @@ from prisma_core.evidence import EVIDENCE_PASSAGES, QUOTE_CHARS, marked_pieces
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import neutralise_markup
 from prisma_core.names import snippet
-from prisma_core.pipeline.labelling import label_run
+from prisma_core.pipeline.labelling import label_run, ollama_labeller
 from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.pipeline.report.contents import EVIDENCE_QUOTES, evidence_features
 from prisma_core.pipeline.report.writer import report_html
@@ -122,7 +122,9 @@ def test_the_labelling_prompt_opens_with_the_features_top_passages(small_run, tm
     feature = int(run.features.sort_values("density", ascending=False)["feature_id"].iloc[0])
     quotes = pipeline.feature_quotes(workspace, run, [feature])
     with running_fake_ollama() as fake:
-        summary = label_run(workspace, run, OllamaConfig(host=fake.url, timeout_s=5.0), feature_ids=[feature])
+        summary = label_run(
+            workspace, run, ollama_labeller(OllamaConfig(host=fake.url, timeout_s=5.0)), feature_ids=[feature]
+        )
         prompts = fake.user_prompts()
     assert summary.n_labelled == 1 and len(prompts) == 1
     shown = prompts[0][prompts[0].index("<passages>") : prompts[0].index("</passages>")]

@@ -17,8 +17,9 @@ from prisma_core.interpret.label_choice import weaker
 from prisma_core.interpret.label_scores import ranked_documents
 from prisma_core.interpret.ollama_client import has_model
 from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.prompts import neutralise_markup
-from prisma_core.pipeline.labelling import LabelSummary
+from prisma_core.pipeline.labelling import LabelSummary, ollama_labeller
 from prisma_core.store import Workspace
 
 N_DOCUMENTS = 120
@@ -41,6 +42,11 @@ class BaseRun:
 
 def ollama(fake: FakeOllama, **overrides: Any) -> OllamaConfig:
     return OllamaConfig(host=fake.url, **{"timeout_s": 5.0, **overrides})
+
+
+def labeller(fake: FakeOllama, **overrides: Any) -> OllamaLabeller:
+    """The labeller a job is given, asking the fake server (built by the pipeline's factory, as the app does)."""
+    return ollama_labeller(ollama(fake, **overrides))
 
 
 def active_features(workspace: Workspace, run_id: str, n: int | None = None) -> list[int]:

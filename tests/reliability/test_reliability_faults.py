@@ -37,7 +37,7 @@ from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import LabellingError, WeightsError
 from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.pipeline.labelling import LabelConfig, label_run
+from prisma_core.pipeline.labelling import LabelConfig, label_run, ollama_labeller
 from prisma_core.sae.config import MAX_EPOCHS
 from prisma_core.sae.io import WEIGHTS_FILE
 from prisma_core.store import WORKSPACE_ENV, Workspace
@@ -276,7 +276,7 @@ def test_unreachable_ollama_is_reported_before_anything_is_written(stored: Store
         label_run(
             workspace,
             pipeline.load_run(workspace, stored.run_a),
-            OllamaConfig(host=url, timeout_s=2.0),
+            ollama_labeller(OllamaConfig(host=url, timeout_s=2.0)),
             feature_ids=range(5),
         )
     pd.testing.assert_frame_equal(workspace.interpretations(stored.run_a), labels_before)
@@ -293,7 +293,7 @@ def test_failing_ollama_stops_the_batch_and_keeps_every_label(stored: Stored, la
         summary = label_run(
             workspace,
             pipeline.load_run(workspace, stored.run_a),
-            OllamaConfig(host=fake.url, timeout_s=0.5, max_retries=1),
+            ollama_labeller(OllamaConfig(host=fake.url, timeout_s=0.5, max_retries=1)),
             LabelConfig(max_consecutive_failures=2),
         )
     assert (summary.n_labelled, summary.n_failed) == (0, 2)

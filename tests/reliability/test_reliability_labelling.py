@@ -180,7 +180,9 @@ def test_labelling_families_never_undoes_a_rebuild_that_lands_meanwhile(
         return families
 
     monkeypatch.setattr(Workspace, "families", read_then_rebuild)
-    summary = labelling.label_groups(workspace, run, "family", OllamaConfig(host=fake_ollama.url), LabelConfig())
+    summary = labelling.label_groups(
+        workspace, run, "family", labelling.ollama_labeller(OllamaConfig(host=fake_ollama.url)), LabelConfig()
+    )
     monkeypatch.undo()
 
     last = [stage for stage in workspace.stages(run.record.dataset_id, run_id) if stage.stage == "families"][-1]

@@ -1,4 +1,4 @@
-"""Label a run's features, families and themes with Ollama, and score every label of a run.
+"""Label a run's features, families and themes (with Ollama, or any `Labeller`), and score every label of a run.
 
 Made for the app as much as for the command line: each stage reports progress, stops when `should_stop()` turns
 true, and returns a summary with counts and the errors met. It raises only when nothing can be done at all
@@ -11,6 +11,7 @@ Where things live:
 - `features`: feature labels (`label_run`).
 - `groups`: family and theme labels (`label_groups`).
 - `scope`: a job over a scope, features then families then themes (`label_scope`), as the page and the CLI run it.
+- `labellers`: the labeller a job is given, built from the settings (`open_labeller`: Ollama or keywords).
 - `storing`: the batch's stage record and group labels written back onto the stored groups.
 - `scores`: embedding and detection scores, the shuffled baseline, per-source quality (`score_run`).
 
@@ -31,6 +32,12 @@ from prisma_core.pipeline.labelling.groups import (
     label_groups,
 )
 from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary, SetAside, StopCheck, never_stop
+from prisma_core.pipeline.labelling.labellers import (
+    keyword_labeller,
+    ollama_labeller,
+    open_labeller,
+    run_keyword_labeller,
+)
 from prisma_core.pipeline.labelling.planning import PROMPT_OVERHEAD_TOKENS, LabelPlan, plan_labels
 from prisma_core.pipeline.labelling.scope import LabelScope, ScopeSummary, label_scope
 from prisma_core.pipeline.labelling.scores import (
@@ -61,6 +68,7 @@ __all__ = [
     "counted",
     "describe_plan",
     "group_documents",
+    "keyword_labeller",
     "label_group",
     "label_groups",
     "label_quality",
@@ -68,7 +76,10 @@ __all__ = [
     "label_scope",
     "measured_pace",
     "never_stop",
+    "ollama_labeller",
+    "open_labeller",
     "plan_labels",
+    "run_keyword_labeller",
     "score_baseline",
     "score_run",
     "split_host_credentials",

@@ -15,8 +15,6 @@ from prisma_core import analysis
 from prisma_core.errors import LabellingError
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PASSAGE_TOKENS
 from prisma_core.pipeline.evidence import feature_quotes
 from prisma_core.pipeline.labelling.job import (
@@ -38,7 +36,7 @@ from prisma_core.store import Workspace
 def label_run(
     workspace: Workspace,
     run: LoadedRun,
-    ollama: OllamaConfig,
+    labeller: Labeller,
     config: LabelConfig = LabelConfig(),
     feature_ids: Sequence[int] | None = None,
     progress: ProgressCallback = ignore_progress,
@@ -48,23 +46,27 @@ def label_run(
     (its codes are used, never read again).
 
     Evidence: the passages where the feature fires most (`pipeline.evidence`, found first for a run trained before
-    they were kept) and its `ollama.n_evidence` top-activating documents; contrast: `ollama.n_contrast` random
-    documents where it is zero. Raises LabellingError before writing anything if Ollama or the model is missing.
+    they were kept) and the labeller's `n_shown` top-activating documents; contrast: its `n_shown` random documents
+    where it is zero. Raises LabellingError before writing anything if the labeller cannot label (`check`: Ollama
+    or the model missing). The caller owns the labeller (and closes its connection).
     """
     record = run.record
     selected = selected_features(len(run.features), feature_ids)
     wanted = [feature for feature in selected if run.features["density"].iat[feature] > 0]
-    done = set() if config.relabel else labelled_by(workspace.interpretations(record.run_id), ollama.model)
+    done = (
+        set()
+        if config.relabel
+        else labelled_by(workspace.interpretations(record.run_id), labeller.source, labeller.version)
+    )
     todo = [feature for feature in wanted if feature not in done]
-    with OllamaLabeller(ollama) as labeller:
-        if todo:
-            labeller.check()
-        batch = Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
-        if todo:
-            _label_features(workspace, run, todo, labeller, (ollama.n_evidence, ollama.n_contrast), config, batch)
-    summary = batch.summary(ollama.model, ollama.host, len(wanted) - len(todo), len(selected) - len(wanted))
     if todo:
-        record_batch(workspace, record, "feature", ollama, config, summary)
+        labeller.check()
+    batch = Batch("label", len(todo), config.max_consecutive_failures, progress, should_stop)
+    if todo:
+        _label_features(workspace, run, todo, labeller, labeller.n_shown, config, batch)
+    summary = batch.summary(labeller.source, labeller.host, len(wanted) - len(todo), len(selected) - len(wanted))
+    if todo:
+        record_batch(workspace, record, "feature", labeller, config, summary)
     return summary
 
 

@@ -18,8 +18,6 @@ from prisma_core.interpret.label_choice import weaker
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
 from prisma_core.interpret.ollama_client import has_model
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.names import LEVEL_WORDS
 from prisma_core.pipeline.labelling.job import (
     Batch,
@@ -94,7 +92,7 @@ def label_groups(
     workspace: Workspace,
     run: LoadedRun,
     kind: str,
-    ollama: OllamaConfig,
+    labeller: Labeller,
     config: LabelConfig = LabelConfig(),
     progress: ProgressCallback = ignore_progress,
     should_stop: StopCheck = never_stop,
@@ -110,18 +108,16 @@ def label_groups(
     table = GROUP_TABLES[kind]
     groups = table.read(workspace, run.record.run_id)
     wanted = chosen(groups, table.id_key, group_ids)
-    todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], ollama.model)]
+    todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], labeller.source)]
     set_aside: list[SetAside] = []
-    with OllamaLabeller(ollama) as labeller:
-        if todo:
-            labeller.check()
-        batch = Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
-        if todo:
-            n_shown = (ollama.n_evidence, ollama.n_contrast)
-            set_aside = _name_groups(workspace, run, table, groups, todo, labeller, n_shown, config, batch)
-    summary = replace(batch.summary(ollama.model, ollama.host, len(wanted) - len(todo)), set_aside=set_aside)
     if todo:
-        record_batch(workspace, run.record, table.kind, ollama, config, summary)
+        labeller.check()
+    batch = Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
+    if todo:
+        set_aside = _name_groups(workspace, run, table, groups, todo, labeller, labeller.n_shown, config, batch)
+    summary = replace(batch.summary(labeller.source, labeller.host, len(wanted) - len(todo)), set_aside=set_aside)
+    if todo:
+        record_batch(workspace, run.record, table.kind, labeller, config, summary)
     return summary
 
 

@@ -120,8 +120,9 @@ def selected_features(n_features: int, feature_ids: Sequence[int] | None) -> lis
     return selected
 
 
-def labelled_by(interpretations: pd.DataFrame, model: str) -> set[int]:
-    """Features holding a label from this model (a missing tag meaning ':latest') and the current prompts."""
-    same = interpretations["source"].map(lambda source: has_model([source], model))
-    current = interpretations["prompt_version"] == PROMPT_VERSION
+def labelled_by(interpretations: pd.DataFrame, source: str, version: str = PROMPT_VERSION) -> set[int]:
+    """Features holding a label from this source (a model: a missing tag meaning ':latest') and prompt version (the
+    current prompts by default)."""
+    same = interpretations["source"].map(lambda stored: has_model([stored], source))
+    current = interpretations["prompt_version"] == version
     return set(interpretations.loc[same & current, "feature_id"].astype(int))

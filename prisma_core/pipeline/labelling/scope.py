@@ -5,7 +5,7 @@ a level stops early (cancelled, failures in a row) the later levels are not star
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.labeller import Labeller
 from prisma_core.pipeline.labelling.features import label_run
 from prisma_core.pipeline.labelling.groups import label_groups
 from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
@@ -53,7 +53,7 @@ class ScopeSummary:
 def label_scope(
     workspace: Workspace,
     run: LoadedRun,
-    ollama: OllamaConfig,
+    labeller: Labeller,
     config: LabelConfig,
     scope: LabelScope,
     progress: ProgressCallback = ignore_progress,
@@ -61,7 +61,7 @@ def label_scope(
 ) -> ScopeSummary:
     """Label the scope's features, then its families, then its themes and their sub-themes (see `label_run` and
     `label_groups`)."""
-    summary = ScopeSummary(label_run(workspace, run, ollama, config, scope.feature_ids, progress, should_stop))
+    summary = ScopeSummary(label_run(workspace, run, labeller, config, scope.feature_ids, progress, should_stop))
     levels = (
         ("families", "family", scope.family_ids),
         ("themes", "theme", scope.theme_ids),
@@ -69,6 +69,6 @@ def label_scope(
     )
     for level, kind, ids in levels:
         if (ids is None or len(ids) > 0) and not summary.stop_reason:
-            labelled = label_groups(workspace, run, kind, ollama, config, progress, should_stop, group_ids=ids)
+            labelled = label_groups(workspace, run, kind, labeller, config, progress, should_stop, group_ids=ids)
             summary = replace(summary, **{level: labelled})
     return summary

@@ -21,8 +21,6 @@ from prisma_core.interpret.label_scores import (
     scoring_documents,
     shuffled_labels,
 )
-from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.interpret.ollama_labeller import OllamaLabeller
 from prisma_core.interpret.scoring import Detector, detection_score
 from prisma_core.pipeline.labelling.job import (
     Batch,
@@ -62,7 +60,7 @@ def score_run(
     workspace: Workspace,
     run: LoadedRun,
     config: ScoreConfig = ScoreConfig(),
-    detect_with: OllamaConfig | None = None,
+    detect_with: Detector | None = None,
     feature_ids: Sequence[int] | None = None,
     progress: ProgressCallback = ignore_progress,
     should_stop: StopCheck = never_stop,
@@ -71,7 +69,8 @@ def score_run(
 
     Detection asks the LLM, once per label, which of a shuffled mix of activating and non-activating documents
     express the label; it covers LLM labels, and keyword labels too when `config.detect_keyword_labels`.
-    Raises LabellingError before any detection if Ollama or the model is missing (embedding scores are kept).
+    Raises LabellingError before any detection if the detector cannot answer (Ollama or the model missing: its
+    `check`; embedding scores are kept). The caller owns the detector (and closes its connection).
     `run`: the run as the caller loaded it (its codes are used, never read again).
     """
     record = run.record
@@ -140,7 +139,7 @@ def _store_detection_scores(
     codes: sp.csc_matrix,
     interpretations: pd.DataFrame,
     config: ScoreConfig,
-    detect_with: OllamaConfig,
+    detector: Detector,
     progress: ProgressCallback,
     should_stop: StopCheck,
 ) -> Batch:
@@ -153,19 +152,18 @@ def _store_detection_scores(
     if candidates.empty:
         return batch
     texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
-    with OllamaLabeller(detect_with) as detector:
-        detector.check()
-        with Pending(lambda made: workspace.set_interpretation_scores(record.run_id, dict(made))) as pending:
-            for row in candidates.itertuples():
-                if not batch.keep_going():
-                    break
-                try:
-                    score = _detection(detector, row.label, documents[row.feature_id], texts, config, row.feature_id)
-                except LabellingError as error:
-                    batch.failed(f"Feature {row.feature_id} ({row.label}): {error}")
-                    continue
-                pending.add((row.interpretation_id, {"score_detection": score}))
-                batch.succeeded(f"feature {row.feature_id}: {row.label} {score:.2f}")
+    detector.check()
+    with Pending(lambda made: workspace.set_interpretation_scores(record.run_id, dict(made))) as pending:
+        for row in candidates.itertuples():
+            if not batch.keep_going():
+                break
+            try:
+                score = _detection(detector, row.label, documents[row.feature_id], texts, config, row.feature_id)
+            except LabellingError as error:
+                batch.failed(f"Feature {row.feature_id} ({row.label}): {error}")
+                continue
+            pending.add((row.interpretation_id, {"score_detection": score}))
+            batch.succeeded(f"feature {row.feature_id}: {row.label} {score:.2f}")
     return batch
 
 

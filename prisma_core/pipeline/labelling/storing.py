@@ -2,23 +2,21 @@
 labels only, never the whole set)."""
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from prisma_core.interpret.labeller import LabelResult
-from prisma_core.interpret.ollama_config import OllamaConfig
+from prisma_core.interpret.labeller import Labeller, LabelResult
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary
 from prisma_core.store import GroupLabel, RunRecord, Workspace
 
 
 def record_batch(
-    workspace: Workspace, record: RunRecord, kind: str, ollama: OllamaConfig, config: LabelConfig, summary: LabelSummary
+    workspace: Workspace, record: RunRecord, kind: str, labeller: Labeller, config: LabelConfig, summary: LabelSummary
 ) -> None:
-    """The labelling batch's stage record, once its labels are stored (the server's secrets are left out); then the
-    tables the batch wrote to a few labels at a time are compacted."""
-    server = {setting.name: getattr(ollama, setting.name) for setting in fields(ollama) if setting.repr}
-    settings = {"kind": kind, "ollama": server, "labels": asdict(config)}
+    """The labelling batch's stage record, once its labels are stored (the labeller's settings, a server's secrets
+    left out); then the tables the batch wrote to a few labels at a time are compacted."""
+    settings = {"kind": kind, **labeller.record(), "labels": asdict(config)}
     record_stage(workspace, "labelling", record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
     workspace.compact(LABEL_TABLES)
 

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
-from labelling_run import active_features, ollama
+from labelling_run import active_features, labeller
 
 from prisma_core import pipeline
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
@@ -78,7 +78,7 @@ def test_a_labelled_run_shows_the_better_label_of_each_feature_and_says_why(work
     model's label is shown."""
     features = active_features(workspace, base_run.run_id, 6)
     fake.responder = lambda request: json.dumps({"label": "Field", "description": "Documents about a field."})
-    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
+    label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features)
 
     stored = workspace.interpretations(base_run.run_id).set_index(["feature_id", "source"])["score_embedding"]
     run = pipeline.load_run(workspace).features.set_index("feature_id")
@@ -109,7 +109,7 @@ def test_themes_and_sub_themes_keep_a_name_the_models_scores_worse_than(workspac
     fake.responder = lambda request: json.dumps({"label": "group", "description": "A group."})
     run = pipeline.load_run(workspace)
     before = {t["theme_id"]: t for t in workspace.themes(base_run.run_id)}
-    summary = label_scope(workspace, run, ollama(fake), LabelConfig(), LabelScope([], (), None))
+    summary = label_scope(workspace, run, labeller(fake), LabelConfig(), LabelScope([], (), None))
 
     after = {t["theme_id"]: t for t in workspace.themes(base_run.run_id)}
     aside = {kept.group_id: kept for kept in summary.themes.set_aside}
@@ -131,5 +131,5 @@ def test_themes_and_sub_themes_keep_a_name_the_models_scores_worse_than(workspac
         for subtheme in nested:
             expected = "keywords" if subtheme in kept else "llama3.2"
             assert subthemes[subtheme]["label_source"] == expected
-    again = label_groups(workspace, pipeline.load_run(workspace), "theme", ollama(fake))
+    again = label_groups(workspace, pipeline.load_run(workspace), "theme", labeller(fake))
     assert again.n_skipped == len(after) - len(aside)  # a theme that kept its name is asked again next time

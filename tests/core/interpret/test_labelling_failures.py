@@ -14,8 +14,8 @@ from labelling_run import (
     evidence_of,
     interpretations,
     labelled_features,
+    labeller,
     llm_rows,
-    ollama,
     prefix,
     run_codes,
     shown_documents,
@@ -26,7 +26,7 @@ from ollama_server import closed_port_url, derived_answer
 from prisma_core import pipeline
 from prisma_core.errors import LabellingError, NotFoundError
 from prisma_core.interpret.ollama_config import OllamaConfig
-from prisma_core.pipeline.labelling import LabelConfig, label_groups, label_run
+from prisma_core.pipeline.labelling import LabelConfig, label_groups, label_run, ollama_labeller
 from prisma_core.progress import Progress
 
 
@@ -34,7 +34,7 @@ def test_a_malformed_answer_fails_only_its_feature(workspace, base_run, fake):
     features = active_features(workspace, base_run.run_id, 4)
     fake.scripted.extend(["Sure! The label is: sport"] * 3)  # every attempt for the first feature
 
-    summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake, max_retries=2), feature_ids=features)
+    summary = label_run(workspace, pipeline.load_run(workspace), labeller(fake, max_retries=2), feature_ids=features)
 
     assert (summary.n_labelled, summary.n_failed, summary.stop_reason) == (3, 1, "")
     assert summary.first_error.startswith(f"Feature {features[0]}: The model 'llama3.2' gave no usable answer in 3")
@@ -44,11 +44,11 @@ def test_a_malformed_answer_fails_only_its_feature(workspace, base_run, fake):
 def test_failures_in_a_row_stop_the_batch_and_lose_nothing(workspace, base_run, fake):
     streak = LabelConfig().max_consecutive_failures
     features = active_features(workspace, base_run.run_id, 2 + streak + 3)  # 2 labelled first, 3 never tried
-    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features[:2])
+    label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features[:2])
     before = interpretations(workspace, base_run.run_id)
     fake.responder = lambda request: '{"label": "unterminated'
 
-    summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake, max_retries=1), feature_ids=features)
+    summary = label_run(workspace, pipeline.load_run(workspace), labeller(fake, max_retries=1), feature_ids=features)
 
     assert (summary.n_skipped, summary.n_labelled, summary.n_failed, summary.n_remaining) == (2, 0, streak, 3)
     assert summary.stop_reason.startswith(f"Stopped after {streak} failures in a row; the last one: Feature")
@@ -59,7 +59,7 @@ def test_failures_in_a_row_stop_the_batch_and_lose_nothing(workspace, base_run, 
 def test_an_unknown_model_raises_before_any_request_and_changes_nothing(workspace, base_run, fake):
     before = store_snapshot(workspace)
     with pytest.raises(LabellingError, match=r"'mistral-nope' is not available on .*available: llama3\.2:latest"):
-        label_run(workspace, pipeline.load_run(workspace), ollama(fake, model="mistral-nope"))
+        label_run(workspace, pipeline.load_run(workspace), labeller(fake, model="mistral-nope"))
     assert fake.requests == []
     after = store_snapshot(workspace)
     assert after == before
@@ -75,7 +75,7 @@ def test_a_model_removed_midway_stops_the_batch_after_the_failures_in_a_row(work
     summary = label_run(
         workspace,
         pipeline.load_run(workspace),
-        ollama(fake),
+        labeller(fake),
         LabelConfig(max_consecutive_failures=2),
         features,
         remove_models,
@@ -95,7 +95,7 @@ def test_slow_replies_time_out_per_feature_within_the_timeout(workspace, base_ru
     summary = label_run(
         workspace,
         pipeline.load_run(workspace),
-        ollama(fake, timeout_s=1.0),
+        labeller(fake, timeout_s=1.0),
         LabelConfig(max_consecutive_failures=2),
         features,
     )
@@ -110,16 +110,18 @@ def test_a_refused_connection_raises_one_plain_error_and_changes_nothing(workspa
     before = store_snapshot(workspace)
     url = closed_port_url()
     with pytest.raises(LabellingError, match=f"Ollama is not reachable at {url}"):
-        label_run(workspace, pipeline.load_run(workspace), OllamaConfig(host=url, timeout_s=2.0))
+        label_run(workspace, pipeline.load_run(workspace), ollama_labeller(OllamaConfig(host=url, timeout_s=2.0)))
     with pytest.raises(LabellingError, match="not reachable"):
-        label_groups(workspace, pipeline.load_run(workspace), "family", OllamaConfig(host=url, timeout_s=2.0))
+        label_groups(
+            workspace, pipeline.load_run(workspace), "family", ollama_labeller(OllamaConfig(host=url, timeout_s=2.0))
+        )
     after = store_snapshot(workspace)
     assert after == before
 
 
 def test_unknown_feature_ids_are_refused(workspace, fake):
     with pytest.raises(NotFoundError, match="no feature 384, 999"):
-        label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=[1, 384, 999])
+        label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=[1, 384, 999])
     assert fake.requests == []
 
 
@@ -143,7 +145,7 @@ def test_a_prompt_injection_changes_only_the_label_of_the_features_it_is_evidenc
     documents_before = {name: document_vectors(workspace, name) for name in vector_tables}
     old_rows = interpretations(workspace, base_run.run_id)
 
-    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=victims + bystanders)
+    label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=victims + bystanders)
 
     after = store_snapshot(workspace)
     changed = {name for name in after if after[name] != before[name]}

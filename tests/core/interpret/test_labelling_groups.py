@@ -8,7 +8,7 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from labelling_run import active_features, llm_rows, named_by_score, ollama, prefix, shown_documents
+from labelling_run import active_features, labeller, llm_rows, named_by_score, ollama, prefix, shown_documents
 
 from prisma_core import pipeline
 from prisma_core.families import FamilyConfig
@@ -46,7 +46,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
 ):
     families = workspace.families(base_run.run_id)
     first, second = families[0], families[1]
-    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=[second.parent])
+    label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=[second.parent])
     (model_label,) = llm_rows(workspace, base_run.run_id)["label"]
     parent = resolve_labels(workspace.interpretations(base_run.run_id)).set_index("feature_id").loc[second.parent]
     parent_label, parent_source = parent["label"], parent["label_source"]  # what the family's prompt shows
@@ -61,7 +61,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
         workspace,
         pipeline.load_run(workspace),
         "family",
-        ollama(fake),
+        labeller(fake),
         progress=done.append,
         should_stop=lambda: len(done) > 5,
     )
@@ -87,7 +87,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
 
     fake.requests.clear()
     rerun = label_groups(
-        workspace, pipeline.load_run(workspace), "family", ollama(fake), should_stop=lambda: len(fake.requests) >= 1
+        workspace, pipeline.load_run(workspace), "family", labeller(fake), should_stop=lambda: len(fake.requests) >= 1
     )
     assert rerun.n_skipped == 4 - len(summary.set_aside) and len(fake.requests) == 1  # set aside: asked again
 
@@ -99,7 +99,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     run = pipeline.load_run(workspace, base_run.run_id)
     assert plan_labels(workspace, run, ollama(fake), feature_ids=[], theme_ids=None).n_themes == len(themes)
 
-    summary = label_groups(workspace, pipeline.load_run(workspace), "theme", ollama(fake))
+    summary = label_groups(workspace, pipeline.load_run(workspace), "theme", labeller(fake))
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (len(themes), 0, 0)
     stored = workspace.themes(base_run.run_id)
@@ -114,7 +114,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     assert "a broad subject that many concepts share" in fake.requests[0]["messages"][0]["content"]
 
     fake.requests.clear()
-    again = label_groups(workspace, pipeline.load_run(workspace), "theme", ollama(fake))
+    again = label_groups(workspace, pipeline.load_run(workspace), "theme", labeller(fake))
     set_aside = len(summary.set_aside)
     assert again.n_skipped == len(themes) - set_aside and len(fake.requests) == set_aside  # set aside: asked again
     pipeline.export_run(workspace, None, tmp_path / "export")
@@ -134,7 +134,7 @@ def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stoppe
     summary = label_scope(
         workspace,
         pipeline.load_run(workspace),
-        ollama(fake),
+        labeller(fake),
         LabelConfig(),
         LabelScope(features, (), None),
         progress=lambda event: stages.append(event.stage),
@@ -149,7 +149,7 @@ def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stoppe
     cancelled = label_scope(
         workspace,
         pipeline.load_run(workspace),
-        ollama(fake),
+        labeller(fake),
         LabelConfig(relabel=True),
         LabelScope(None, None, None),
         should_stop=lambda: True,
@@ -168,7 +168,7 @@ def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_stro
     assert summed[evidence].min() >= np.sort(summed)[-len(evidence)] and (summed[contrast] == 0).all()
 
     summary = label_groups(
-        workspace, pipeline.load_run(workspace), "family", ollama(fake), group_ids=[family.family_id]
+        workspace, pipeline.load_run(workspace), "family", labeller(fake), group_ids=[family.family_id]
     )
 
     assert summary.n_labelled == 1 and summary.n_skipped == 0
@@ -186,7 +186,7 @@ def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace
         if event.done == 1:
             pipeline.rebuild_families(workspace, base_run.run_id, FamilyConfig(tau=0.3))
 
-    label_groups(workspace, pipeline.load_run(workspace), "family", ollama(fake), progress=rebuild_during_the_batch)
+    label_groups(workspace, pipeline.load_run(workspace), "family", labeller(fake), progress=rebuild_during_the_batch)
 
     rebuilt = workspace.families(base_run.run_id)
     old_members = {f.family_id: f.members for f in families}

@@ -11,8 +11,8 @@ from labelling_run import (
     evidence_of,
     interpretations,
     labelled_features,
+    labeller,
     llm_rows,
-    ollama,
     prefix,
     run_codes,
     shown_documents,
@@ -34,7 +34,7 @@ def test_labels_are_stored_with_model_prompt_version_and_an_embedding_score(work
     events: list[Progress] = []
 
     summary = label_run(
-        workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features, progress=events.append
+        workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features, progress=events.append
     )
 
     assert (summary.n_labelled, summary.n_failed, summary.n_skipped, summary.n_remaining) == (6, 0, 0, 0)
@@ -60,7 +60,7 @@ def test_evidence_is_the_top_documents_and_contrast_never_activates(workspace, b
     label_run(
         workspace,
         pipeline.load_run(workspace, base_run.run_id),
-        ollama(fake, n_evidence=4, n_contrast=6),
+        labeller(fake, n_evidence=4, n_contrast=6),
         feature_ids=[feature],
     )
 
@@ -74,11 +74,11 @@ def test_evidence_is_the_top_documents_and_contrast_never_activates(workspace, b
 def test_resume_sends_no_request_for_features_already_labelled(workspace, base_run, fake):
     first, second = active_features(workspace, base_run.run_id, 3), active_features(workspace, base_run.run_id)[3:6]
     codes = run_codes(workspace, base_run.run_id)
-    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=first)
+    label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=first)
     fake.requests.clear()
 
     summary = label_run(
-        workspace, pipeline.load_run(workspace), ollama(fake, model="llama3.2:latest"), feature_ids=first + second
+        workspace, pipeline.load_run(workspace), labeller(fake, model="llama3.2:latest"), feature_ids=first + second
     )
 
     assert (summary.n_skipped, summary.n_labelled) == (3, 3)
@@ -86,10 +86,10 @@ def test_resume_sends_no_request_for_features_already_labelled(workspace, base_r
     assert llm_rows(workspace, base_run.run_id)["feature_id"].tolist() == first + second
     fake.requests.clear()
     other_model = label_run(
-        workspace, pipeline.load_run(workspace), ollama(fake, model="qwen2.5:0.5b"), feature_ids=first
+        workspace, pipeline.load_run(workspace), labeller(fake, model="qwen2.5:0.5b"), feature_ids=first
     )
     again = label_run(
-        workspace, pipeline.load_run(workspace), ollama(fake), LabelConfig(relabel=True), feature_ids=first[:1]
+        workspace, pipeline.load_run(workspace), labeller(fake), LabelConfig(relabel=True), feature_ids=first[:1]
     )
     assert (other_model.n_labelled, other_model.n_skipped, again.n_labelled) == (3, 0, 1)
     assert len(fake.requests) == 4
@@ -102,7 +102,7 @@ def test_cancel_midway_keeps_every_label_made_and_a_rerun_finishes(workspace, ba
     summary = label_run(
         workspace,
         pipeline.load_run(workspace),
-        ollama(fake),
+        labeller(fake),
         feature_ids=features,
         progress=done.append,
         should_stop=lambda: len(done) > 2,
@@ -111,7 +111,7 @@ def test_cancel_midway_keeps_every_label_made_and_a_rerun_finishes(workspace, ba
     assert (summary.n_labelled, summary.n_remaining) == (2, 4)
     assert summary.stop_reason.startswith("Cancelled after 2 of 6")
     assert llm_rows(workspace, base_run.run_id)["feature_id"].tolist() == features[:2]
-    rest = label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
+    rest = label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features)
     assert (rest.n_skipped, rest.n_labelled) == (2, 4)
     assert len(fake.requests) == 6
 
@@ -128,7 +128,7 @@ def test_labels_are_stored_a_few_at_a_time_and_the_table_is_compacted(workspace,
         lambda run_id, rows: (writes.append([r["feature_id"] for r in rows]), add(run_id, rows)),
     )
 
-    summary = label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features)
+    summary = label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features)
 
     every = job.SAVE_EVERY
     assert summary.n_labelled == len(features)
@@ -149,7 +149,7 @@ def test_labels_wait_at_most_save_seconds_and_an_error_midway_keeps_those_made(w
         workspace, "add_interpretations", lambda run_id, rows: (writes.append(len(rows)), add(run_id, rows))
     )
     monkeypatch.setattr(job, "SAVE_SECONDS", 0.0)  # a slow model: every label is due as soon as it is made
-    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=features[:2])
+    label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features[:2])
     assert writes == [1, 1]
 
     monkeypatch.setattr(job, "SAVE_SECONDS", 3600.0)
@@ -164,7 +164,7 @@ def test_labels_wait_at_most_save_seconds_and_an_error_midway_keeps_those_made(w
         label_run(
             workspace,
             pipeline.load_run(workspace),
-            ollama(fake),
+            labeller(fake),
             feature_ids=features,
             progress=events.append,
             should_stop=stop_with_an_error,

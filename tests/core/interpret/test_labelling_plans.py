@@ -1,7 +1,7 @@
 """A labelling plan counts what a batch will ask before asking, and a batch reads only the texts it shows."""
 
 import numpy as np
-from labelling_run import active_features, ollama, prefix, run_codes, shown_documents
+from labelling_run import active_features, labeller, ollama, prefix, run_codes, shown_documents
 
 from prisma_core import analysis, pipeline
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN
@@ -20,7 +20,7 @@ from prisma_core.store.datasets import SHOWN_COLUMNS
 def test_the_plan_counts_what_a_batch_will_ask_before_asking(workspace, base_run, fake):
     run = pipeline.load_run(workspace, base_run.run_id)
     active = active_features(workspace, base_run.run_id)
-    label_run(workspace, pipeline.load_run(workspace), ollama(fake), feature_ids=active[:4])
+    label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=active[:4])
     fake.requests.clear()
 
     plan = plan_labels(workspace, run, ollama(fake), feature_ids=None, family_ids=None)
@@ -42,7 +42,7 @@ def test_the_plan_estimates_prompts_from_the_first_documents_without_reading_eve
         return documents(self, dataset_id, columns)
 
     monkeypatch.setattr(Workspace, "documents", counted_documents)
-    config = ollama(fake, n_evidence=4, n_contrast=6)
+    config = labeller(fake, n_evidence=4, n_contrast=6)
     plan = plan_labels(workspace, run, config, feature_ids=None, family_ids=[], theme_ids=[])
 
     first = base_run.corpus["text"].head(planning.PROMPT_SAMPLE)
@@ -70,10 +70,10 @@ def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, 
     monkeypatch.setattr(Workspace, "documents", counted_documents)
     monkeypatch.setattr(Workspace, "documents_at", counted_documents_at)
     run = pipeline.load_run(workspace, base_run.run_id)
-    label_run(workspace, run, ollama(fake, n_evidence=4, n_contrast=6), feature_ids=features)
+    label_run(workspace, run, labeller(fake, n_evidence=4, n_contrast=6), feature_ids=features)
     feature_reads = len(kept)
     label_groups(
-        workspace, pipeline.load_run(workspace, base_run.run_id), "family", ollama(fake, n_evidence=4, n_contrast=6)
+        workspace, pipeline.load_run(workspace, base_run.run_id), "family", labeller(fake, n_evidence=4, n_contrast=6)
     )
 
     assert not [columns for columns in whole_reads if "text" in (columns or ["text"])]

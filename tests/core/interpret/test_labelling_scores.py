@@ -18,7 +18,7 @@ from labelling_run import (
     PREFIX,
     BaseRun,
     block,
-    ollama,
+    labeller,
     prefix,
     run_codes,
     shown_documents,
@@ -94,14 +94,14 @@ def test_scores_are_high_for_the_true_topic_and_near_chance_for_a_random_feature
     config = ScoreConfig(n_shown=8, n_detect_positives=20, n_detect_negatives=20)
 
     run = pipeline.load_run(workspace, run_id)
-    first = score_run(workspace, run, config, detect_with=ollama(fake), feature_ids=[0])
+    first = score_run(workspace, run, config, detect_with=labeller(fake), feature_ids=[0])
 
     assert (first.n_embedding, first.n_held_out, first.n_detection, first.n_detection_failed) == (2, 2, 1, 0)
     [prompt] = fake.user_prompts()
     strongest = {prefix(base_run.corpus["text"][p]) for p in ranked_documents(run_codes(workspace, run_id), 0)[:8]}
     assert len(DOCUMENT.findall(prompt)) == len(sport) - 8 + 20  # every held-out sport article, 20 others
     assert not strongest & shown_documents(prompt, "documents")
-    second = score_run(workspace, run, config, detect_with=ollama(fake))
+    second = score_run(workspace, run, config, detect_with=labeller(fake))
     assert (second.n_embedding, second.n_detection) == (1, 1)
     rows = workspace.interpretations(run_id).set_index(["feature_id", "source"])
     planted, chance, keywords = rows.loc[(0, "llama3.2")], rows.loc[(1, "llama3.2")], rows.loc[(0, KEYWORD_SOURCE)]
@@ -111,7 +111,7 @@ def test_scores_are_high_for_the_true_topic_and_near_chance_for_a_random_feature
     assert np.isnan(keywords["score_detection"])  # keyword labels are not sent to the LLM by default
 
     fake.requests.clear()
-    again = score_run(workspace, run, config, detect_with=ollama(fake))
+    again = score_run(workspace, run, config, detect_with=labeller(fake))
     assert (again.n_embedding, again.n_detection, fake.requests) == (0, 0, [])
     quality = label_quality(workspace, run_id).set_index("source")
     assert quality.loc["llama3.2", ["n_labels", "n_scored", "n_detected"]].tolist() == [2, 2, 2]
