@@ -11,7 +11,7 @@ import streamlit as st
 from prisma_core.pipeline import labelling
 from prisma_core.pipeline.comparison import Predictors, group_comparison, group_predictors
 from prisma_core.pipeline.downloads import export_in_workspace
-from prisma_core.pipeline.intake import Source, load_encoder, plan_chunks, preview_sources
+from prisma_core.pipeline.intake import Source, load_embedder, preview_sources
 from prisma_core.pipeline.read_model import (
     DocumentVectors,
     cooccurrence,
@@ -40,12 +40,11 @@ TOKEN_SAMPLE = 5_000
 @st.cache_data(show_spinner="Counting tokens…", max_entries=8)
 def token_statistics(workspace_path: str, dataset_id: str, n_documents: int, config: EmbedConfig) -> dict:
     """Window, tokens and windows per document: of every document, or of a sample of TOKEN_SAMPLE for a large
-    dataset (`counted` says how many). Counted with the tokenizer of the backend `config` embeds with (OpenVINO's
-    needs no torch)."""
+    dataset (`counted` says how many). Counted by the backend `config` embeds with (its
+    tokenizer: OpenVINO's needs no torch; a server's windows by words)."""
     docs = documents(workspace_path, dataset_id, n_documents)
     texts = (docs.sample(TOKEN_SAMPLE) if docs.large else docs.frame)["text"].tolist()
-    encoder, _ = load_encoder(config)
-    chunking = plan_chunks(encoder, texts)
+    chunking = load_embedder(config).windows(texts)
     return {
         "window": chunking.window,
         "tokens": chunking.tokens_per_doc,

@@ -6,10 +6,11 @@ documents are sorted by length and batched together, pooled by the model's own p
 document. When asked, the same forward passes also pool each window's passages (spans cut at sentence ends, `passages`)
 from the model's token states: the document vectors stay exactly what they are without.
 
-A backend (one module each, listed in BACKENDS) runs the model: its `load_encoder(config)` returns an EncoderSpec (the
-model's tokenizer, window, dimension and pooling) and a Pooler, at the precision this package chose (`auto` resolved,
-int8 included). `config` holds the settings, `model` the shared model loading, `chunking` the windows and the
-averaging, `passages` how windows are cut into passages and passages pooled.
+A backend (one module each, registered once in `backends.BACKENDS`) builds an `Embedder` (embed/embedder.py) with its
+`load_embedder(config)`: a model run here (torch, OpenVINO) at the precision this package chose (`auto` resolved,
+int8 included), or a server that embeds (Ollama). Chunk-and-average is the layer over any of them. `config` holds the
+settings, `model` the shared model loading, `chunking` the windows and the averaging, `passages` how windows are cut
+into passages and passages pooled.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 
+from prisma_core.embed.backends import BACKENDS
 from prisma_core.embed.chunking import Chunking, average_by_document, encode_chunks, plan_chunks
 from prisma_core.embed.config import (
     COSINE_FLOOR,
@@ -35,11 +37,11 @@ from prisma_core.embed.config import (
     resolve_device,
     resolve_precision,
 )
+from prisma_core.embed.embedder import Embedder, LocalEmbedder, pooler_of
 from prisma_core.embed.model import (
     Encoder,
     EncoderSpec,
     Pooler,
-    bounded,
     check_model_available,
     load_model,
     release_loaded_models,
@@ -55,6 +57,7 @@ __all__ = [
     "Chunking",
     "EmbedConfig",
     "Embedded",
+    "Embedder",
     "Encoder",
     "EncoderSpec",
     "Passages",
@@ -64,6 +67,8 @@ __all__ = [
     "cpu_has_native_bf16",
     "embed_documents",
     "embed_texts",
+    "embeds_elsewhere",
+    "load_embedder",
     "load_encoder",
     "load_model",
     "model_key",
@@ -75,12 +80,6 @@ __all__ = [
     "resolve_device",
     "resolve_precision",
 ]
-
-BACKENDS: dict[str, str] = {
-    "torch": "prisma_core.embed.torch_backend",
-    "openvino": "prisma_core.embed.openvino_backend",
-}
-"""Backend name -> its module, imported only when chosen (openvino is an optional package)."""
 
 
 @functools.cache
@@ -98,6 +97,8 @@ def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "in
     installed, the backend is not torch and the int8 model passed its accuracy check and was faster than fp32
     (both measured once per machine by embed/quantize.py, judged by embed/int8_choice.py); else what
     `resolve_precision` says (bf16 where it is native, else fp32)."""
+    if embeds_elsewhere(config):
+        return "fp32"  # nothing to choose here: the server embeds as it does
     device = resolve_device(config.device)
     precision = resolve_precision(config.precision, device)
     int8_possible = device == "cpu" and config.backend != "torch" and cpu_has_int8_dot_product()
@@ -108,15 +109,24 @@ def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "in
     return precision
 
 
-def resolve_backend(config: EmbedConfig) -> Literal["torch", "openvino"]:
-    """auto: OpenVINO for int8, and for bf16 on a CPU, when it is installed; on a CPU without bf16, OpenVINO fp32 too
+def resolve_backend(config: EmbedConfig) -> str:
+    """A backend that embeds on a server (Ollama), as named. auto: OpenVINO for int8, and for bf16 on a CPU, when it
+    is installed; on a CPU without bf16, OpenVINO fp32 too
     for a model it builds without torch (the bundled one: 1.7x torch fp32's speed on an AVX2 CPU, 310 MB less memory,
     cosine 0.9999999; BENCHMARKS.md section 8). Explicit fp32, other models at fp32 and GPUs stay on torch."""
     return backend_for(config, resolve_config_precision(config))
 
 
-def backend_for(config: EmbedConfig, precision: str) -> Literal["torch", "openvino"]:
+def embeds_elsewhere(config: EmbedConfig) -> bool:
+    """Whether `config` names a backend that embeds on a server (Ollama): no device, precision or model here."""
+    backend = BACKENDS.get(config.backend)
+    return backend is not None and not backend.runs_here
+
+
+def backend_for(config: EmbedConfig, precision: str) -> str:
     """`resolve_backend` for `config` embedding at `precision` (resolved: fp32, bf16 or int8)."""
+    if embeds_elsewhere(config):
+        return config.backend
     device = resolve_device(config.device)
     if config.backend == "openvino" or precision == "int8":
         if config.backend == "torch":
@@ -144,18 +154,20 @@ def release_models() -> None:
     """Drop the embedding models this process loaded: the bundled model compiled by OpenVINO holds about 200 MB, which
     a server would otherwise keep between jobs. The next embedding loads it again from the disk cache (0.7-0.8 s)."""
     release_loaded_models()
-    openvino_backend = sys.modules.get(BACKENDS["openvino"])  # never imported here: only when it was loaded
+    openvino_backend = sys.modules.get(BACKENDS["openvino"].module)  # never imported here: only when it was loaded
     if openvino_backend is not None:
         openvino_backend.release_compiled_models()
     gc.collect()
 
 
 def model_key(config: EmbedConfig) -> str:
-    """Names the vector space: same key, same vectors (model, backend and precision actually used, normalisation)."""
-    precision = resolve_config_precision(config)
-    runtime = "openvino-" if resolve_backend(config) == "openvino" else ""
+    """Names the vector space: same key, same vectors (model, backend and precision actually used, normalisation);
+    a server's (Ollama: "model|ollama") has no precision of ours."""
+    backend = BACKENDS[resolve_backend(config)]
     suffix = "-norm" if config.normalize else ""
-    return f"{config.model}|{runtime}{precision}{suffix}"
+    if not backend.runs_here:
+        return f"{config.model}|{backend.space_tag}{suffix}"
+    return f"{config.model}|{backend.space_tag}{resolve_config_precision(config)}{suffix}"
 
 
 def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
@@ -164,9 +176,21 @@ def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
     Only here are the backend and its libraries (torch, sentence-transformers, openvino) imported: a process that
     finds every vector it needs in the cache never loads them. A model that is not on this machine and cannot be
     downloaded is refused before any of them is imported."""
-    check_model_available(config.model)
-    backend = importlib.import_module(BACKENDS[resolve_backend(config)])
-    return backend.load_encoder(replace(config, precision=resolve_config_precision(config)))
+    embedder = load_embedder(config)
+    if not isinstance(embedder, LocalEmbedder):
+        raise EmbeddingError(f"The {config.backend} backend embeds on a server: it has no tokenizer or model here.")
+    return embedder.spec, embedder.pooler
+
+
+def load_embedder(config: EmbedConfig) -> Embedder:
+    """The Embedder of the backend `config` resolves to (`backends.BACKENDS`), imported only now: a process that
+    finds every vector it needs in the cache imports none. A model to run here that is not on this machine and
+    cannot be downloaded is refused before any library is imported."""
+    backend = BACKENDS[resolve_backend(config)]
+    if backend.runs_here:
+        check_model_available(config.model)
+    module = importlib.import_module(backend.module)
+    return module.load_embedder(replace(config, precision=resolve_config_precision(config)))
 
 
 @dataclass(frozen=True)
@@ -187,18 +211,18 @@ def embed_documents(
     """Chunk-and-average embeddings with the chunking that produced them, and with `passages` the documents'
     passages, pooled in the same forward passes (None for a model that does not pool by the mean of its tokens: CLS
     pooling, a Dense layer). No caching here: the pipeline caches."""
-    encoder, pool = load_encoder(config)
-    passages = passages and encoder.pools_by_mean
-    chunking = plan_chunks(encoder, texts, passages)
+    embedder = load_embedder(config)
+    passages = passages and embedder.pools_by_mean
+    chunking = embedder.windows(texts, passages)
     chunk_vectors, passage_means = encode_chunks(
-        bounded(pool), chunking.chunk_ids, encoder.dimension, config.batch_size, progress, chunking.passages
+        pooler_of(embedder), chunking.chunk_ids, embedder.dimension, config.batch_size, progress, chunking.passages
     )
     vectors = average_by_document(chunk_vectors, chunking.chunk_owner, len(texts))
     if config.normalize:
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     if chunking.passages is None:
         return Embedded(vectors, chunking)
-    normalize = encoder.normalizes or config.normalize
+    normalize = embedder.normalizes or config.normalize
     found = pooled_passages(chunking.passages, chunking.chunk_owner, passage_means, normalize)
     return Embedded(vectors, chunking, found)
 

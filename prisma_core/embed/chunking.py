@@ -21,7 +21,7 @@ class Chunking:
     window: int  # W_eff: content tokens per chunk
     tokens_per_doc: np.ndarray  # [n_docs] content tokens (no special tokens)
     chunks_per_doc: np.ndarray  # [n_docs]
-    chunk_ids: list[list[int]]  # every chunk, special tokens included
+    chunk_ids: list[Any]  # every chunk: its token ids, special tokens included (a server embedder's: its text)
     chunk_owner: np.ndarray  # [n_chunks] index of the document each chunk belongs to
     passages: PassageSpans | None = None  # the windows' passages, when asked for
 
@@ -81,24 +81,28 @@ def _windows(encoder: Encoder, texts: Sequence[str], offsets: bool) -> Any:
 
 def encode_chunks(
     pool: Pooler,
-    chunk_ids: Sequence[list[int]],
-    dim: int,
+    chunk_ids: Sequence[Sequence[Any]],
+    dim: int | None,
     batch_size: int,
     progress: ProgressCallback = ignore_progress,
     passages: PassageSpans | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pooled embedding of every chunk, [n_chunks, dim] float32, batched longest-first to minimise padding, and the
     mean token state of every passage of `passages` ([m, dim] float32, [0, dim] without), pooled in the same forward
-    passes: only one batch's token states are ever held."""
+    passes: only one batch's token states are ever held. A chunk is any window a pooler reads (token ids, a text);
+    `dim` None: the width of the first batch's vectors (a server's, known from its first reply)."""
     order = sorted(range(len(chunk_ids)), key=lambda i: -len(chunk_ids[i]))
-    out = np.empty((len(chunk_ids), dim), dtype=np.float32)
-    means = np.empty((len(passages) if passages is not None else 0, dim), dtype=np.float32)
+    out = np.empty((len(chunk_ids), dim or 0), dtype=np.float32)
+    means = np.empty((len(passages) if passages is not None else 0, dim or 0), dtype=np.float32)
     total_tokens = sum(len(ids) for ids in chunk_ids)
     done_tokens = 0
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
         rows, spans = passages.in_windows(batch) if passages is not None else (None, None)
         pooled = pool([chunk_ids[i] for i in batch], spans)
+        if dim is None:
+            dim = pooled.sentences.shape[1]
+            out, means = np.empty((len(chunk_ids), dim), np.float32), np.empty((len(means), dim), np.float32)
         out[batch] = pooled.sentences
         if rows is not None:
             means[rows] = pooled.span_means

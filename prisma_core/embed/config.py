@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Literal
 
 from prisma_core.config_docs import DEVICE_CHOICES, CheckedConfig, setting
+from prisma_core.embed.backends import BACKEND_CHOICES
 from prisma_core.errors import EmbeddingError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 Precision = Literal["auto", "fp32", "bf16", "int8"]
-Backend = Literal["auto", "torch", "openvino"]
+Backend = Literal[BACKEND_CHOICES]  # type: ignore[valid-type]  # the registry's names, written once there
 
 RAY_ADDRESS_ENV = "PRISMA_RAY_ADDRESS"
 CPU_FLAGS_ENV = "PRISMA_CPU_FLAGS"
@@ -78,11 +79,13 @@ class EmbedConfig(CheckedConfig):
         "auto",
         label="Backend",
         help="The software that runs the model. Auto picks the fastest available; choose torch if the fast path "
-        "causes trouble.",
+        "causes trouble. Ollama asks an Ollama server (its address: OLLAMA_HOST) to embed with the model named above.",
     )
-    """What runs the model. auto: OpenVINO on a CPU at int8 or bf16 when the openvino package is installed (bf16:
-    about 2.7x torch fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py; int8: bench/int8.py), else
-    torch."""
+    """What runs the model (embed/backends.py). auto: OpenVINO on a CPU at int8 or bf16 when the openvino package is
+    installed (bf16: about 2.7x torch fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py; int8:
+    bench/int8.py), else torch. ollama: the Ollama server at $OLLAMA_HOST (http://localhost:11434 by default; a
+    hosted one's key: $OLLAMA_API_KEY) embeds with its model `model` (e.g. all-minilm), each document's windows
+    averaged; its vectors are a space of their own ("model|ollama")."""
     ray_address: str = setting(
         default_factory=default_ray_address,
         label="Ray cluster address (optional)",

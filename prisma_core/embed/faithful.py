@@ -24,6 +24,7 @@ from prisma_core.embed import (
     EmbedConfig,
     backend_for,
     cpu_has_native_bf16,
+    embeds_elsewhere,
     load_encoder,
     release_models,
     resolve_config_precision,
@@ -78,6 +79,8 @@ def unchecked_choice(config: EmbedConfig) -> PrecisionChoice:
     """The choice where nothing needs checking: an explicit precision, or `auto` where it stays at fp32."""
     precision = resolve_config_precision(config)
     backend = backend_for(config, precision)
+    if embeds_elsewhere(config):
+        return PrecisionChoice(backend, precision, f"the {backend} server embeds at its own precision")
     if config.precision != "auto":
         return PrecisionChoice(backend, precision, f"{precision} as set in the embedding settings")
     return PrecisionChoice(backend, precision, f"{precision}: this computer has no faster precision to try")

@@ -35,6 +35,7 @@ from typing import Literal
 
 from prisma_core.embed import openvino_graph
 from prisma_core.embed.config import EmbedConfig, resolve_precision
+from prisma_core.embed.embedder import LocalEmbedder
 from prisma_core.embed.model import LOADING, EncoderSpec, Pooler, describe, load_model
 from prisma_core.embed.openvino_cache import cache_key, cache_root
 from prisma_core.embed.openvino_runtime import compile_for, openvino, openvino_pooler
@@ -215,3 +216,8 @@ def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
 
 def release_compiled_models() -> None:
     _compiled.cache_clear()
+
+
+def load_embedder(config: EmbedConfig) -> LocalEmbedder:
+    """The backend's `Embedder` (embed/backends.py): the model described and its pooler."""
+    return LocalEmbedder(*load_encoder(config))

@@ -7,6 +7,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from prisma_core.embed.config import EmbedConfig
+from prisma_core.embed.embedder import LocalEmbedder
 from prisma_core.embed.model import EncoderSpec, Pooled, Pooler, describe, load_model, span_means
 
 
@@ -30,3 +31,8 @@ def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
     """The model on the configured device and precision, described, and its pooler."""
     encoder = load_model(config.model, config.device, config.precision)
     return describe(encoder), torch_pooler(encoder)
+
+
+def load_embedder(config: EmbedConfig) -> LocalEmbedder:
+    """The backend's `Embedder` (embed/backends.py): the model described and its pooler."""
+    return LocalEmbedder(*load_encoder(config))

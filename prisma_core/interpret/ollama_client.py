@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import httpx
 import ollama
 
+from prisma_core.bounded_http import BoundedTransport, ReplyTooLarge
 from prisma_core.errors import LabellingError
-from prisma_core.interpret.bounded_http import BoundedTransport, ReplyTooLarge
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import Message, approximate_tokens, repair_messages
 from prisma_core.interpret.replies import InvalidAnswer

@@ -1,8 +1,8 @@
 """The door to what the app and the command line read of documents before and around ingesting them: the files
 accepted, a preview of their columns, the columns guessed, dates read, and the tokens the embedding model would cut
-the texts into."""
+the texts into (`load_embedder(config).windows(texts)`)."""
 
-from prisma_core.embed import load_encoder, plan_chunks
+from prisma_core.embed import load_embedder
 from prisma_core.ingest import (
     SUPPORTED_EXTENSIONS,
     IngestReport,
@@ -27,8 +27,7 @@ __all__ = [
     "guess_id_column",
     "guess_text_column",
     "guess_title_column",
-    "load_encoder",
-    "plan_chunks",
+    "load_embedder",
     "preview_paths",
     "preview_sources",
     "text_column_problem",

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 import prisma_core
-from prisma_core.embed import EmbedConfig, embed_documents, load_encoder, resolve_backend, resolve_config_precision
+from prisma_core.embed import EmbedConfig, embed_documents, load_embedder, resolve_backend, resolve_config_precision
 from prisma_core.errors import EmbeddingError
 from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import ProgressCallback
@@ -104,7 +104,7 @@ class Embedder:
 
     def __init__(self, config: EmbedConfig) -> None:
         self.config = config
-        load_encoder(config)  # the backends keep it for every later call of this worker
+        load_embedder(config)  # the backends keep it for every later call of this worker
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         embedded = embed_documents(batch["text"].tolist(), self.config)

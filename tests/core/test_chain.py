@@ -65,13 +65,13 @@ def test_the_progress_says_embedding_while_the_model_loads_not_storing(bbc: pd.D
 
     events: list[Progress] = []
     seen_at_load: list[Progress] = []
-    load = embed_module.load_encoder
+    load = embed_module.load_embedder
 
     def loading(config):
         seen_at_load.append(events[-1])
         return load(config)
 
-    monkeypatch.setattr(embed_module, "load_encoder", loading)
+    monkeypatch.setattr(embed_module, "load_embedder", loading)
     articles = openings(bbc.head(6))
     articles.to_parquet(tmp_path / "six.parquet")
     workspace = Workspace(tmp_path / "workspace")

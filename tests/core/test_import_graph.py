@@ -20,8 +20,9 @@ from prisma_core import embed
 CORE = Path(embed.__file__).resolve().parents[1]
 REPO = CORE.parent
 SOURCES = [*sorted(CORE.rglob("*.py")), *sorted((REPO / "ui").glob("*.py")), *sorted((REPO / "pages").glob("*.py"))]
-REGISTERED = {"prisma_core.embed": set(embed.BACKENDS.values())}
-"""Imports made by name at run time (importlib): the embedding package imports the backend a config chooses."""
+REGISTERED = {"prisma_core.embed": {backend.module for backend in embed.BACKENDS.values()}}
+"""Imports made by name at run time (importlib): the embedding package imports the backend a config chooses
+(`embed.backends.BACKENDS`)."""
 
 
 def module_name(path: Path) -> str:

@@ -1,7 +1,9 @@
 """A loopback stand-in for an Ollama server, speaking enough of its REST API for the real `ollama` client.
 
-Endpoints: GET /api/tags (the installed models) and POST /api/chat (one JSON reply when `stream` is false,
-NDJSON chunks otherwise; 404 with Ollama's error body for a model that is not installed). Unless a test
+Endpoints: GET /api/tags (the installed models), POST /api/chat (one JSON reply when `stream` is false,
+NDJSON chunks otherwise; 404 with Ollama's error body for a model that is not installed) and POST /api/embed (one
+vector per input, computed by the bundled model at fp32: real vectors; a test may script the reply's JSON with
+`embed_reply`, and every embed request body is recorded in `embed_requests`). Unless a test
 scripts its replies, answers are derived from the prompt so tests can predict them:
 - labelling (a `format` schema with a "label" property): the most frequent capitalised word of the
   <evidence> block, or "<parent label> family" for a group prompt (a keyword label's first six words, without
@@ -46,6 +48,8 @@ class FakeOllama:
         self.authorizations: list[str | None] = []  # the Authorization header of every request, in order
         self.required_authorization: str | None = None  # when set, other requests get 401 unauthorized
         self.raw_chat: RawReply | None = None  # when set, writes each chat reply itself (a hostile server)
+        self.embed_requests: list[dict[str, Any]] = []  # every /api/embed request body received
+        self.embed_reply: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # a scripted /api/embed reply
         self.url = ""
         self.stopping = threading.Event()
 
@@ -97,6 +101,16 @@ def _chat_reply(model: str, content: str, done: bool) -> dict[str, Any]:
             "eval_duration": 1_000,
         }
     return reply
+
+
+def embedded(request: dict[str, Any]) -> dict[str, Any]:
+    """/api/embed's reply to `request`: its inputs embedded by the bundled model at fp32 (torch), as Ollama's own
+    all-minilm would embed them."""
+    from prisma_core.embed import EmbedConfig, embed_texts
+
+    texts = request["input"] if isinstance(request["input"], list) else [request["input"]]
+    vectors = embed_texts(texts, EmbedConfig(precision="fp32", backend="torch"))
+    return {"model": request["model"], "embeddings": vectors.tolist(), "total_duration": 1_000, "prompt_eval_count": 1}
 
 
 def _tags(models: list[str]) -> dict[str, Any]:
@@ -151,6 +165,9 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 return
             length = int(self.headers.get("Content-Length", 0))
             request = json.loads(self.rfile.read(length))
+            if self.path == "/api/embed":
+                self._embed(request)
+                return
             if self.path != "/api/chat":
                 self._send(404, "text/plain", b"404 page not found")
                 return
@@ -176,6 +193,15 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 self._send(200, "application/x-ndjson", body)
             else:
                 self._send_json(200, _chat_reply(model, content, done=True))
+
+        def _embed(self, request: dict[str, Any]) -> None:
+            fake.embed_requests.append(request)
+            if fake.delay_s and fake.stopping.wait(fake.delay_s):
+                return
+            if not fake.knows(request.get("model", "")):
+                self._send_json(404, {"error": f'model "{request.get("model")}" not found, try pulling it first'})
+                return
+            self._send_json(200, (fake.embed_reply or embedded)(request))
 
         def _send_json(self, status: int, payload: dict[str, Any]) -> None:
             self._send(status, "application/json; charset=utf-8", json.dumps(payload).encode())
