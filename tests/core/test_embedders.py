@@ -92,7 +92,7 @@ def test_openvino_fp32_through_the_seam_gives_the_shared_corpus_vectors(tmp_path
     shared = pq.read_table(common.CORPORA_DIR / "mtsamples.vectors.parquet").to_pandas().set_index("text_hash")
     expected = np.stack(shared.loc[stored["text_hash"], "vector"].to_list())
     vectors = workspace.stored_vectors(dataset_id, model_key(SHARED_SPACE)).all()
-    np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(vectors, expected)
 
 
 @pytest.fixture
