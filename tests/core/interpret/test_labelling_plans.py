@@ -42,7 +42,7 @@ def test_the_plan_estimates_prompts_from_the_first_documents_without_reading_eve
         return documents(self, dataset_id, columns)
 
     monkeypatch.setattr(Workspace, "documents", counted_documents)
-    config = labeller(fake, n_evidence=4, n_contrast=6)
+    config = ollama(fake, n_evidence=4, n_contrast=6)
     plan = plan_labels(workspace, run, config, feature_ids=None, family_ids=[], theme_ids=[])
 
     first = base_run.corpus["text"].head(planning.PROMPT_SAMPLE)
