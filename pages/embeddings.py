@@ -96,10 +96,12 @@ try:
 except PrismaError as error:
     st.error(f"{md(error)} Or set the backend back to auto.", icon=":material/error:")
     st.stop()
-runtime = "OpenVINO" if choice.backend == "openvino" else "torch"
+runtime = {"openvino": "OpenVINO", "ollama": "Ollama"}.get(choice.backend, "torch")
 speed = f"{runtime} {choice.precision}" + (", the fast path" if runtime == "OpenVINO" else "")  # faster than torch here
 device = resolve_device(config.device)
 where = f"the Ray cluster at **{md(config.ray_address)}**" if config.ray_address else f"**{device}**"
+if choice.backend == "ollama":
+    where = "the Ollama server set by OLLAMA_HOST (the model must be pulled there)"
 st.caption(f"Runs on {where}, {numbers_in_words(choice)}.")
 with st.expander("Advanced: how the documents are embedded"):
     st.caption(

@@ -110,10 +110,10 @@ def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "in
 
 
 def resolve_backend(config: EmbedConfig) -> str:
-    """A backend that embeds on a server (Ollama), as named. auto: OpenVINO for int8, and for bf16 on a CPU, when it
-    is installed; on a CPU without bf16, OpenVINO fp32 too
+    """auto: OpenVINO for int8, and for bf16 on a CPU, when it is installed; on a CPU without bf16, OpenVINO fp32 too
     for a model it builds without torch (the bundled one: 1.7x torch fp32's speed on an AVX2 CPU, 310 MB less memory,
-    cosine 0.9999999; BENCHMARKS.md section 8). Explicit fp32, other models at fp32 and GPUs stay on torch."""
+    cosine 0.9999999; BENCHMARKS.md section 8). Explicit fp32, other models at fp32 and GPUs stay on torch. A backend
+    that embeds on a server (Ollama) as named."""
     return backend_for(config, resolve_config_precision(config))
 
 
@@ -171,7 +171,8 @@ def model_key(config: EmbedConfig) -> str:
 
 
 def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
-    """The model (tokenizer, window, dimension) and the pooler that runs it on the backend `config` resolves to.
+    """The model (tokenizer, window, dimension) and the pooler that runs it on the backend `config` resolves to (a
+    backend that runs a model here; EmbeddingError for a server's).
 
     Only here are the backend and its libraries (torch, sentence-transformers, openvino) imported: a process that
     finds every vector it needs in the cache never loads them. A model that is not on this machine and cannot be
