@@ -194,3 +194,16 @@ def test_a_bad_reply_raises_the_typed_error_and_stores_nothing(tmp_path, fake, m
 
     assert store_snapshot(workspace) == before
     assert not workspace.has_vectors(dataset_id, model_key(OLLAMA))
+
+
+def test_the_command_line_embeds_with_the_ollama_backend(tmp_path, fake, capsys):
+    """Run in this process (`main` is what `python -m prisma_core` runs), against the loopback server of OLLAMA_HOST."""
+    from prisma_core.cli import main
+
+    workspace, dataset_id = ingested(tmp_path, shared_texts("bbc_news", 3)[["id", "text"]])
+    arguments = ["embed", "--backend", "ollama", "--model", "all-minilm", "--workspace", str(workspace.path)]
+
+    assert main(arguments) == 0, capsys.readouterr().err
+
+    assert Workspace(workspace.path).stored_vectors(dataset_id, "all-minilm|ollama").all().shape == (3, 384)
+    assert fake.embed_requests and {request["model"] for request in fake.embed_requests} == {"all-minilm"}

@@ -73,7 +73,7 @@ def test_number_widgets_carry_the_configs_bounds(form):
 
 def test_choice_widgets_offer_the_literal_values_and_the_devices(form):
     assert widget(form, "embed_precision").options == ["auto", "fp32", "bf16", "int8"]
-    assert widget(form, "embed_backend").options == ["auto", "torch", "openvino"]
+    assert widget(form, "embed_backend").options == ["auto", "torch", "openvino", "ollama"]  # embed/backends.py
     assert widget(form, "embed_device").options == widget(form, "sae_device").options == ["auto", "cpu", "cuda", "mps"]
     assert tuple(widget(form, "embed_precision").options) == form_choices(EmbedConfig, "precision")
 
