@@ -81,18 +81,35 @@ MAX_SUBTHEMES = 300
 class ThemeConfig(CheckedConfig):
     settings_name = "theme"
 
-    n_themes: int | None = setting(None, minimum=2, maximum=MAX_THEMES)
-    """Number of themes; empty chooses it from the data, between 3 and a maximum that grows with the corpus (about 12
-    for 1,000 documents, 50 for 100,000)."""
-    member_share: float = setting(0.3, above=0, maximum=1)
-    """A document also belongs to a second theme when that theme has at least this probability for it."""
-    n_subthemes: int | None = setting(None, minimum=2, maximum=MAX_SUBTHEMES)
-    """Number of sub-themes, the level inside the themes; empty chooses it from the data, between 1.5 times the
-    number of themes and the square root of twice the number of documents. Every theme keeps at least one."""
-    fit_share: float = setting(0.5, above=0, maximum=1)
-    """A document fits its theme well when that theme has at least this probability for it; below it, its scores
-    are split between themes (or it has no active feature) and it is counted among the documents that fit no theme
-    well."""
+    n_themes: int | None = setting(
+        None,
+        minimum=2,
+        maximum=MAX_THEMES,
+        doc="Number of themes; empty chooses it from the data, between 3 and a maximum that grows with the "
+        "corpus (about 12 for 1,000 documents, 50 for 100,000).",
+    )
+    member_share: float = setting(
+        0.3,
+        above=0,
+        maximum=1,
+        doc="A document also belongs to a second theme when that theme has at least this probability for it.",
+    )
+    n_subthemes: int | None = setting(
+        None,
+        minimum=2,
+        maximum=MAX_SUBTHEMES,
+        doc="Number of sub-themes, the level inside the themes; empty chooses it from the data, between 1.5 "
+        "times the number of themes and the square root of twice the number of documents. Every theme "
+        "keeps at least one.",
+    )
+    fit_share: float = setting(
+        0.5,
+        above=0,
+        maximum=1,
+        doc="A document fits its theme well when that theme has at least this probability for it; below it, "
+        "its scores are split between themes (or it has no active feature) and it is counted among the "
+        "documents that fit no theme well.",
+    )
 
 
 @dataclass(frozen=True)
