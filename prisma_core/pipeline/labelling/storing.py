@@ -10,6 +10,7 @@ from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary
 from prisma_core.store import GroupLabel, RunRecord, Workspace
+from prisma_core.store.stages import FAMILIES, KEYWORDS, LABELLING, SUBTHEMES, THEMES, tables_of
 
 
 def record_batch(
@@ -19,11 +20,11 @@ def record_batch(
     tables the batch wrote to a few labels at a time are compacted."""
     server = {setting.name: getattr(ollama, setting.name) for setting in fields(ollama) if setting.repr}
     settings = {"kind": kind, "ollama": server, "labels": asdict(config)}
-    record_stage(workspace, "labelling", record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
+    record_stage(workspace, LABELLING, record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
     workspace.compact(LABEL_TABLES)
 
 
-LABEL_TABLES = ("interpretations", "families", "themes", "subthemes")
+LABEL_TABLES = tables_of((KEYWORDS, FAMILIES, THEMES, SUBTHEMES))
 """The tables labelling batches write to (feature labels and their scores; family, theme and sub-theme labels)."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +11,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from prisma_core import __version__
+from prisma_core.lineage import record_stage
 from prisma_core.names import isolated
 from prisma_core.pipeline.files import file_target, write_whole
 from prisma_core.pipeline.report.config import ReportConfig
@@ -16,6 +19,7 @@ from prisma_core.pipeline.report.contents import gather
 from prisma_core.pipeline.report.sections import SECTIONS, title
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
+from prisma_core.store.stages import REPORT
 
 
 def _as_text(value: object) -> object:
@@ -47,9 +51,16 @@ def report_html(
 
 
 def write_report(workspace: Workspace, run: LoadedRun, out: str | Path, config: ReportConfig = ReportConfig()) -> Path:
-    """Writes the report to `out` (a file; written whole or not at all) and returns its resolved path."""
+    """Writes the report to `out` (a file; written whole or not at all), then its stage record (its settings, the
+    file and its size), and returns its resolved path."""
+    started = time.perf_counter()
     target = report_target(workspace, Path(out))
-    return write_whole(target, report_html(workspace, run, config), "the report")
+    path = write_whole(target, report_html(workspace, run, config), "the report")
+    summary = {"path": str(path), "bytes": path.stat().st_size, "seconds": time.perf_counter() - started}
+    record_stage(
+        workspace, REPORT, run.record.run_id, run.record.dataset_id, asdict(config), summary, run.record.run_id
+    )
+    return path
 
 
 def report_target(workspace: Workspace, out: Path) -> Path:
