@@ -12,7 +12,7 @@ from prisma_core.explore import saved_document_map
 from prisma_core.lineage import Stage
 from prisma_core.pipeline.edits import rename
 from prisma_core.pipeline.report.config import ReportConfig
-from prisma_core.pipeline.report.writer import write_report
+from prisma_core.pipeline.report.writer import downloaded_report, write_report
 from prisma_core.pipeline.stages import STAGES
 from prisma_core.store import Workspace
 from prisma_core.store.stages import (
@@ -100,6 +100,16 @@ def test_a_run_is_the_chain_of_its_stage_records_sub_themes_and_report_included(
     assert written.parent_id == written.run_id == run.record.run_id
     assert written.config == asdict(ReportConfig(predict=False))
     assert written.summary["path"] == str(report) and written.summary["bytes"] == report.stat().st_size > 0
+
+
+def test_a_downloaded_report_leaves_its_record_too(small_run, tmp_path) -> None:
+    workspace = small_run.copy(tmp_path / "workspace")
+    run = pipeline.load_run(workspace, small_run.run.run_id)
+    config = ReportConfig(predict=False, typical_documents=1)
+    page = downloaded_report(workspace, run, config)
+    record = workspace.stages(run.record.dataset_id, run.record.run_id)[-1]
+    assert (record.stage, record.parent_id, record.config) == (REPORT, run.record.run_id, asdict(config))
+    assert record.summary["bytes"] == len(page.encode()) and "path" not in record.summary  # no file written
 
 
 def stage_names_written_out(path: Path) -> list[str]:

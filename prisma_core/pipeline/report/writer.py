@@ -1,4 +1,5 @@
-"""Renders the report into one HTML file and writes it (the command line's `report`, the app's download)."""
+"""Renders the report into one HTML file and writes it (the command line's `report`) or hands it over (the app's
+download); either leaves the report's stage record."""
 
 from __future__ import annotations
 
@@ -56,11 +57,27 @@ def write_report(workspace: Workspace, run: LoadedRun, out: str | Path, config: 
     started = time.perf_counter()
     target = report_target(workspace, Path(out))
     path = write_whole(target, report_html(workspace, run, config), "the report")
-    summary = {"path": str(path), "bytes": path.stat().st_size, "seconds": time.perf_counter() - started}
-    record_stage(
-        workspace, REPORT, run.record.run_id, run.record.dataset_id, asdict(config), summary, run.record.run_id
-    )
+    _record_report(workspace, run, config, {"path": str(path), "bytes": path.stat().st_size}, started)
     return path
+
+
+def downloaded_report(
+    workspace: Workspace, run: LoadedRun, config: ReportConfig, map_points: pd.DataFrame | None = None
+) -> str:
+    """The report the app downloads (`report_html`), once its stage record (its settings and its size) is written."""
+    started = time.perf_counter()
+    page = report_html(workspace, run, config, map_points)
+    _record_report(workspace, run, config, {"bytes": len(page.encode())}, started)
+    return page
+
+
+def _record_report(
+    workspace: Workspace, run: LoadedRun, config: ReportConfig, wrote: dict[str, object], started: float
+) -> None:
+    """The report's stage record: a child of the run's training record."""
+    summary = wrote | {"seconds": time.perf_counter() - started}
+    run_id, dataset_id = run.record.run_id, run.record.dataset_id
+    record_stage(workspace, REPORT, run_id, dataset_id, asdict(config), summary, run_id)
 
 
 def report_target(workspace: Workspace, out: Path) -> Path:
