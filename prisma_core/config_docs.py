@@ -1,59 +1,28 @@
-"""Every stage setting described once, on its config dataclass: the docstring under each field (the command
-line's `--help`), and for the settings the app's forms show, `setting` metadata: the analyst's label and help,
-bounds and choices. The forms, the `--help` and the configs' own range checks all read them from here, so a
-setting's explanation and range never drift apart.
+"""Every stage setting described once, on its config dataclass: each field is declared with `setting`, which holds
+in the field's metadata its reference text (`doc`, the command line's `--help`) and, for the settings the app's
+forms show, the analyst's label and help, bounds and choices. The forms, the `--help` and the configs' own range
+checks all read them from here, so a setting's explanation and range never drift apart.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
-import inspect
 import math
 import numbers
-import sys
-import threading
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from prisma_core.errors import SettingsError
 
-_LOCK = threading.Lock()
-
-
-@functools.cache
-def _module_tree(path: str) -> ast.Module:
-    return ast.parse(Path(path).read_text(encoding="utf-8"))
-
 
 def field_docs(config_type: type) -> dict[str, str]:
-    """Field name -> the docstring under it in the dataclass body ("" when there is none), whitespace folded.
-
-    The source file is read directly rather than through `inspect.getsource`, whose shared line cache is not
-    safe when several app sessions render pages at the same moment.
-    """
+    """Field name -> the reference text of each field (its `setting`'s `doc`; "" for a field declared without)."""
     if not dataclasses.is_dataclass(config_type):
         raise TypeError(f"{config_type!r} is not a dataclass")
-    with _LOCK:
-        tree = _module_tree(inspect.getfile(sys.modules[config_type.__module__]))
-    body = next(
-        node.body for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == config_type.__name__
-    )
-    docs: dict[str, str] = {}
-    for statement, following in zip(body, [*body[1:], None], strict=True):
-        if (
-            isinstance(statement, ast.AnnAssign)
-            and isinstance(statement.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[statement.target.id] = " ".join(following.value.value.split())
-    return {field.name: docs.get(field.name, "") for field in dataclasses.fields(config_type)}
+    return {field.name: field.metadata.get("doc", "") for field in dataclasses.fields(config_type)}
 
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
@@ -64,6 +33,7 @@ def setting(
     default: Any = dataclasses.MISSING,
     *,
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
+    doc: str = "",
     label: str = "",
     help: str = "",
     minimum: float | None = None,
@@ -75,17 +45,21 @@ def setting(
     number_format: str | None = None,
     slider: bool = False,
     unprefixed_flag: bool = False,
+    secret: bool = False,
 ) -> Any:
-    """A config field with its bounds and, for a setting a form shows (one with a label), what the form needs to
-    show it; the field's docstring stays the precise reference.
+    """A config field with its reference text, its bounds and, for a setting a form shows (one with a label), what
+    the form needs to show it.
 
-    label and help are written for an analyst (help defaults to the docstring); minimum and maximum are inclusive
+    doc is the precise reference (the command line's help); label and help are written for an analyst (help
+    defaults to doc); minimum and maximum are inclusive
     bounds and `above` an exclusive lower bound, all checked by `range_problems`; choices are the values a form
     offers (a `Literal` field offers its own); empty says in words what leaving an optional field empty means
     (e.g. "auto"). default_factory instead of default: a default read when a config is made (e.g. from the
     environment). unprefixed_flag: the command line flag keeps the field's own name where the config's other flags
-    take a prefix (`run`'s --embed-batch-size, but --ray-address)."""
+    take a prefix (`run`'s --embed-batch-size, but --ray-address). secret: a credential, never shown in the config's
+    repr, compared or made a flag (a key on a command line ends up in shell history)."""
     metadata = {
+        "doc": " ".join(doc.split()),
         "label": label,
         "help": help,
         "minimum": minimum,
@@ -97,13 +71,16 @@ def setting(
         "number_format": number_format,
         "slider": slider,
         "unprefixed_flag": unprefixed_flag,
+        "cli": not secret,
     }
-    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(
+        default=default, default_factory=default_factory, repr=not secret, compare=not secret, metadata=metadata
+    )
 
 
 def field_help(config_type: type) -> dict[str, str]:
     """Field name -> the analyst's help text of each form setting (a field declared with a `setting` label; its
-    docstring if no help is given)."""
+    `doc` if no help is given)."""
     docs = field_docs(config_type)
     return {
         field.name: field.metadata["help"] or docs[field.name]

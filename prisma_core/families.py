@@ -44,8 +44,8 @@ class FamilyConfig(CheckedConfig):
         slider=True,
         help="How often a child feature must fire together with its parent to join its family, from 0 to 1. "
         "Higher gives fewer, tighter families; lower gives larger, looser ones.",
+        doc="Drop feature pairs whose normalised co-occurrence (see `cooccurrence_edges`) is below this, in [0, 1].",
     )
-    """Drop feature pairs whose normalised co-occurrence (see `cooccurrence_edges`) is below this, in [0, 1]."""
     iterations: int = setting(
         3,
         label="Rounds",
@@ -53,17 +53,17 @@ class FamilyConfig(CheckedConfig):
         maximum=10,
         help="Rounds of family building. After each round the parents found are set aside and families are looked "
         "for again among the other features, which finds finer families.",
+        doc='Rounds of "find families, remove their parents, rebuild the forest on the remaining features".',
     )
-    """Rounds of "find families, remove their parents, rebuild the forest on the remaining features"."""
     min_family_size: int = setting(
         3,
         label="Smallest family",
         minimum=2,
         maximum=100,
         help="The smallest family shown, parent included: 2 means a parent with at least one child.",
+        doc="Smallest family reported, parent included (3 = a parent and at least two children; lone pairs "
+        "would flood the list). The parents of smaller families are still removed before the next round.",
     )
-    """Smallest family reported, parent included (3 = a parent and at least two children; lone pairs would flood
-    the list). The parents of smaller families are still removed before the next round."""
     min_shared: int = setting(
         3,
         label="Documents shared",
@@ -71,8 +71,8 @@ class FamilyConfig(CheckedConfig):
         maximum=1000,
         help="How many documents a child feature must share with its parent to join its family: one or two shared "
         "documents are a coincidence, not a relation.",
+        doc="Fewest documents a pair of features must fire on together to be linked (see `cooccurrence_edges`).",
     )
-    """Fewest documents a pair of features must fire on together to be linked (see `cooccurrence_edges`)."""
 
 
 def feature_density(codes: sp.spmatrix | sp.sparray) -> np.ndarray:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from prisma_core.run_settings import run_settings
+from prisma_core.sae.config import SAEConfig
 from prisma_core.store import RunRecord, Workspace
 from prisma_core.store.stages import PLACEMENT
 
@@ -78,7 +79,10 @@ def detail_in_words(run: RunRecord) -> str | None:
 
 def n_features(run: RunRecord) -> int | None:
     """The features the run kept (None for a run that recorded neither how many it kept nor how many it trained)."""
-    sae = run_settings(run).sae
+    return _n_features(run, run_settings(run).sae)
+
+
+def _n_features(run: RunRecord, sae: SAEConfig | None) -> int | None:
     kept = run.metrics.get("features_kept") or (sae.n_features if sae is not None else None)
     return int(kept) if kept else None
 
@@ -101,22 +105,26 @@ def when(iso: str) -> str:
 
 def run_name(run: RunRecord, dataset_name: str | None = None) -> str:
     """E.g. "MTSamples demo · 23 Nov 2026 12:20 · 64 features · fair (46% of detail) · overfitted"."""
-    size = n_features(run)
+    sae = run_settings(run).sae
+    size = _n_features(run, sae)
     parts = [dataset_name] if dataset_name else []
     parts += [when(run.created_at), *([f"{size:,} features"] if size else []), quality_words(run)]
-    if overfitting(run):
+    if _overfitting(run, sae):
         parts.append("overfitted")
     return " · ".join(parts)
 
 
 def overfitting(run: RunRecord) -> str | None:
     """What to tell an analyst when the run reproduces its training documents much better than unseen ones."""
+    return _overfitting(run, run_settings(run).sae)
+
+
+def _overfitting(run: RunRecord, sae: SAEConfig | None) -> str | None:
     train, holdout = run.metrics.get("fvu_train"), run.metrics.get("fvu_holdout")
     if not isinstance(train, float) or not isinstance(holdout, float) or math.isnan(holdout) or math.isnan(train):
         return None
     if holdout - train < OVERFIT_GAP or holdout < OVERFIT_RATIO * train:
         return None
-    sae = run_settings(run).sae
     epochs, features = (sae.epochs, sae.n_features) if sae is not None else (1, 0)
     fixes = []
     if epochs > 1:

@@ -40,49 +40,49 @@ class EmbedConfig(CheckedConfig):
         label="Model",
         help="The language model that turns each document into numbers. The bundled all-MiniLM-L6-v2 works "
         "offline; any sentence-transformers model name or local folder can be typed instead.",
+        doc="A sentence-transformers model id or local path; all-MiniLM-L6-v2 is bundled and works offline.",
     )
-    """A sentence-transformers model id or local path; all-MiniLM-L6-v2 is bundled and works offline."""
     batch_size: int = setting(
         16,
         label="Batch size",
         minimum=1,
         maximum=4_096,
         help="How many text pieces are processed at once. Lower it if the app runs out of memory.",
+        doc="Chunks per forward pass. On a CPU 16 runs at the speed of 64 with a third of the working memory "
+        "(about 280 MB above the model at its peak instead of 700 MB; BENCHMARKS.md section 8).",
     )
-    """Chunks per forward pass. On a CPU 16 runs at the speed of 64 with a third of the working memory (about 280 MB
-    above the model at its peak instead of 700 MB; BENCHMARKS.md section 8)."""
     normalize: bool = setting(
         False,
         label="Normalise",
         help="Give every document vector the same length, so only its direction (its meaning) counts.",
+        doc="L2-normalise each document vector after averaging its chunks.",
     )
-    """L2-normalise each document vector after averaging its chunks."""
     precision: Precision = setting(
         "auto",
         label="Precision",
         help="Number precision. Auto uses the faster int8 or bf16 where the processor supports them, only when the "
         "results stay practically the same.",
+        doc="auto: int8 on the OpenVINO backend where the CPU has int8 dot products (AVX-512 VNNI / AMX) and "
+        "the int8 model passed its accuracy check on this machine and measured faster than fp32 there "
+        "(embed/quantize.py); else bf16 where the CPU has native bf16 (AMX / AVX-512 BF16) or on a GPU; "
+        "else fp32. int8 runs on the OpenVINO backend only.",
     )
-    """auto: int8 on the OpenVINO backend where the CPU has int8 dot products (AVX-512 VNNI / AMX) and the int8 model
-    passed its accuracy check on this machine and measured faster than fp32 there (embed/quantize.py); else bf16
-    where the CPU has native bf16 (AMX / AVX-512 BF16) or on a GPU; else fp32. int8 runs on the OpenVINO backend
-    only."""
     device: str = setting(
         "auto",
         label="Device",
         choices=DEVICE_CHOICES,
         help="Where the model runs: auto picks a GPU when there is one, else the CPU.",
+        doc="auto: cuda, then mps, then cpu.",
     )
-    """auto: cuda, then mps, then cpu."""
     backend: Backend = setting(
         "auto",
         label="Backend",
         help="The software that runs the model. Auto picks the fastest available; choose torch if the fast path "
         "causes trouble.",
+        doc="What runs the model. auto: OpenVINO on a CPU at int8 or bf16 when the openvino package is "
+        "installed (bf16: about 2.7x torch fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, "
+        "bench/fast_cpu.py; int8: bench/int8.py), else torch.",
     )
-    """What runs the model. auto: OpenVINO on a CPU at int8 or bf16 when the openvino package is installed (bf16:
-    about 2.7x torch fp32 and 1.3x torch bf16 on an AVX-512 BF16 CPU, bench/fast_cpu.py; int8: bench/int8.py), else
-    torch."""
     ray_address: str = setting(
         default_factory=default_ray_address,
         label="Ray cluster address (optional)",
@@ -90,13 +90,20 @@ class EmbedConfig(CheckedConfig):
         "only on this computer, for large collections. Type the address the cluster gave when it was started, like "
         "127.0.0.1:6379 or ray://my-cluster:10001. Leave it empty to embed here. The vectors are the same either way.",
         unprefixed_flag=True,
+        doc="Embed on the Ray cluster at this address (host:6379, ray://host:10001, or auto for the cluster "
+        "started on this machine with `ray start --head`) as a Ray Data job; empty: on this machine. "
+        "$PRISMA_RAY_ADDRESS by default. The vector space (model_key) does not depend on it. Needs `pip "
+        'install "ray[data]"`.',
     )
-    """Embed on the Ray cluster at this address (host:6379, ray://host:10001, or auto for the cluster started on this
-    machine with `ray start --head`) as a Ray Data job; empty: on this machine. $PRISMA_RAY_ADDRESS by default. The
-    vector space (model_key) does not depend on it. Needs `pip install "ray[data]"`."""
-    ray_workers: int | None = setting(None, minimum=1, maximum=10_000, unprefixed_flag=True)
-    """Embedding workers on the Ray cluster, each loading the model once. Default: one per GPU when the cluster has
-    GPUs and the vector space runs on them (the torch backend), else one per 4 CPUs of the cluster."""
+    ray_workers: int | None = setting(
+        None,
+        minimum=1,
+        maximum=10_000,
+        unprefixed_flag=True,
+        doc="Embedding workers on the Ray cluster, each loading the model once. Default: one per GPU when the "
+        "cluster has GPUs and the vector space runs on them (the torch backend), else one per 4 CPUs of "
+        "the cluster.",
+    )
 
 
 def resolve_device(device: str = "auto") -> str:

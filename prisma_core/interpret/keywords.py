@@ -61,23 +61,33 @@ class KeywordConfig(CheckedConfig):
 
     settings_name = "keyword"
 
-    max_vocabulary: int = setting(50_000, minimum=1, maximum=10_000_000)
-    """Most frequent words and phrases considered."""
-    min_document_frequency: int = setting(2, minimum=1, maximum=1_000_000)
-    """Words or phrases in fewer documents of the corpus are ignored."""
-    n_top_documents: int = setting(20, minimum=1, maximum=100_000)
-    """Strongest documents of a concept that form its class."""
-    min_class_share: float = setting(0.15, above=0, maximum=1)
-    """A candidate term must appear in at least this share of the class documents (of n_top_documents of them, for
-    a larger class such as a theme's) and in at least two."""
-    n_candidates: int = setting(15, minimum=1, maximum=100_000)
-    """Candidate terms per concept re-ranked with the embedding model."""
-    diversity: float = setting(0.4, minimum=0, maximum=1)
-    """Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms."""
-    n_terms: int = setting(3, minimum=1, maximum=20)
-    """Words or phrases in a label."""
-    n_description_terms: int = setting(8, minimum=1, maximum=100_000)
-    """Words or phrases listed in the description."""
+    max_vocabulary: int = setting(
+        50_000, minimum=1, maximum=10_000_000, doc="Most frequent words and phrases considered."
+    )
+    min_document_frequency: int = setting(
+        2, minimum=1, maximum=1_000_000, doc="Words or phrases in fewer documents of the corpus are ignored."
+    )
+    n_top_documents: int = setting(
+        20, minimum=1, maximum=100_000, doc="Strongest documents of a concept that form its class."
+    )
+    min_class_share: float = setting(
+        0.15,
+        above=0,
+        maximum=1,
+        doc="A candidate term must appear in at least this share of the class documents (of n_top_documents "
+        "of them, for a larger class such as a theme's) and in at least two.",
+    )
+    n_candidates: int = setting(
+        15, minimum=1, maximum=100_000, doc="Candidate terms per concept re-ranked with the embedding model."
+    )
+    diversity: float = setting(
+        0.4,
+        minimum=0,
+        maximum=1,
+        doc="Maximal marginal relevance weight: 0 picks the most relevant terms, higher values prefer varied terms.",
+    )
+    n_terms: int = setting(3, minimum=1, maximum=20, doc="Words or phrases in a label.")
+    n_description_terms: int = setting(8, minimum=1, maximum=100_000, doc="Words or phrases listed in the description.")
 
 
 def top_document_members(codes: sp.spmatrix, n_top: int) -> sp.csr_matrix:

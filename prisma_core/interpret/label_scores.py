@@ -40,24 +40,37 @@ FEATURES_PER_READ = 64
 class ScoreConfig(CheckedConfig):
     settings_name = "label score"
 
-    n_shown: int = setting(20, minimum=0, maximum=10_000)
-    """Strongest activating documents kept out of scoring: a labeller may have seen them."""
-    min_positives: int = setting(5, minimum=1, maximum=200)
-    """Fewest activating documents to score on (held out if possible, else all of them)."""
-    max_positives: int = setting(200, minimum=5, maximum=100_000)
-    """Activating documents sampled per feature for the embedding score."""
-    n_negatives: int = setting(500, minimum=1, maximum=100_000)
-    """Non-activating documents sampled per feature for the embedding score."""
-    n_detect_positives: int = setting(5, minimum=1, maximum=100)
-    """Activating documents shown in a detection check (from the same sample)."""
-    n_detect_negatives: int = setting(5, minimum=1, maximum=100)
-    """Non-activating documents shown in a detection check."""
-    detect_keyword_labels: bool = False
-    """Also run the LLM detection check on keyword labels (one call each)."""
-    max_consecutive_failures: int = setting(3, minimum=1, maximum=1_000)
-    """Stop the detection checks after this many failures in a row."""
-    seed: int = setting(0, minimum=0, maximum=2**31 - 1)
-    """Seeds the document samples (with the feature id)."""
+    n_shown: int = setting(
+        20,
+        minimum=0,
+        maximum=10_000,
+        doc="Strongest activating documents kept out of scoring: a labeller may have seen them.",
+    )
+    min_positives: int = setting(
+        5,
+        minimum=1,
+        maximum=200,
+        doc="Fewest activating documents to score on (held out if possible, else all of them).",
+    )
+    max_positives: int = setting(
+        200, minimum=5, maximum=100_000, doc="Activating documents sampled per feature for the embedding score."
+    )
+    n_negatives: int = setting(
+        500, minimum=1, maximum=100_000, doc="Non-activating documents sampled per feature for the embedding score."
+    )
+    n_detect_positives: int = setting(
+        5, minimum=1, maximum=100, doc="Activating documents shown in a detection check (from the same sample)."
+    )
+    n_detect_negatives: int = setting(
+        5, minimum=1, maximum=100, doc="Non-activating documents shown in a detection check."
+    )
+    detect_keyword_labels: bool = setting(
+        False, doc="Also run the LLM detection check on keyword labels (one call each)."
+    )
+    max_consecutive_failures: int = setting(
+        3, minimum=1, maximum=1_000, doc="Stop the detection checks after this many failures in a row."
+    )
+    seed: int = setting(0, minimum=0, maximum=2**31 - 1, doc="Seeds the document samples (with the feature id).")
 
     def other_problems(self) -> list[str]:
         if self.max_positives >= self.min_positives:

@@ -8,7 +8,7 @@ the credentials in any form, credential headers a server echoed back) from any m
 
 import base64
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.errors import SettingsError
@@ -36,35 +36,35 @@ def default_api_key() -> "Secret | None":
     return Secret(key) if key else None
 
 
-def _not_a_flag() -> dict[str, bool]:
-    """Field metadata: the command line makes no flag for it (a key on a command line ends up in shell history)."""
-    return {"cli": False}
-
-
 @dataclass(frozen=True)
 class OllamaConfig(CheckedConfig):
     settings_name = "Ollama"
 
-    host: str = field(default_factory=default_ollama_host)
-    """Ollama server URL: $OLLAMA_HOST when set, else http://localhost:11434 (this machine)."""
-    model: str = "llama3.2"
-    """Any chat model pulled on that server (llama3.2 is 3B: quick on a laptop)."""
-    timeout_s: float = setting(60.0, above=0, maximum=3_600)
-    """Bound on connecting and on waiting for each reply, in seconds."""
-    max_retries: int = setting(2, minimum=0, maximum=20)
-    """Extra attempts after an invalid answer (bad JSON, wrong schema, unusable label)."""
-    temperature: float = setting(0.0, minimum=0, maximum=2)
-    """Sampling temperature; 0 makes labels reproducible."""
-    max_doc_tokens: int = setting(256, minimum=16, maximum=32_768)
-    """Each document is cut to about this many tokens (chars / 4) in prompts."""
-    n_evidence: int = setting(8, minimum=1, maximum=100)
-    """Top-activating documents shown when labelling a feature."""
-    n_contrast: int = setting(8, minimum=0, maximum=100)
-    """Non-activating documents shown as contrast."""
-    api_key: Secret | None = field(default_factory=default_api_key, repr=False, compare=False, metadata=_not_a_flag())
-    """A hosted Ollama's API key, sent as a bearer token; OLLAMA_API_KEY by default; never shown or stored."""
-    host_credentials: Secret | None = field(default=None, repr=False, compare=False, metadata=_not_a_flag())
-    """"user:password" taken out of the host URL, sent as basic authentication."""
+    host: str = setting(
+        default_factory=default_ollama_host,
+        doc="Ollama server URL: $OLLAMA_HOST when set, else http://localhost:11434 (this machine).",
+    )
+    model: str = setting("llama3.2", doc="Any chat model pulled on that server (llama3.2 is 3B: quick on a laptop).")
+    timeout_s: float = setting(
+        60.0, above=0, maximum=3_600, doc="Bound on connecting and on waiting for each reply, in seconds."
+    )
+    max_retries: int = setting(
+        2, minimum=0, maximum=20, doc="Extra attempts after an invalid answer (bad JSON, wrong schema, unusable label)."
+    )
+    temperature: float = setting(0.0, minimum=0, maximum=2, doc="Sampling temperature; 0 makes labels reproducible.")
+    max_doc_tokens: int = setting(
+        256, minimum=16, maximum=32_768, doc="Each document is cut to about this many tokens (chars / 4) in prompts."
+    )
+    n_evidence: int = setting(8, minimum=1, maximum=100, doc="Top-activating documents shown when labelling a feature.")
+    n_contrast: int = setting(8, minimum=0, maximum=100, doc="Non-activating documents shown as contrast.")
+    api_key: Secret | None = setting(
+        default_factory=default_api_key,
+        secret=True,
+        doc="A hosted Ollama's API key, sent as a bearer token; OLLAMA_API_KEY by default; never shown or stored.",
+    )
+    host_credentials: Secret | None = setting(
+        None, secret=True, doc='"user:password" taken out of the host URL, sent as basic authentication.'
+    )
 
     def __post_init__(self) -> None:
         if not self.host.strip():

@@ -42,7 +42,7 @@ from prisma_core.store.datasets import sample_positions
 from prisma_core.store.stages import PLACEMENT
 from prisma_core.store.vectors import StoredVectors, unit_rows
 from prisma_core.subthemes import nest_documents
-from prisma_core.themes import POSITION_WEIGHT, Themes, document_probabilities
+from prisma_core.themes import POSITION_WEIGHT, ThemeConfig, Themes, document_probabilities
 
 PLACE_ROWS = 65_536
 """New documents encoded and stored at a time."""
@@ -109,9 +109,10 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
     _update_feature_stats(workspace, run_id, codes)
     sample = sample_positions(n_before, CENTRE_SAMPLE)
     centres = _Centres(source.rows(sample))
-    fits = _place_in_themes(workspace, record, old_codes, new_codes, sample, centres, source)
+    settings = run_settings(record)
+    fits = _place_in_themes(workspace, record, settings.themes, old_codes, new_codes, sample, centres, source)
     weights_dir = workspace.location(record.weights_dir)
-    extend_run_evidence(workspace, run_id, record.dataset_id, weights_dir, run_settings(record).embed, n_before)
+    extend_run_evidence(workspace, run_id, record.dataset_id, weights_dir, settings.embed, n_before)
     detail_before = _held_out_detail(record)
     if np.isnan(detail_before):
         detail_before = _detail(weights, source.rows(sample), old_codes[sample], centres.mean)
@@ -196,6 +197,7 @@ class _Centres:
 def _place_in_themes(
     workspace: Workspace,
     record: RunRecord,
+    config: ThemeConfig,
     old_codes: sp.csr_matrix,
     new_codes: sp.csr_matrix,
     sample: np.ndarray,
@@ -203,12 +205,12 @@ def _place_in_themes(
     source: StoredVectors,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Store the run's themes and sub-themes with the new documents in them; returns whether each old and each new
-    document fits its theme well (both empty for a run without themes)."""
+    document fits its theme well (both empty for a run without themes). `config`: the run's theme settings."""
     n_before = old_codes.shape[0]
     rows = [_of_first(row, "probabilities", n_before) for row in workspace.themes(record.run_id)]
     if not rows:
         return np.zeros(0, bool), np.zeros(0, bool)
-    old = stored_themes(rows, old_codes, run_settings(record).themes)
+    old = stored_themes(rows, old_codes, config)
     theme_centres = centres.of_groups(old.strongest()[sample], old.n_themes)
     n_total = n_before + new_codes.shape[0]
     new_points = centres.points(source.rows(np.arange(n_before, n_total)))

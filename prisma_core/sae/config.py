@@ -101,9 +101,9 @@ class SAEConfig(CheckedConfig):
         help="How many concepts the model may learn. The suggested number comes from the number of documents, so "
         "that each feature describes something many documents share. More features give finer concepts, which come "
         "back less reliably when the model is trained again.",
+        doc="Features (latents) each training learns. The run keeps those most trainings find "
+        "(`n_trainings`), so it may end with fewer.",
     )
-    """Features (latents) each training learns. The run keeps those most trainings find (`n_trainings`), so it may
-    end with fewer."""
     k: int = setting(
         SUGGESTED_K,
         label="k (active features per document)",
@@ -111,13 +111,19 @@ class SAEConfig(CheckedConfig):
         maximum=MAX_K,
         help="How many features describe each document. Larger keeps more detail of each document; smaller gives "
         "fewer, broader concepts per document. A document's strongest few are the ones shown.",
+        doc="Active features per document (the TopK) of the run's SAE: every document is described by exactly "
+        "k weighted features. The trainings compared learn with `k_compared`; the polish "
+        "(`polish_epochs`) then fits the features they agree on to k.",
     )
-    """Active features per document (the TopK) of the run's SAE: every document is described by exactly k weighted
-    features. The trainings compared learn with `k_compared`; the polish (`polish_epochs`) then fits the features
-    they agree on to k."""
-    k_compared: int | None = setting(None, minimum=1, maximum=MAX_K, empty="k / 2")
-    """Active features per document while the trainings compared learn (None: half of k). Fewer active features make
-    the trainings agree on more features; the polish then describes each document by k of them."""
+    k_compared: int | None = setting(
+        None,
+        minimum=1,
+        maximum=MAX_K,
+        empty="k / 2",
+        doc="Active features per document while the trainings compared learn (None: half of k). Fewer active "
+        "features make the trainings agree on more features; the polish then describes each document by k "
+        "of them.",
+    )
     n_trainings: int = setting(
         SUGGESTED_TRAININGS,
         label="Trainings compared",
@@ -126,26 +132,41 @@ class SAEConfig(CheckedConfig):
         help="How many times the model is trained, each time from another random start. Only the features that "
         "most trainings find are kept, and each shows in how many it was found: a concept found every time is one "
         "you will find again. 1 trains once and checks nothing.",
+        doc="SAEs trained on the same documents, each with its own seed drawn from `seed`; the run keeps the "
+        "features that more than half of them share (matched by their activations at `match_at`, see "
+        "`prisma_core.sae.consensus`), with their weights averaged. 1 trains a single SAE and keeps all "
+        "its features.",
     )
-    """SAEs trained on the same documents, each with its own seed drawn from `seed`; the run keeps the features that
-    more than half of them share (matched by their activations at `match_at`, see `prisma_core.sae.consensus`), with
-    their weights averaged. 1 trains a single SAE and keeps all its features."""
-    match_at: float = setting(MATCH_AT, above=0.0, maximum=1.0)
-    """Activation correlation (Pearson, over the training documents) at which features of two trainings count as the
-    same feature when the trainings are compared (see `MATCH_AT`)."""
-    polish_epochs: int = setting(3, minimum=0, maximum=100)
-    """Passes over the training documents after the trainings are combined: the features they agree on are trained
-    together at k active features per document, at a tenth of the learning rate, so they describe each document as
-    well as they can without moving away from what the trainings found. 0 skips it."""
-    passages: bool = setting(True)
-    """Train on the training documents' passages too (spans of a few sentences, embedded with the documents), when
-    the dataset has them and its vectors fit in memory: a long document then gives several rows, and a small corpus
-    gets enough rows for features that explain more and come back (BENCHMARKS.md section 7). Held-out documents'
-    passages are never used."""
-    init: str = setting("data", choices=INIT_CHOICES)
-    """Initial feature directions: "data" starts them at centres of groups of training documents (k-means, one run
-    per nested feature group, seeded), so the first features start broad and later ones fine; "random" starts them
-    at random unit directions (SPEC section 3)."""
+    match_at: float = setting(
+        MATCH_AT,
+        above=0.0,
+        maximum=1.0,
+        doc="Activation correlation (Pearson, over the training documents) at which features of two trainings "
+        "count as the same feature when the trainings are compared (see `MATCH_AT`).",
+    )
+    polish_epochs: int = setting(
+        3,
+        minimum=0,
+        maximum=100,
+        doc="Passes over the training documents after the trainings are combined: the features they agree on "
+        "are trained together at k active features per document, at a tenth of the learning rate, so they "
+        "describe each document as well as they can without moving away from what the trainings found. 0 "
+        "skips it.",
+    )
+    passages: bool = setting(
+        True,
+        doc="Train on the training documents' passages too (spans of a few sentences, embedded with the "
+        "documents), when the dataset has them and its vectors fit in memory: a long document then gives "
+        "several rows, and a small corpus gets enough rows for features that explain more and come back "
+        "(BENCHMARKS.md section 7). Held-out documents' passages are never used.",
+    )
+    init: str = setting(
+        "data",
+        choices=INIT_CHOICES,
+        doc='Initial feature directions: "data" starts them at centres of groups of training documents '
+        "(k-means, one run per nested feature group, seeded), so the first features start broad and later "
+        'ones fine; "random" starts them at random unit directions (SPEC section 3).',
+    )
     k_aux: int | None = setting(
         None,
         label="Second-chance features",
@@ -154,16 +175,24 @@ class SAEConfig(CheckedConfig):
         empty="2 k",
         help="Features that have stopped firing get a second chance: this many of them are trained on what the "
         "others miss. Auto is twice k.",
+        doc="Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_features.",
     )
-    """Dead latents used by the AuxK loss per document; None -> 2 * k, capped at n_features."""
-    nested_levels: int = setting(4, minimum=1, maximum=8)
-    """Matryoshka nesting: the first n_features/8^j features (j = levels-1 ... 1) must also reconstruct each document
-    on their own, so the first features learn broad concepts and later ones refine them; 1 turns nesting off."""
-    broadest_one: bool = setting(True)
-    """The broadest nested group (the first of `prefixes`) reconstructs each document from its one strongest feature
-    of the group, as the nearest centre of a k-means would: each broad feature then stands for one kind of document
-    (a news section) instead of a share of every document. With k active features a document used all of the group,
-    and no single feature matched a known category as well (BENCHMARKS.md section 7)."""
+    nested_levels: int = setting(
+        4,
+        minimum=1,
+        maximum=8,
+        doc="Matryoshka nesting: the first n_features/8^j features (j = levels-1 ... 1) must also reconstruct "
+        "each document on their own, so the first features learn broad concepts and later ones refine "
+        "them; 1 turns nesting off.",
+    )
+    broadest_one: bool = setting(
+        True,
+        doc="The broadest nested group (the first of `prefixes`) reconstructs each document from its one "
+        "strongest feature of the group, as the nearest centre of a k-means would: each broad feature "
+        "then stands for one kind of document (a news section) instead of a share of every document. With "
+        "k active features a document used all of the group, and no single feature matched a known "
+        "category as well (BENCHMARKS.md section 7).",
+    )
     aux_alpha: float = setting(
         1 / 32,
         label="Second-chance weight",
@@ -171,8 +200,8 @@ class SAEConfig(CheckedConfig):
         maximum=10.0,
         number_format="%.5f",
         help="How much weight that second chance gets. 0 turns it off (more features then never fire).",
+        doc="Weight of the AuxK loss that revives dead latents; 0 turns it off.",
     )
-    """Weight of the AuxK loss that revives dead latents; 0 turns it off."""
     epochs: int = setting(
         12,
         label="Epochs",
@@ -180,16 +209,16 @@ class SAEConfig(CheckedConfig):
         maximum=MAX_EPOCHS,
         help="How many times each training goes through all documents. Too many on a small dataset makes the "
         "model memorise its documents (overfitting).",
+        doc="Passes over the training documents.",
     )
-    """Passes over the training documents."""
     batch_size: int = setting(
         128,
         label="Batch size",
         minimum=2,
         maximum=65_536,
         help="How many documents the model looks at per training step. The default suits most datasets.",
+        doc="Documents per optimiser step (capped at the number of training documents).",
     )
-    """Documents per optimiser step (capped at the number of training documents)."""
     lr: float | None = setting(
         None,
         label="Step size (learning rate)",
@@ -199,9 +228,9 @@ class SAEConfig(CheckedConfig):
         step=1e-4,
         number_format="%.6f",
         help="How big each training step is. Leave it on auto unless training is unstable (then lower it).",
+        doc="Adam learning rate (typically 1e-4 to 1e-3); None -> 1e-3 / sqrt(n_features / 8192), i.e. larger "
+        "for fewer features.",
     )
-    """Adam learning rate (typically 1e-4 to 1e-3); None -> 1e-3 / sqrt(n_features / 8192), i.e. larger for fewer
-    features."""
     dead_after: int | None = setting(
         None,
         label="Never-firing after (documents)",
@@ -211,9 +240,9 @@ class SAEConfig(CheckedConfig):
         empty="one epoch",
         help="After how many documents without firing a feature counts as never firing and gets the second chance. "
         "Auto is about one pass over the documents.",
+        doc="Training samples without firing after which a latent counts as dead (and AuxK starts training "
+        "it); None -> one epoch of documents, at most 20,000.",
     )
-    """Training samples without firing after which a latent counts as dead (and AuxK starts training it);
-    None -> one epoch of documents, at most 20,000."""
     holdout_fraction: float = setting(
         0.1,
         label="Share kept aside for checking",
@@ -221,37 +250,42 @@ class SAEConfig(CheckedConfig):
         maximum=0.89,
         help="The share of documents kept aside to check how well the model describes documents it has not seen. "
         "0 trains on everything but measures nothing.",
+        doc="Share of documents held out of training to measure how well the SAE generalises (0 disables it).",
     )
-    """Share of documents held out of training to measure how well the SAE generalises (0 disables it)."""
     grad_clip: float = setting(
         1.0,
         label="Step size limit",
         minimum=0.01,
         maximum=100.0,
         help="A safety limit on the size of a training step. The default rarely needs changing.",
+        doc="Maximum gradient norm per step.",
     )
-    """Maximum gradient norm per step."""
     seed: int = setting(
         0,
         label="Seed",
         minimum=0,
         maximum=2**31 - 1,
         help="Any number. The same number, documents and settings give exactly the same result.",
+        doc="Seeds the holdout split and, through one seed drawn from it per training, each training's "
+        "initialisation and shuffling: same seed, data and device -> same weights.",
     )
-    """Seeds the holdout split and, through one seed drawn from it per training, each training's initialisation and
-    shuffling: same seed, data and device -> same weights."""
-    vectors_memory_mb: float = setting(256.0, minimum=0.0, maximum=1_048_576.0)
-    """Training holds the vectors in memory when they take at most this many MB (float32: 1.5 KB per document at
-    384 dimensions, so 256 MB is about 175,000 documents); larger corpora are read from the vectors table in shuffled
-    slices, holding about this much at a time, so memory stays bounded whatever the corpus size. 0 always reads in
-    slices. The two ways shuffle differently, so the same seed gives the same features only on the same side."""
+    vectors_memory_mb: float = setting(
+        256.0,
+        minimum=0.0,
+        maximum=1_048_576.0,
+        doc="Training holds the vectors in memory when they take at most this many MB (float32: 1.5 KB per "
+        "document at 384 dimensions, so 256 MB is about 175,000 documents); larger corpora are read from "
+        "the vectors table in shuffled slices, holding about this much at a time, so memory stays bounded "
+        "whatever the corpus size. 0 always reads in slices. The two ways shuffle differently, so the "
+        "same seed gives the same features only on the same side.",
+    )
     device: str = setting(
         "auto",
         label="Device",
         choices=DEVICE_CHOICES,
         help="Where training runs: auto picks a GPU when there is one, else the CPU.",
+        doc='"auto" (CUDA, then Apple MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps".',
     )
-    """"auto" (CUDA, then Apple MPS, then CPU), "cpu", "cuda", "cuda:N" or "mps"."""
 
     def other_problems(self) -> list[str]:
         problems = (

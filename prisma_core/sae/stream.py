@@ -1,14 +1,14 @@
 """Training from vectors read a slice at a time: corpora whose vectors exceed `SAEConfig.vectors_memory_mb` are
 never held in memory whole, so training's memory is bounded by that setting, not by the corpus size.
 
-The streamed path does what `train_sae` does (same split, scale, initial weights and steps per epoch) but shuffles
-differently: every epoch reads blocks of consecutive documents in a seeded random order, several blocks at a time,
-and shuffles the documents of each read. The same seed and vectors give the same weights.
+The streamed path runs the same training loop as `train_sae` (`train.train_on`: same split, scale, initial weights
+and steps per epoch) over `StreamedRows` instead of an array in memory, but shuffles differently: every epoch reads
+blocks of consecutive documents in a seeded random order, several blocks at a time, and shuffles the documents of
+each read. The same seed and vectors give the same weights.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +20,6 @@ import torch
 from prisma_core.errors import TrainingError
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.sae.config import VECTOR_BYTES, SAEConfig
-from prisma_core.sae.initial import initial_model
 from prisma_core.sae.model import TopKSAE
 from prisma_core.sae.moments import Moments
 from prisma_core.sae.train import (
@@ -29,15 +28,11 @@ from prisma_core.sae.train import (
     PassageRows,
     TrainResult,
     check_finite,
-    finished,
-    fold_input_scale,
     holdout_sample,
     input_scale,
-    match_sample,
-    optimise,
     prepare,
     quality_metrics,
-    train_compared,
+    train_on,
     train_sae,
 )
 
@@ -77,25 +72,11 @@ def train_from(
         return train_sae(source.all(), config, progress, should_stop, passages() if config.passages else None)
     config, device, train_index, holdout_index = prepare(config, n_documents, dim)
     slices = Slices.of(source, config, train_index)
-    train, holdout = slices.moments()
-    scale = input_scale(train)
+    moments = slices.moments()
+    scale = input_scale(moments[0])
     x_holdout_sample = holdout_sample(source.rows(holdout_index[:EPOCH_HOLDOUT_SAMPLE]), scale, device)
-
-    def training_rows(rows: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(source.rows(train_index[rows]) * scale)
-
-    def start(settings: SAEConfig, generator: torch.Generator) -> TopKSAE:
-        return initial_model(dim, len(train_index), settings, generator, training_rows).to(device)
-
-    def fit(model: TopKSAE, settings: SAEConfig, generator: torch.Generator, report: ProgressCallback) -> dict:
-        epochs = functools.partial(slices.epoch, generator, scale=scale, device=device)
-        return optimise(model, epochs, len(train_index), x_holdout_sample, settings, report, should_stop)
-
-    match_rows = training_rows(match_sample(len(train_index), config.seed)).to(device)
-    model, found_in, loop = train_compared(start, fit, config, match_rows, progress)
-    fold_input_scale(model, scale)
-    metrics = slices.final_metrics(model, train, holdout) | {"passages_trained": 0}
-    return finished(model, config, metrics | loop, started, train_index, holdout_index, found_in)
+    rows = StreamedRows(slices, train_index, holdout_index, moments, scale, x_holdout_sample, device)
+    return train_on(rows, config, device, progress, should_stop, started)
 
 
 @dataclass(frozen=True)
@@ -184,3 +165,34 @@ class Slices:
 
     def _block(self, block: int) -> np.ndarray:
         return np.arange(block * self.block_rows, min((block + 1) * self.block_rows, len(self.is_train)))
+
+
+@dataclass(frozen=True)
+class StreamedRows:
+    """`TrainingRows` of stored vectors: the training documents read a slice at a time (`Slices`), no passages."""
+
+    slices: Slices
+    train_index: np.ndarray
+    holdout_index: np.ndarray
+    moments: tuple[Moments, Moments]
+    """Of the training and of the held-out documents (`Slices.moments`)."""
+    scale: float
+    holdout_sample: torch.Tensor
+    device: torch.device
+
+    @property
+    def dim(self) -> int:
+        return self.slices.source.shape[1]
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.train_index)
+
+    def scaled(self, picked: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(self.slices.source.rows(self.train_index[picked]) * self.scale)
+
+    def epoch(self, generator: torch.Generator, batch_size: int) -> Iterator[torch.Tensor]:
+        return self.slices.epoch(generator, batch_size, self.scale, self.device)
+
+    def final_metrics(self, model: TopKSAE) -> dict[str, float | int | str]:
+        return self.slices.final_metrics(model, *self.moments)

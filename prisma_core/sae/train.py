@@ -1,13 +1,15 @@
-"""Training loop of the TopK SAE: holdout split, the starting point (`initial`), AuxK, decoder constraints,
-metrics; several trainings compared and their shared features kept (`consensus`)."""
+"""Training loop of the TopK SAE (`train_on`, one for vectors in memory and vectors read a slice at a time, see
+`TrainingRows`): holdout split, the starting point (`initial`), AuxK, decoder constraints, metrics; several trainings
+compared and their shared features kept (`consensus`)."""
 
+import functools
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -119,6 +121,36 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+class TrainingRows(Protocol):
+    """The rows one training loop (`train_on`) learns from, whatever holds them: an array in memory (`train_sae`) or
+    stored vectors read a slice at a time (`prisma_core.sae.stream`). Rows are scaled by `scale`; rows 0 ..
+    n_train - 1 are the training documents in position order, any after them their passages."""
+
+    dim: int
+    train_index: np.ndarray
+    """Positions of the training documents, ascending: an epoch is as many rows as there are of them."""
+    holdout_index: np.ndarray
+    """Positions of the held-out documents, ascending."""
+    n_rows: int
+    """Rows an epoch draws from: the training documents and their passages."""
+    scale: float
+    """The factor that gives the training documents unit mean squared norm (`input_scale`)."""
+    holdout_sample: torch.Tensor
+    """Held-out documents scored every epoch, scaled, on the training device (`holdout_sample`)."""
+
+    def scaled(self, picked: np.ndarray) -> torch.Tensor:
+        """The rows at these row numbers, scaled, on the CPU: [m, d]."""
+        ...
+
+    def epoch(self, generator: torch.Generator, batch_size: int) -> Iterator[torch.Tensor]:
+        """One epoch of shuffled batches [batch, d] of the rows, scaled, on the training device."""
+        ...
+
+    def final_metrics(self, model: TopKSAE) -> dict[str, float | int | str]:
+        """`TrainResult.metrics` of the trained model on the original (unscaled) documents."""
+        ...
+
+
 def train_sae(
     embeddings: np.ndarray,
     config: SAEConfig,
@@ -140,27 +172,71 @@ def train_sae(
     config, device, train_index, holdout_index = prepare(config, *data.shape)
     scale = input_scale(Moments.of(data[train_index]))
     rows = np.concatenate([data[train_index], training_passages(passages, train_index, config.seed, data.shape[1])])
-    x_rows = torch.from_numpy(rows * scale).to(device)
     x_holdout_sample = holdout_sample(data[holdout_index[:EPOCH_HOLDOUT_SAMPLE]], scale, device)
+    x_rows = torch.from_numpy(rows * scale).to(device)
+    in_memory = _InMemoryRows(data, x_rows, train_index, holdout_index, scale, x_holdout_sample)
+    return train_on(in_memory, config, device, progress, should_stop, started)
+
+
+def train_on(
+    rows: TrainingRows,
+    config: SAEConfig,
+    device: torch.device,
+    progress: ProgressCallback,
+    should_stop: Callable[[], bool] | None,
+    started: float,
+) -> TrainResult:
+    """The training loop, one for every kind of rows: the trainings compared (`train_compared`), each from its seeded
+    initial model, trained `optimise`'s way on the rows' epochs, the scale folded back and the metrics taken.
+    `config`: resolved (`prepare`); `started`: when the training began (its seconds are counted from there)."""
+    n_train = len(rows.train_index)
 
     def start(settings: SAEConfig, generator: torch.Generator) -> TopKSAE:
-        model = initial_model(data.shape[1], len(x_rows), settings, generator, lambda picked: x_rows.cpu()[picked])
-        return model.to(device)
+        return initial_model(rows.dim, rows.n_rows, settings, generator, rows.scaled).to(device)
 
     def fit(model: TopKSAE, settings: SAEConfig, generator: torch.Generator, report: ProgressCallback) -> dict:
-        def epoch_batches(batch_size: int) -> Iterator[torch.Tensor]:
-            order = torch.randperm(len(x_rows), generator=generator).to(device)
-            for first in range(0, len(x_rows) - batch_size + 1, batch_size):
-                yield x_rows[order[first : first + batch_size]]
+        epochs = functools.partial(rows.epoch, generator)
+        return optimise(model, epochs, n_train, rows.holdout_sample, settings, report, should_stop)
 
-        return optimise(model, epoch_batches, len(train_index), x_holdout_sample, settings, report, should_stop)
-
-    match_rows = x_rows[match_sample(len(train_index), config.seed)]
+    match_rows = rows.scaled(match_sample(n_train, config.seed)).to(device)
     model, found_in, loop = train_compared(start, fit, config, match_rows, progress)
-    fold_input_scale(model, scale)
-    metrics = _final_metrics(model, data, train_index, holdout_index)
-    metrics["passages_trained"] = len(rows) - len(train_index)
-    return finished(model, config, metrics | loop, started, train_index, holdout_index, found_in)
+    fold_input_scale(model, rows.scale)
+    metrics = rows.final_metrics(model) | {"passages_trained": rows.n_rows - n_train}
+    history = loop.pop("history")
+    metrics |= loop | {"seconds": time.perf_counter() - started}
+    return TrainResult(model.cpu(), config, metrics, history, rows.train_index, rows.holdout_index, found_in)
+
+
+@dataclass(frozen=True)
+class _InMemoryRows:
+    """`TrainingRows` of an array held in memory: the scaled rows on the training device."""
+
+    data: np.ndarray
+    """Every document, [n_documents, d], original units."""
+    x_rows: torch.Tensor
+    train_index: np.ndarray
+    holdout_index: np.ndarray
+    scale: float
+    holdout_sample: torch.Tensor
+
+    @property
+    def dim(self) -> int:
+        return self.data.shape[1]
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.x_rows)
+
+    def scaled(self, picked: np.ndarray) -> torch.Tensor:
+        return self.x_rows.cpu()[picked]
+
+    def epoch(self, generator: torch.Generator, batch_size: int) -> Iterator[torch.Tensor]:
+        order = torch.randperm(len(self.x_rows), generator=generator).to(self.x_rows.device)
+        for first in range(0, len(self.x_rows) - batch_size + 1, batch_size):
+            yield self.x_rows[order[first : first + batch_size]]
+
+    def final_metrics(self, model: TopKSAE) -> dict[str, float | int | str]:
+        return _final_metrics(model, self.data, self.train_index, self.holdout_index)
 
 
 def training_passages(passages: PassageRows | None, train_index: np.ndarray, seed: int, dim: int) -> np.ndarray:
@@ -304,21 +380,6 @@ def holdout_sample(holdout: np.ndarray, scale: float, device: torch.device) -> t
     """The held-out documents scored every epoch, scaled; none when fewer than two or identical."""
     kept = holdout if len(holdout) > 1 and has_variance(holdout) else holdout[:0]
     return torch.from_numpy(kept * scale).to(device)
-
-
-def finished(
-    model: TopKSAE,
-    config: SAEConfig,
-    metrics: dict[str, Any],
-    started: float,
-    train_index: np.ndarray,
-    holdout_index: np.ndarray,
-    found_in: np.ndarray,
-) -> TrainResult:
-    """The result, the whole training's seconds added to its metrics."""
-    history = metrics.pop("history")
-    metrics["seconds"] = time.perf_counter() - started
-    return TrainResult(model.cpu(), config, metrics, history, train_index, holdout_index, found_in)
 
 
 def encode(model: TopKSAE, embeddings: np.ndarray, batch_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:

@@ -13,19 +13,33 @@ from prisma_core.config_docs import CheckedConfig, setting
 class TrendConfig(CheckedConfig):
     settings_name = "trends"
 
-    column: str | None = None
-    """Metadata column of dates (default: the first column of dates; dates are recognised when a dataset is
-    created)."""
-    period: Literal["auto", "day", "week", "month", "quarter", "year"] = "auto"
-    """How dates are grouped; auto: the finest period that splits the span into at most 36 periods with 10 documents
-    or more each on average."""
-    level: Literal["every", "theme", "subtheme", "family", "feature"] = "every"
-    """Concepts followed over time: themes, sub-themes, families, features, or every level (q counts the tests of
-    one level)."""
-    max_q: float = setting(MAX_Q, above=0, maximum=1)
-    """A change holds when its Benjamini-Hochberg q (over both tests of every concept of its level) is below this."""
-    compare_from: str | None = None
-    """The earlier of the two periods the change test compares, as a date or a period (2007-04, 2007Q2); default:
-    the first period with 10 documents or more."""
-    compare_to: str | None = None
-    """The later of the two periods compared; default: the last period with 10 documents or more."""
+    column: str | None = setting(
+        None,
+        doc="Metadata column of dates (default: the first column of dates; dates are recognised when a "
+        "dataset is created).",
+    )
+    period: Literal["auto", "day", "week", "month", "quarter", "year"] = setting(
+        "auto",
+        doc="How dates are grouped; auto: the finest period that splits the span into at most 36 periods with "
+        "10 documents or more each on average.",
+    )
+    level: Literal["every", "theme", "subtheme", "family", "feature"] = setting(
+        "every",
+        doc="Concepts followed over time: themes, sub-themes, families, features, or every level (q counts "
+        "the tests of one level).",
+    )
+    max_q: float = setting(
+        MAX_Q,
+        above=0,
+        maximum=1,
+        doc="A change holds when its Benjamini-Hochberg q (over both tests of every concept of its level) is "
+        "below this.",
+    )
+    compare_from: str | None = setting(
+        None,
+        doc="The earlier of the two periods the change test compares, as a date or a period (2007-04, "
+        "2007Q2); default: the first period with 10 documents or more.",
+    )
+    compare_to: str | None = setting(
+        None, doc="The later of the two periods compared; default: the last period with 10 documents or more."
+    )

@@ -1,4 +1,4 @@
-"""Setting help texts come from the docstrings under each config field, for the CLI and the app alike."""
+"""Setting help texts come from the `doc` each config field declares with `setting`, for the CLI and the app alike."""
 
 import argparse
 import dataclasses
@@ -11,7 +11,8 @@ import pytest
 
 import prisma_core
 from prisma_core.cli import build_parser
-from prisma_core.config_docs import field_docs, field_kind, field_metadata
+from prisma_core.cli.flags import add_config_flags
+from prisma_core.config_docs import CheckedConfig, field_docs, field_kind, field_metadata, setting
 from prisma_core.edit_config import CarryConfig, EditConfig
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import SettingsError
@@ -27,13 +28,28 @@ from prisma_core.themes import ThemeConfig
 from prisma_core.trends.config import TrendConfig
 
 
-def test_every_sae_setting_has_its_docstring():
+def test_every_sae_setting_has_its_reference_text():
     docs = field_docs(SAEConfig)
     assert list(docs) == [field.name for field in dataclasses.fields(SAEConfig)]
     assert docs["k"].startswith("Active features per document (the TopK)")
     assert all(docs.values())
     assert field_docs(FamilyConfig)["tau"].startswith("Drop feature pairs whose normalised co-occurrence")
     assert "\n" not in field_docs(SAEConfig)["dead_after"]
+
+
+def test_a_reference_text_is_kept_with_its_whitespace_folded_and_a_secret_is_neither_shown_compared_nor_a_flag():
+    @dataclasses.dataclass(frozen=True)
+    class Demo(CheckedConfig):
+        size: int = setting(3, minimum=1, doc="How many,\n    at least one.")
+        key: str | None = setting(None, secret=True, doc="A key.")
+
+    assert field_docs(Demo) == {"size": "How many, at least one.", "key": "A key."}
+    assert Demo(key="a") == Demo(key="b") and "key" not in repr(Demo(key="hidden"))
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, Demo)
+    assert "--size" in parser.format_help() and "--key" not in parser.format_help()
+    with pytest.raises(SettingsError, match=r"^Invalid stage settings: size must be a whole number of at least 1"):
+        Demo(size=0)
 
 
 def test_a_class_that_is_not_a_dataclass_is_refused():
@@ -101,7 +117,7 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("config_type", CONFIGS)
-def test_every_config_documents_every_field_with_a_docstring(config_type):
+def test_every_config_documents_every_field(config_type):
     assert all(field_docs(config_type).values())
 
 

@@ -80,11 +80,15 @@ def test_sub_themes_are_a_level_to_query_and_to_read(regrouped):
     assert units["unit"].tolist() == list(range(run.subthemes.n_subthemes))
     np.testing.assert_array_equal(np.asarray(members.sum(axis=0)).ravel(), run.subthemes.sizes())
     documents = DatasetDocuments.open(workspace, run.record.dataset_id)
-    table = subthemes_table(run, documents, 2, theme_id=0)
-    assert table["subtheme"].tolist() == run.subthemes.of_theme(0).tolist()
-    assert (table["theme"] == 0).all()
-    assert table["documents"].sum() == (run.themes.strongest() == 0).sum()
+    per_theme = np.bincount(run.subthemes.theme, minlength=run.themes.n_themes)
+    split = int(np.flatnonzero(per_theme >= 2)[0])
+    table = subthemes_table(run, documents, 2, theme_id=split)
+    assert table["subtheme"].tolist() == run.subthemes.of_theme(split).tolist()
+    assert (table["theme"] == split).all()
+    assert table["documents"].sum() == (run.themes.strongest() == split).sum()
     assert all(0 < len(examples.split(" · ")) <= 2 for examples in table["examples"])
+    for whole in np.flatnonzero(per_theme == 1):  # a theme's only sub-theme is the theme itself, not a level below
+        assert subthemes_table(run, documents, 2, theme_id=int(whole)).empty
 
 
 def test_documents_that_fit_no_theme_well_are_counted_and_listed(regrouped):

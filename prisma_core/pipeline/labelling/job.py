@@ -52,14 +52,14 @@ def shown_texts(workspace: Workspace, dataset_id: str, shown: Iterable[tuple[np.
 class LabelConfig(CheckedConfig):
     settings_name = "labelling"
 
-    relabel: bool = False
-    """Label again what this model and prompt version already labelled."""
-    max_consecutive_failures: int = setting(3, minimum=1, maximum=1_000)
-    """Stop after this many failed features (or families) in a row."""
-    max_family_children: int = setting(20, minimum=0, maximum=1_000)
-    """Child labels sent to label a family: its first (closest) children."""
-    seed: int = setting(0, minimum=0, maximum=2**31 - 1)
-    """Seeds the contrast documents (with the feature id)."""
+    relabel: bool = setting(False, doc="Label again what this model and prompt version already labelled.")
+    max_consecutive_failures: int = setting(
+        3, minimum=1, maximum=1_000, doc="Stop after this many failed features (or families) in a row."
+    )
+    max_family_children: int = setting(
+        20, minimum=0, maximum=1_000, doc="Child labels sent to label a family: its first (closest) children."
+    )
+    seed: int = setting(0, minimum=0, maximum=2**31 - 1, doc="Seeds the contrast documents (with the feature id).")
 
 
 @dataclass(frozen=True)
