@@ -83,8 +83,8 @@ def train_run(
     Every stage leaves its record after what it made: those after the SAE (`AFTER_SAE`: the keyword labels', the
     sub-themes', the themes' and the families', children of the training's), then the training's, then the run
     record, last; on any failure the run's partial artefacts and records are removed and earlier runs and datasets
-    are untouched. `should_stop()` turning true cancels
-    (TrainingError) at the next training step, or before the training's record is written, leaving no run.
+    are untouched. `should_stop()` turning true cancels (TrainingError) at the next training step, or before the
+    training's record is written, leaving no run.
     """
     embed_config = dataset_config(workspace, dataset_id, embed_config)  # the space the dataset was embedded in
     key = model_key(embed_config)
