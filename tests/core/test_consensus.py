@@ -130,6 +130,7 @@ def test_trainings_run_at_once_give_the_weights_they_give_one_after_another(
 ) -> None:
     """On two cores the trainings run two at a time, each on one thread: the same seed gives the same weights as
     the trainings one after another on one thread (the suite runs with OMP_NUM_THREADS=1)."""
+    threads = torch.get_num_threads()  # whatever tests before in this process left
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     alone = train_sae(bbc_subset, CONFIG)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
@@ -138,7 +139,7 @@ def test_trainings_run_at_once_give_the_weights_they_give_one_after_another(
     first, second = alone.model.state_dict(), together.model.state_dict()
     assert all(torch.equal(first[name], second[name]) for name in first)
     assert reports[-1].done == reports[-1].total == together.metrics["steps"]
-    assert torch.get_num_threads() == 1  # set back after the trainings
+    assert torch.get_num_threads() == threads  # set back after the trainings
 
 
 def test_passages_of_the_training_documents_train_beside_them(bbc_subset: np.ndarray) -> None:
