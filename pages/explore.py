@@ -30,7 +30,7 @@ from prisma_core.pipeline.read_model import (
     split_strong,
     spreadsheet_csv,
 )
-from prisma_core.pipeline.report.writer import report_html
+from prisma_core.pipeline.report.writer import downloaded_report
 from prisma_core.pipeline.settings import ReportConfig
 from prisma_core.pipeline.trends import date_columns
 from ui import charts, levels
@@ -431,7 +431,7 @@ def report_download() -> None:
     workspace_now, run_now = ws, run
     download(
         "Report (HTML, one file to share)",
-        lambda: report_html(workspace_now, run_now, config, points),
+        lambda: downloaded_report(workspace_now, run_now, config, points),
         "prisma_report.html",
         "text/html",
     )

@@ -1,14 +1,35 @@
-"""Stage records: every stage (ingest, embedding, training, keywords, themes, families, labelling) leaves one, written
-after its artefacts, naming its parent (dataset -> embedding -> run's training -> keywords, themes, families, their
-rebuilds, labels), its settings, the package versions and the time."""
+"""The stage contract and stage records: every stage (`Stage`, registered in `prisma_core.pipeline.stages`) leaves a
+record, written after its artefacts, naming its parent (dataset -> embedding -> run's training -> keywords,
+sub-themes, themes, families, their rebuilds, labels, placements, reports), its settings, the package versions and
+the time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
 from prisma_core.store import StageRecord, Workspace, new_id
+from prisma_core.store.stages import EMBEDDING, STAGE_TABLES
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its `name` (a constant of `prisma_core.store.stages`, which its records carry), the type of the
+    settings its records hold (None: it records none) and `run`, its entry point, which stores what the stage makes,
+    then its record (the stages of a training after its SAE return the record with what they made)."""
+
+    name: str
+    config: type | None
+    run: Callable[..., Any]
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables whose rows it makes, as the store's table registry declares them."""
+        return STAGE_TABLES[self.name]
+
 
 _VERSIONED_PACKAGES = ("torch", "sentence-transformers", "lancedb", "numpy")
 
@@ -51,6 +72,6 @@ def embedding_parent(workspace: Workspace, dataset_id: str, embedding_key: str) 
     embeddings = [
         record.record_id
         for record in workspace.stages(dataset_id)
-        if record.stage == "embedding" and record.summary.get("embedding_key") == embedding_key
+        if record.stage == EMBEDDING and record.summary.get("embedding_key") == embedding_key
     ]
     return embeddings[-1] if embeddings else dataset_id

@@ -11,6 +11,7 @@ from datetime import datetime
 from prisma_core.run_settings import run_settings
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import RunRecord, Workspace
+from prisma_core.store.stages import PLACEMENT
 
 GOOD, FAIR = 0.5, 0.3  # share of detail captured on documents kept aside (a few features per document keep part of it)
 MOSTLY_DEAD = 0.5  # a run with a larger share of features that never fire is called poor
@@ -140,11 +141,6 @@ def _overfitting(run: RunRecord, sae: SAEConfig | None) -> str | None:
     )
 
 
-PLACED_STAGE = "documents"
-"""The stage that places documents added to a dataset in one of its runs (pipeline/placement.py): its newest
-record's summary holds how many of the dataset's documents the run covers (`n_documents`)."""
-
-
 @dataclass(frozen=True)
 class Placement:
     run_id: str
@@ -178,5 +174,5 @@ def placements(workspace: Workspace, run: RunRecord) -> list[Placement]:
     return [
         Placement(**{name: stage.summary[name] for name in names})
         for stage in workspace.stages(run.dataset_id, run.run_id)
-        if stage.run_id == run.run_id and stage.stage == PLACED_STAGE and stage.summary.get("n_added")
+        if stage.run_id == run.run_id and stage.stage == PLACEMENT and stage.summary.get("n_added")
     ]

@@ -19,13 +19,12 @@ from prisma_core.applied_edits import apply_edits
 from prisma_core.errors import LostRowsError, RunBehindError, StoreError
 from prisma_core.interpret.label_choice import resolve_labels
 from prisma_core.loaded_run import LoadedRun
-from prisma_core.run_quality import PLACED_STAGE
 from prisma_core.run_settings import RunSettings, run_settings
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.repair import LOST_LABEL, lost_run, lost_run_parts
 from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
-from prisma_core.store.stages import REBUILT_STAGES, rebuilt_counts
+from prisma_core.store.stages import PLACEMENT, REBUILT_STAGES, SETTINGS_STAGES, rebuilt_counts
 from prisma_core.subthemes import SubThemes
 from prisma_core.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
 
@@ -71,11 +70,11 @@ def current_settings(record: RunRecord, stages: Sequence[StageRecord]) -> RunRec
     its themes (the training's, or a rebuild's since) gives theirs, and the newest placement of added documents its
     document count. `stages`: the run's stage records, oldest first."""
     own = [stage for stage in stages if stage.run_id == record.run_id]
-    rebuilt = [stage for stage in own if stage.stage in REBUILT_STAGES]
+    rebuilt = [stage for stage in own if stage.stage in REBUILT_STAGES and stage.stage in SETTINGS_STAGES]
     config = record.config | {stage.stage: stage.config for stage in rebuilt}
     metrics = record.metrics | rebuilt_counts(own)
     for stage in own:
-        if stage.stage == PLACED_STAGE:
+        if stage.stage == PLACEMENT:
             metrics["n_documents"] = stage.summary["n_documents"]
     return replace(record, config=config, metrics=metrics)
 

@@ -23,6 +23,7 @@ from prisma_core.pipeline.passage_cap import PassageCap
 from prisma_core.pipeline.slices import ComputedSlice, ComputeSlices, report_documents
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.store import Workspace
+from prisma_core.store.stages import APPEND, EMBEDDING, INGEST
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def ingest(
     dataset_id = workspace.add_dataset_batches(name, stream.documents(), stream.names, lambda: asdict(stream.report))
     report = stream.report
     summary = {"n_documents": report.n_documents, "files": report.files}
-    record_stage(workspace, "ingest", "", dataset_id, asdict(config), summary, record_id=dataset_id)
+    record_stage(workspace, INGEST, "", dataset_id, asdict(config), summary, record_id=dataset_id)
     return dataset_id, report
 
 
@@ -96,13 +97,13 @@ def add_documents(
             workspace.remove_document_maps(dataset_id)  # drawn again, with the new documents, when next shown
         n_documents = workspace.dataset(dataset_id).n_documents
         summary = {"n_added": n_added, "n_documents": n_documents, "n_already_there": len(new.already_there)}
-        record_stage(workspace, "append", dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})
+        record_stage(workspace, APPEND, dataset_id, dataset_id, asdict(config), summary | {"files": stream.names})
     return AddedDocuments(n_added, n_documents, new.already_there, new.renamed_ids, stream.report)
 
 
 def _ingest_settings(workspace: Workspace, dataset_id: str) -> IngestConfig:
     """The settings the dataset was read with (the defaults for a dataset made before they were recorded)."""
-    read = [stage for stage in workspace.stages(dataset_id) if stage.stage == "ingest"]
+    read = [stage for stage in workspace.stages(dataset_id) if stage.stage == INGEST]
     return IngestConfig.from_dict(read[-1].config) if read else IngestConfig()
 
 
@@ -206,7 +207,7 @@ def embed_with(
         n_passages=windows.passages,
         choice=choice,
     )
-    record_stage(workspace, "embedding", dataset_id, dataset_id, asdict(config), asdict(summary))
+    record_stage(workspace, EMBEDDING, dataset_id, dataset_id, asdict(config), asdict(summary))
     return summary
 
 

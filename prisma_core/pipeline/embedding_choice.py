@@ -13,6 +13,7 @@ from prisma_core.embed.faithful import (
     unchecked_choice,
 )
 from prisma_core.store import Workspace
+from prisma_core.store.stages import EMBEDDING
 
 
 def precision_choice(workspace: Workspace, dataset_id: str, config: EmbedConfig) -> PrecisionChoice:
@@ -47,6 +48,6 @@ def _recorded_choice(workspace: Workspace, dataset_id: str, config: EmbedConfig)
     wanted = {name: getattr(config, name) for name in SPACE_SETTINGS}
     for record in reversed(workspace.stages(dataset_id)):
         same = {name: record.config.get(name) for name in SPACE_SETTINGS} == wanted
-        if record.stage == "embedding" and record.summary.get("choice") and same:
+        if record.stage == EMBEDDING and record.summary.get("choice") and same:
             return PrecisionChoice(**record.summary["choice"])
     return None

@@ -27,7 +27,7 @@ from prisma_core.lineage import record_stage
 from prisma_core.pipeline.dataset import AddedDocuments, add_documents, embed_dataset
 from prisma_core.pipeline.evidence import extend_run_evidence
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
-from prisma_core.run_quality import PLACED_STAGE, Placement
+from prisma_core.run_quality import Placement
 from prisma_core.run_settings import run_settings
 from prisma_core.runs import (
     covered_documents,
@@ -39,6 +39,7 @@ from prisma_core.runs import (
 from prisma_core.sae.weights import SAEWeights, read_weights
 from prisma_core.store import RunRecord, StageRecord, Workspace
 from prisma_core.store.datasets import sample_positions
+from prisma_core.store.stages import PLACEMENT
 from prisma_core.store.vectors import StoredVectors, unit_rows
 from prisma_core.subthemes import nest_documents
 from prisma_core.themes import POSITION_WEIGHT, ThemeConfig, Themes, document_probabilities
@@ -120,7 +121,7 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
     new_share = 1 - _trained_on(stored, stages, n_before) / n_total
     placement = _judged(run_id, n_before, n_total - n_before, new_share, (detail_added, detail_before), fits)
     summary = asdict(placement) | {"n_documents": n_total}
-    record_stage(workspace, PLACED_STAGE, run_id, record.dataset_id, {}, summary, run_id)
+    record_stage(workspace, PLACEMENT, run_id, record.dataset_id, {}, summary, run_id)
     progress(Progress("place", n_total - n_before, n_total - n_before, "new documents placed"))
     return placement
 
@@ -130,7 +131,7 @@ def _trained_on(stored: RunRecord, stages: Sequence[StageRecord], n_before: int)
     were first added (runs trained before Prisma counted them)."""
     if "n_documents" in stored.metrics:
         return int(stored.metrics["n_documents"])
-    placed = [stage for stage in stages if stage.run_id == stored.run_id and stage.stage == PLACED_STAGE]
+    placed = [stage for stage in stages if stage.run_id == stored.run_id and stage.stage == PLACEMENT]
     return int(placed[0].summary["n_documents"]) if placed else n_before
 
 
@@ -139,7 +140,7 @@ def _record_coverage(workspace: Workspace, run: RunRecord) -> None:
     record = current_settings(run, workspace.stages(run.dataset_id, run.run_id))
     if "n_documents" not in record.metrics:
         n_documents = workspace.dataset(run.dataset_id).n_documents
-        record_stage(workspace, PLACED_STAGE, run.run_id, run.dataset_id, {}, {"n_documents": n_documents}, run.run_id)
+        record_stage(workspace, PLACEMENT, run.run_id, run.dataset_id, {}, {"n_documents": n_documents}, run.run_id)
 
 
 def _encode_and_store(

@@ -1,7 +1,7 @@
-"""The stages of a run after its SAE: the features' keyword labels, the themes (with their sub-themes) and the
-families. Each reads the run's codes (`RunCodes`) and its config, stores what it makes, then leaves its stage record
-(named as the run's settings section it holds; parent: the run's training record; its config, counts and seconds)
-and returns both. Training runs all three, a rebuild one of the last two."""
+"""The stages of a run after its SAE, in the order training runs them (`AFTER_SAE`): the features' keyword labels,
+the themes (whose sub-themes stage splits them) and the families. Each reads the run's codes (`RunCodes`) and its
+config, stores what it makes, then leaves its stage record (parent: the run's training record; its config, counts and
+seconds) and returns both. Training runs them all, a rebuild the themes or the families."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ from prisma_core.interpret.keywords import (
     top_document_members,
 )
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
-from prisma_core.lineage import record_stage
+from prisma_core.lineage import Stage, record_stage
 from prisma_core.pipeline.labelling.labellers import keyword_labeller
 from prisma_core.progress import Progress, ProgressCallback
 from prisma_core.runs import family_matrix
 from prisma_core.sae import SAEConfig
 from prisma_core.store import NamedFamily, StageRecord, Workspace
-from prisma_core.store.stages import shown_counts
+from prisma_core.store.stages import FAMILIES, KEYWORDS, SUBTHEMES, THEMES, shown_counts
 from prisma_core.store.vectors import DocumentVectors, StoredVectors
 from prisma_core.subthemes import SubThemes, build_subthemes
 from prisma_core.themes import ThemeConfig, Themes, build_themes
@@ -67,9 +67,18 @@ class FeatureLabels(StageOutput):
 
 
 @dataclass(frozen=True)
+class RunSubthemes(StageOutput):
+    subthemes: SubThemes
+
+
+@dataclass(frozen=True)
 class RunThemes(StageOutput):
     themes: Themes
-    subthemes: SubThemes
+    split: RunSubthemes  # the sub-themes stage's output
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        return super().counts | self.split.counts
 
 
 @dataclass(frozen=True)
@@ -94,11 +103,11 @@ def run_codes(
     return RunCodes(workspace, run_id, dataset_id, codes, embed, labeller)
 
 
-def label_features(run: RunCodes, progress: ProgressCallback) -> FeatureLabels:
-    """Store the features' keyword labels, with how well each label's embedding matches its feature's documents."""
+def label_features(run: RunCodes, config: KeywordConfig, progress: ProgressCallback) -> FeatureLabels:
+    """Store the features' keyword labels, with how well each label's embedding matches its feature's documents
+    (`config`: the settings the run's labeller was made with)."""
     started = time.perf_counter()
     progress(Progress("label", 0, 1, "keyword labels"))
-    config = run.labeller.config
     labels = run.labeller.label_units(top_document_members(run.codes, config.n_top_documents))
     labels = labels.rename(columns={"unit": "feature_id"})
     score_config = covering_keywords(ScoreConfig(), config.n_top_documents)
@@ -107,15 +116,15 @@ def label_features(run: RunCodes, progress: ProgressCallback) -> FeatureLabels:
         feature_ids, texts, run.codes, run.labeller.vectors, run.embed, score_config, run.workspace
     ).scores
     run.workspace.add_interpretations(run.run_id, labels.to_dict(orient="records"))
-    return FeatureLabels(_record(run, "keywords", config, {"n_labelled": len(labels)}, started), labels)
+    return FeatureLabels(_record(run, KEYWORDS, config, {"n_labelled": len(labels)}, started), labels)
 
 
 def group_themes(run: RunCodes, config: ThemeConfig, progress: ProgressCallback) -> RunThemes:
-    """Build, name and store the run's themes and their sub-themes (replacing any stored)."""
+    """Build, name and store the run's themes and their sub-themes (replacing any stored); the themes' seconds count
+    their sub-themes'."""
     started = time.perf_counter()
     themes = build_themes(run.codes, run.labeller.vectors, config, progress)
-    subthemes = build_subthemes(run.codes, run.labeller.vectors, themes, config.n_subthemes, progress)
-    _store_subthemes(run, subthemes, themes)
+    split = split_themes(run, themes, config, progress)
     members = themes.members()
     labels = run.labeller.label_units(members.T.tocsr())
     feature_theme = themes.feature_theme()
@@ -133,12 +142,20 @@ def group_themes(run: RunCodes, config: ThemeConfig, progress: ProgressCallback)
         for theme in range(themes.n_themes)
     ]
     run.workspace.save_themes(run.run_id, rows)
-    summary = {"n_themes": themes.n_themes, "n_subthemes": subthemes.n_subthemes}
-    return RunThemes(_record(run, "themes", config, summary, started), themes, subthemes)
+    return RunThemes(_record(run, THEMES, config, {"n_themes": themes.n_themes}, started), themes, split)
+
+
+def split_themes(run: RunCodes, themes: Themes, config: ThemeConfig, progress: ProgressCallback) -> RunSubthemes:
+    """The sub-themes stage: split each of the themes being made, then name, store and record the sub-themes, before
+    the themes are stored (so a reader that finds the new themes finds their sub-themes)."""
+    started = time.perf_counter()
+    subthemes = build_subthemes(run.codes, run.labeller.vectors, themes, config.n_subthemes, progress)
+    _store_subthemes(run, subthemes, themes)
+    summary = {"n_subthemes": subthemes.n_subthemes}
+    return RunSubthemes(_record(run, SUBTHEMES, config, summary, started), subthemes)
 
 
 def _store_subthemes(run: RunCodes, subthemes: SubThemes, themes: Themes) -> None:
-    """Store the sub-themes (before the themes, so a reader that finds the new themes finds their sub-themes)."""
     n_documents = len(subthemes.assignment)
     placed = np.flatnonzero(subthemes.assignment >= 0)
     members = sp.csr_matrix(
@@ -181,10 +198,20 @@ def find_run_families(run: RunCodes, config: FamilyConfig, progress: ProgressCal
         for i, family in enumerate(families)
     ]
     run.workspace.save_families(run.run_id, named)
-    return RunFamilies(_record(run, "families", config, {"n_families": len(named)}, started), named)
+    return RunFamilies(_record(run, FAMILIES, config, {"n_families": len(named)}, started), named)
 
 
 def _record(run: RunCodes, stage: str, config: Any, summary: dict[str, Any], started: float) -> StageRecord:
     """The stage's record, once what it made is stored; its parent is the run's training record (the run's id)."""
     summary = summary | {"seconds": time.perf_counter() - started}
     return record_stage(run.workspace, stage, run.run_id, run.dataset_id, asdict(config), summary, run.run_id)
+
+
+AFTER_SAE = (
+    Stage(KEYWORDS, KeywordConfig, label_features),
+    Stage(THEMES, ThemeConfig, group_themes),
+    Stage(FAMILIES, FamilyConfig, find_run_families),
+)
+"""The stages training runs after its SAE, in this order: each `run(run_codes, config, progress)` returns its
+`StageOutput`. The sub-themes stage (`split_themes`) runs inside the themes'."""
+

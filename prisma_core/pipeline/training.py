@@ -24,13 +24,13 @@ from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.pipeline.document_passages import stored_passages
 from prisma_core.pipeline.embedding_choice import dataset_config
 from prisma_core.pipeline.evidence import find_run_evidence
-from prisma_core.pipeline.run_stages import RunCodes, find_run_families, group_themes, label_features, run_codes
+from prisma_core.pipeline.run_stages import AFTER_SAE, RunCodes, find_run_families, group_themes, run_codes
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.runs import load_run
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.sae.weights import codes_matrix
 from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
-from prisma_core.store.stages import TRAINING_STAGE
+from prisma_core.store.stages import FAMILIES, KEYWORDS, THEMES, TRAINING
 from prisma_core.store.vectors import StoredVectors
 from prisma_core.themes import ThemeConfig, Themes
 
@@ -80,10 +80,11 @@ def train_run(
     """Train an SAE on the dataset's embeddings and store the run with features, themes, keyword labels and
     families. Without an sae_config, the settings suggested for the dataset's size are used.
 
-    Every stage leaves its record after what it made: the keyword labels', the themes' and the families' (children
-    of the training's), then the training's, then the run record, last; on any failure the run's partial artefacts
-    and records are removed and earlier runs and datasets are untouched. `should_stop()` turning true cancels
-    (TrainingError) at the next training step, or before the training's record is written, leaving no run.
+    Every stage leaves its record after what it made: those after the SAE (`AFTER_SAE`: the keyword labels', the
+    sub-themes', the themes' and the families', children of the training's), then the training's, then the run
+    record, last; on any failure the run's partial artefacts and records are removed and earlier runs and datasets
+    are untouched. `should_stop()` turning true cancels (TrainingError) at the next training step, or before the
+    training's record is written, leaving no run.
     """
     embed_config = dataset_config(workspace, dataset_id, embed_config)  # the space the dataset was embedded in
     key = model_key(embed_config)
@@ -107,23 +108,23 @@ def train_run(
             _check_dataset_still_there(workspace, dataset_id)
             run = run_codes(workspace, run_id, dataset_id, codes, source, result.config, embed_config, keyword_config)
             find_run_evidence(workspace, run_id, dataset_id, run_dir, embed_config, progress)
-        labels = label_features(run, progress)
-        made = group_themes(run, theme_config, progress)
-        families = find_run_families(run, family_config, progress)
-        seconds["analyse"] += labels.seconds
-        seconds |= {"themes": made.seconds, "families": families.seconds}
+        configs = {KEYWORDS: keyword_config, THEMES: theme_config, FAMILIES: family_config}
+        made = {stage.name: stage.run(run, configs[stage.name], progress) for stage in AFTER_SAE}
+        themes, families = made[THEMES], made[FAMILIES]
+        seconds["analyse"] += made[KEYWORDS].seconds
+        seconds |= {"themes": themes.seconds, "families": families.seconds}
         trained = TrainedSAE(
             config={"sae": asdict(result.config), "embed": asdict(embed_config)},
             metrics=result.metrics | {"n_documents": source.shape[0]},
         )
-        later = {"families": asdict(family_config), "keywords": asdict(keyword_config), "themes": asdict(theme_config)}
+        later = {name: asdict(config) for name, config in configs.items()}
         record = RunRecord(
             run_id=run_id,
             dataset_id=dataset_id,
             created_at=now_iso(),
             embedding_key=key,
             config=trained.config | later,
-            metrics=result.metrics | families.counts | made.counts | {"n_documents": source.shape[0]},
+            metrics=result.metrics | families.counts | themes.counts | {"n_documents": source.shape[0]},
             history=result.history,
             weights_dir=str(run_dir),
             versions=versions(),
@@ -134,7 +135,9 @@ def train_run(
             workspace.delete_run(run_id)
         raise
     carried = _carry_edits(workspace, run_id, warnings)
-    return RunSummary(run_id, record.metrics, len(families.families), made.themes.n_themes, warnings, seconds, carried)
+    return RunSummary(
+        run_id, record.metrics, len(families.families), themes.themes.n_themes, warnings, seconds, carried
+    )
 
 
 def _training_passages(workspace: Workspace, dataset_id: str, key: str, dim: int) -> PassageRows:
@@ -173,7 +176,7 @@ def _write_run_records(
     _check_dataset_still_there(workspace, record.dataset_id)
     parent = embedding_parent(workspace, record.dataset_id, record.embedding_key)
     dataset_id, run_id = record.dataset_id, record.run_id
-    record_stage(workspace, TRAINING_STAGE, parent, dataset_id, trained.config, trained.metrics, run_id, run_id)
+    record_stage(workspace, TRAINING, parent, dataset_id, trained.config, trained.metrics, run_id, run_id)
     workspace.add_run(record)
 
 

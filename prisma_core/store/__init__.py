@@ -5,7 +5,8 @@ its files through pyarrow.fs, the object store's settings), `schemas` (tables an
 conflicts), `tables` (reads and writes), `maintenance` (disk space), `ownership` (who writes a run folder),
 `datasets`, `vectors` (embedding cache and search), `passages` (the documents' passages, by text), `runs`, `artefacts`
 (what a run derives), `evidence` (the passages where each feature fires most), `edits` (the analyst's renames, merges,
-hidden and pinned concepts), `stages` (what each stage made from what); `workspace` puts them together.
+hidden and pinned concepts), `stages` (the stage names, the tables each makes, and what each stage made from what);
+`workspace` puts them together.
 """
 
 from prisma_core.memory import limit_malloc_heaps, share_arrow_memory

@@ -25,6 +25,7 @@ from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.retry import retry
 from prisma_core.store.runs import Runs
 from prisma_core.store.schemas import SCHEMAS, DatasetRecord
+from prisma_core.store.stages import INGEST, RECORDS
 from prisma_core.store.tables import reading
 
 
@@ -197,7 +198,7 @@ class Datasets(Runs):
         with contextlib.suppress(OSError, StoreError):
             stored = self._dataset_ids_with_documents()
             kept = set(self._read("datasets", "true", ["dataset_id"])["dataset_id"])
-            kept |= set(self._read("stages", "stage = 'ingest'", ["dataset_id"])["dataset_id"])
+            kept |= set(self._read(RECORDS, f"stage = '{INGEST}'", ["dataset_id"])["dataset_id"])
             for dataset_id in sorted(stored - kept):
                 marker, where = self.root / _INGESTS / dataset_id, f"dataset_id = '{check_id(dataset_id)}'"
                 # The record is looked up again once the ingest is known to be over: it may have been written since.
@@ -244,7 +245,7 @@ class Datasets(Runs):
         for run_id in runs:
             self.delete_run(run_id)
         self._delete("documents", where)
-        self._delete("stages", where)
+        self._delete(RECORDS, where)
         self._delete("maps", where)
         for name in self.db.list_tables().tables:
             if name.startswith("vectors__"):

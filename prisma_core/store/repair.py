@@ -19,7 +19,20 @@ from prisma_core.store.datasets import Datasets, lost_documents
 from prisma_core.store.ids import check_id
 from prisma_core.store.retry import plain_reason, retry
 from prisma_core.store.schemas import SCHEMAS, RunRecord, StageRecord
-from prisma_core.store.stages import AFTER_SAE_STAGES, REBUILT_STAGES, TRAINING_STAGE, rebuilt_counts, shown_counts
+from prisma_core.store.stages import (
+    AFTER_SAE_STAGES,
+    FAMILIES,
+    INGEST,
+    REBUILT_STAGES,
+    RECORDS,
+    SETTINGS_STAGES,
+    STAGE_TABLES,
+    SUBTHEMES,
+    THEMES,
+    TRAINING,
+    rebuilt_counts,
+    shown_counts,
+)
 from prisma_core.store.tables import reading
 
 if TYPE_CHECKING:
@@ -30,8 +43,9 @@ CHECK_ROWS = 65_536
 """Rows read at a time when a table is checked in full."""
 _FILE_BITS = 32
 """A row's address is its data file's number (a Lance fragment) shifted by this many bits, plus its offset there."""
-_REBUILT = {"themes": ("themes", "themes"), "subthemes": ("sub-themes", "themes"), "families": ("families", "families")}
-"""A run's groups a repair can lose (table: what they are called, the command that makes them again)."""
+_REBUILT = {THEMES: ("themes", THEMES), SUBTHEMES: ("sub-themes", THEMES), FAMILIES: ("families", FAMILIES)}
+"""A run's groups a repair can lose (their stage: what they are called, the command that makes them again); each
+stage makes one table."""
 
 
 def unreadable(table: lancedb.table.Table) -> str:
@@ -101,7 +115,9 @@ class Repairs(Datasets):
                 f"run {run.run_id}: the labels of {unlabelled} features are lost; they show as {LOST_LABEL!r} until "
                 f"named again (`python -m prisma_core label --run {run.run_id}` with a model, or on the Labels page)"
             )
-        lost_groups = [name for name in _REBUILT if metrics.get(f"n_{name}") and not self._count(name, where)]
+        lost_groups = [
+            stage for stage in _REBUILT if metrics.get(f"n_{stage}") and not self._count(*STAGE_TABLES[stage], where)
+        ]
         for command in dict.fromkeys(_REBUILT[name][1] for name in lost_groups):
             groups = " and ".join(_REBUILT[name][0] for name in lost_groups if _REBUILT[name][1] == command)
             sentences.append(
@@ -149,14 +165,14 @@ class Repairs(Datasets):
     def hidden_datasets(self) -> list[str]:
         """Datasets stored whole but missing from the datasets table: their documents and their ingest stage record
         (written after the dataset record) are there, their record is not."""
-        ingested = set(self._read("stages", "stage = 'ingest'", ["dataset_id"])["dataset_id"])
+        ingested = set(self._read(RECORDS, f"stage = '{INGEST}'", ["dataset_id"])["dataset_id"])
         listed = set(self._read("datasets", "true", ["dataset_id"])["dataset_id"])
         return sorted(dataset_id for dataset_id in ingested - listed if self._count("documents", _of(dataset_id)))
 
     def _restore_dataset_record(self, dataset_id: str) -> str:
         """A hidden dataset's record, rebuilt from its ingest stage record and its documents; its name was only in
         the lost record, so it is named after its first file."""
-        stage = self._records("stages", f"stage = 'ingest' AND dataset_id = '{check_id(dataset_id)}'", StageRecord)[-1]
+        stage = self._records(RECORDS, f"stage = '{INGEST}' AND dataset_id = '{check_id(dataset_id)}'", StageRecord)[-1]
         files = [str(file) for file in stage.summary.get("files", [])] or [dataset_id]
         first = self._read("documents", f"{_of(dataset_id)} AND position = 0", ["metadata"])["metadata"]
         record = {
@@ -178,25 +194,26 @@ class Repairs(Datasets):
         """A hidden run's record, rebuilt from its stage records: its training's (its SAE's and embedding's settings,
         metrics and versions), those of the stages after its SAE written with it (their settings and counts) and its
         embedding's (its embedding space); its training curves are not kept there."""
-        where = f"stage = '{TRAINING_STAGE}' AND run_id = '{check_id(run_id)}'"
-        stage = self._records("stages", where, StageRecord)[-1]
-        parents = self._records("stages", f"record_id = '{check_id(stage.parent_id)}'", StageRecord)
+        where = f"stage = '{TRAINING}' AND run_id = '{check_id(run_id)}'"
+        stage = self._records(RECORDS, where, StageRecord)[-1]
+        parents = self._records(RECORDS, f"record_id = '{check_id(stage.parent_id)}'", StageRecord)
         embedding_key = parents[0].summary.get("embedding_key") if parents else None
         if not embedding_key:
             return f"run {run_id}: its record is missing from the runs table and its embedding is not recorded"
         later = [
             record
-            for record in self._records("stages", f"run_id = '{check_id(run_id)}'", StageRecord)
+            for record in self._records(RECORDS, f"run_id = '{check_id(run_id)}'", StageRecord)
             if record.stage in AFTER_SAE_STAGES and record.created_at < stage.created_at  # not the rebuilds since
         ]
         counts = [shown_counts(record.summary) for record in later if record.stage in REBUILT_STAGES]
+        sections = {record.stage: record.config for record in later if record.stage in SETTINGS_STAGES}
         self.add_run(
             RunRecord(
                 run_id=run_id,
                 dataset_id=stage.dataset_id,
                 created_at=stage.created_at,
                 embedding_key=embedding_key,
-                config=stage.config | {record.stage: record.config for record in later},
+                config=stage.config | sections,
                 metrics=stage.summary | {name: value for count in counts for name, value in count.items()},
                 history=[],
                 weights_dir=str(self.root / "runs" / run_id),

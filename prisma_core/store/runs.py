@@ -14,20 +14,9 @@ from prisma_core.store.location import Location, is_object_store
 from prisma_core.store.maintenance import Maintenance
 from prisma_core.store.ownership import mark_owner, owner_is_gone
 from prisma_core.store.schemas import RunRecord
-from prisma_core.store.stages import TRAINING_STAGE
+from prisma_core.store.stages import RECORDS, RUN_TABLES, TRAINING
 
-_RUN_TABLES = (
-    "activations",
-    "features",
-    "interpretations",
-    "families",
-    "themes",
-    "subthemes",
-    "evidence",
-    "stages",
-    "edits",
-)
-CHANGING_RUN_TABLES = ("sae_runs", *(name for name in _RUN_TABLES if name not in ("activations", "evidence", "stages")))
+CHANGING_RUN_TABLES = tuple(name for name in RUN_TABLES if name not in ("activations", "evidence", RECORDS))
 """The tables whose rows for a run change after training (labels, families, themes, sub-themes, edits, the run's
 record): a view of the run is stale once any of them has a new version. Activations never change once written, and
 a view never holds the evidence passages (read where shown)."""
@@ -57,7 +46,7 @@ class Runs(Maintenance):
         folders = {folder.name for folder in (self.root / "runs").folders() if ID_PATTERN.match(folder.name)}
         if not folders:
             return []
-        trained = set(self._read("stages", f"stage = '{TRAINING_STAGE}'", ["run_id"])["run_id"]) & folders
+        trained = set(self._read(RECORDS, f"stage = '{TRAINING}'", ["run_id"])["run_id"]) & folders
         return sorted(trained - set(self._read("sae_runs", "true", ["run_id"])["run_id"]))
 
     def _has_run_record(self, run_id: str) -> bool:
@@ -145,5 +134,6 @@ class Runs(Maintenance):
             self._delete("sae_runs", where)
         with contextlib.suppress(OSError):
             (self.root / "runs" / run_id).remove()
-        for name in _RUN_TABLES:
-            self._delete(name, where)
+        for name in RUN_TABLES:
+            if name != "sae_runs":
+                self._delete(name, where)

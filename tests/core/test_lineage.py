@@ -15,10 +15,12 @@ from prisma_core.progress import Progress
 from prisma_core.run_settings import run_settings
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
+from prisma_core.store.stages import EMBEDDING, FAMILIES, INGEST, KEYWORDS, SUBTHEMES, THEMES, TRAINING
 from prisma_core.themes import ThemeConfig
 
-AFTER_SAE = {"keywords": KeywordConfig(), "themes": ThemeConfig(), "families": FamilyConfig()}
-"""The stages of a training after its SAE, with the settings the small run was trained with (the defaults)."""
+AFTER_SAE = {KEYWORDS: KeywordConfig(), THEMES: ThemeConfig(), FAMILIES: FamilyConfig()}
+"""The stages of a training after its SAE whose settings are sections of the run's, with those the small run was trained
+with (the defaults); the sub-themes are made with the themes' settings."""
 
 
 def test_a_trained_run_is_a_graph_of_stage_records(small_run):
@@ -26,11 +28,11 @@ def test_a_trained_run_is_a_graph_of_stage_records(small_run):
     run = workspace.run(small_run.run.run_id)
     records = workspace.stages(run.dataset_id, run.run_id)
     own = {record.stage: record for record in records if record.run_id == run.run_id}
-    assert sorted(own) == sorted(["training", *AFTER_SAE])  # one record per stage
-    training = own["training"]
+    assert sorted(own) == sorted([TRAINING, SUBTHEMES, *AFTER_SAE])  # one record per stage
+    training = own[TRAINING]
     assert training.record_id == run.run_id
     assert training.config == {"sae": run.config["sae"], "embed": run.config["embed"]}  # only the SAE's settings
-    shown = ("n_themes", "n_subthemes", "n_families")  # counted by the themes' and the families' records
+    shown = ("n_themes", "n_subthemes", "n_families")  # counted by the themes', sub-themes' and families' records
     assert training.summary == {name: value for name, value in run.metrics.items() if name not in shown}
     for stage, config in AFTER_SAE.items():
         record = own[stage]
@@ -39,13 +41,20 @@ def test_a_trained_run_is_a_graph_of_stage_records(small_run):
         assert record.summary["seconds"] > 0 and record.versions == training.versions
         assert set(record.versions) >= {"prisma", "torch", "lancedb"} and all(record.versions.values())
     assert training.summary["seconds"] > 0 and training.summary["n_documents"] == 60
-    assert own["keywords"].summary["n_labelled"] == len(workspace.features(run.run_id))
-    assert own["themes"].summary["n_themes"] == run.metrics["n_themes"] == len(workspace.themes(run.run_id))
-    assert own["families"].summary["n_families"] == run.metrics["n_families"] == len(workspace.families(run.run_id))
+    assert own[KEYWORDS].summary["n_labelled"] == len(workspace.features(run.run_id))
+    assert own[THEMES].summary["n_themes"] == run.metrics["n_themes"] == len(workspace.themes(run.run_id))
+    subthemes = own[SUBTHEMES]
+    assert (
+        subthemes.parent_id == run.run_id
+        and subthemes.config == asdict(ThemeConfig())
+        and subthemes.summary["seconds"] > 0
+    )
+    assert subthemes.summary["n_subthemes"] == run.metrics["n_subthemes"] == len(workspace.subthemes(run.run_id))
+    assert own[FAMILIES].summary["n_families"] == run.metrics["n_families"] == len(workspace.families(run.run_id))
     # the records of the stages after the SAE are written before the training's, which comes just before the run's
-    assert [record.stage for record in records][-4:] == ["keywords", "themes", "families", "training"]
+    assert [record.stage for record in records][-5:] == [KEYWORDS, SUBTHEMES, THEMES, FAMILIES, TRAINING]
     assert set(small_run.run.seconds) == {"train", "analyse", "themes", "families"}
-    assert small_run.run.seconds["themes"] == own["themes"].summary["seconds"]
+    assert small_run.run.seconds["themes"] == own[THEMES].summary["seconds"] > subthemes.summary["seconds"]
     # read back, the settings and counts are the run record's own: a stage's seconds are not the run's
     loaded = pipeline.load_run(workspace, run.run_id)
     assert loaded.record.config == run.config and loaded.record.metrics == run.metrics
@@ -80,20 +89,19 @@ def test_every_stage_record_names_the_record_it_was_made_from(small_run, tmp_pat
     pipeline.rebuild_themes(workspace, run_id, ThemeConfig(n_themes=n_themes + 1))
     records = workspace.stages(dataset_id, run_id)
     by_stage = {record.stage: record for record in records}
-    assert by_stage["ingest"].record_id == dataset_id and by_stage["ingest"].parent_id == ""
-    assert by_stage["embedding"].parent_id == dataset_id
-    assert by_stage["embedding"].summary["embedding_key"] == model_key(EmbedConfig())
-    assert by_stage["embedding"].config == asdict(EmbedConfig())
-    assert (
-        by_stage["training"].record_id == run_id and by_stage["training"].parent_id == by_stage["embedding"].record_id
-    )
-    assert by_stage["themes"].parent_id == run_id and by_stage["themes"].config["n_themes"] == n_themes + 1
-    trained, rebuilt_themes = [record for record in records if record.stage == "themes"]  # one more, same shape
-    assert trained.created_at < by_stage["training"].created_at < rebuilt_themes.created_at
+    assert by_stage[INGEST].record_id == dataset_id and by_stage[INGEST].parent_id == ""
+    assert by_stage[EMBEDDING].parent_id == dataset_id
+    assert by_stage[EMBEDDING].summary["embedding_key"] == model_key(EmbedConfig())
+    assert by_stage[EMBEDDING].config == asdict(EmbedConfig())
+    assert by_stage[TRAINING].record_id == run_id and by_stage[TRAINING].parent_id == by_stage[EMBEDDING].record_id
+    assert by_stage[THEMES].parent_id == run_id and by_stage[THEMES].config["n_themes"] == n_themes + 1
+    trained, rebuilt_themes = [record for record in records if record.stage == THEMES]  # one more, same shape
+    assert trained.created_at < by_stage[TRAINING].created_at < rebuilt_themes.created_at
+    assert [record.stage for record in records][-2:] == [SUBTHEMES, THEMES]  # the rebuild splits its themes again
     assert rebuilt_themes.summary.keys() == trained.summary.keys() and rebuilt_themes.summary["seconds"] > 0
     assert rebuilt_themes.summary["n_themes"] == n_themes + 1 and rebuilt_themes.run_id == run_id
     ids = {record.record_id for record in records}
-    assert all(record.parent_id in ids for record in records if record.stage != "ingest")
+    assert all(record.parent_id in ids for record in records if record.stage != INGEST)
     assert all(record.versions["prisma"] and record.created_at for record in records)
     assert [r.created_at for r in records] == sorted(r.created_at for r in records)
     reloaded = pipeline.load_run(workspace, run_id)

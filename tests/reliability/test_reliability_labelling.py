@@ -29,6 +29,7 @@ from prisma_core.interpret.prompts import MAX_LABEL_CHARS
 from prisma_core.pipeline import labelling
 from prisma_core.pipeline.labelling.job import LabelConfig
 from prisma_core.store import Workspace
+from prisma_core.store.stages import FAMILIES
 
 EVIDENCE = ["Arsenal beat Chelsea at the Emirates.", "Arsenal fans celebrated the cup run.", "Arsenal won again."]
 
@@ -185,7 +186,7 @@ def test_labelling_families_never_undoes_a_rebuild_that_lands_meanwhile(
     )
     monkeypatch.undo()
 
-    last = [stage for stage in workspace.stages(run.record.dataset_id, run_id) if stage.stage == "families"][-1]
+    last = [stage for stage in workspace.stages(run.record.dataset_id, run_id) if stage.stage == FAMILIES][-1]
     stored = workspace.families(run_id)
     assert [family.members for family in stored] == [
         f.members for f in find_families(run.codes, FamilyConfig(**last.config))

@@ -14,6 +14,7 @@ from reliability_helpers import cli_main, error_lines, snapshot
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.secrets import redact
 from prisma_core.store import Workspace
+from prisma_core.store.stages import LABELLING
 
 PASSWORD = "s3cret-Passw0rd"
 BASIC = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
@@ -55,7 +56,7 @@ def test_a_password_echoed_back_in_a_server_error_is_never_printed_stored_or_exp
     assert '"authorization": "***"' in printed.out  # the failures are reported, the credential masked
     assert cli_main("export", "--out", str(tmp_path / "export"), workspace=workspace) == 0
     exported = (tmp_path / "export" / "config.json").read_text()
-    labelling = [stage for stage in json.loads(exported)["stages"] if stage["stage"] == "labelling"]
+    labelling = [stage for stage in json.loads(exported)["stages"] if stage["stage"] == LABELLING]
     assert labelling and labelling[0]["summary"]["n_failed"] == 3
     for where in (printed.out + printed.err, stored_text(workspace), exported):
         assert PASSWORD not in where and BASIC not in where and BASIC[:8] not in where

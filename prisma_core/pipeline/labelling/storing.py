@@ -9,6 +9,7 @@ from prisma_core.interpret.labeller import Labeller, LabelResult
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary
 from prisma_core.store import GroupLabel, RunRecord, Workspace
+from prisma_core.store.stages import FAMILIES, KEYWORDS, LABELLING, SUBTHEMES, THEMES, tables_of
 
 
 def record_batch(
@@ -17,11 +18,11 @@ def record_batch(
     """The labelling batch's stage record, once its labels are stored (the labeller's settings, a server's secrets
     left out); then the tables the batch wrote to a few labels at a time are compacted."""
     settings = {"kind": kind, **labeller.record(), "labels": asdict(config)}
-    record_stage(workspace, "labelling", record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
+    record_stage(workspace, LABELLING, record.run_id, record.dataset_id, settings, asdict(summary), record.run_id)
     workspace.compact(LABEL_TABLES)
 
 
-LABEL_TABLES = ("interpretations", "families", "themes", "subthemes")
+LABEL_TABLES = tables_of((KEYWORDS, FAMILIES, THEMES, SUBTHEMES))
 """The tables labelling batches write to (feature labels and their scores; family, theme and sub-theme labels)."""
 
 

@@ -1,7 +1,10 @@
-"""Renders the report into one HTML file and writes it (the command line's `report`, the app's download)."""
+"""Renders the report into one HTML file and writes it (the command line's `report`) or hands it over (the app's
+download); either leaves the report's stage record."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +12,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from prisma_core import __version__
+from prisma_core.lineage import record_stage
 from prisma_core.names import isolated
 from prisma_core.pipeline.files import file_target, write_whole
 from prisma_core.pipeline.report.config import ReportConfig
@@ -16,6 +20,7 @@ from prisma_core.pipeline.report.contents import gather
 from prisma_core.pipeline.report.sections import SECTIONS, title
 from prisma_core.runs import LoadedRun
 from prisma_core.store import Workspace
+from prisma_core.store.stages import REPORT
 
 
 def _as_text(value: object) -> object:
@@ -47,9 +52,32 @@ def report_html(
 
 
 def write_report(workspace: Workspace, run: LoadedRun, out: str | Path, config: ReportConfig = ReportConfig()) -> Path:
-    """Writes the report to `out` (a file; written whole or not at all) and returns its resolved path."""
+    """Writes the report to `out` (a file; written whole or not at all), then its stage record (its settings, the
+    file and its size), and returns its resolved path."""
+    started = time.perf_counter()
     target = report_target(workspace, Path(out))
-    return write_whole(target, report_html(workspace, run, config), "the report")
+    path = write_whole(target, report_html(workspace, run, config), "the report")
+    _record_report(workspace, run, config, {"path": str(path), "bytes": path.stat().st_size}, started)
+    return path
+
+
+def downloaded_report(
+    workspace: Workspace, run: LoadedRun, config: ReportConfig, map_points: pd.DataFrame | None = None
+) -> str:
+    """The report the app downloads (`report_html`), once its stage record (its settings and its size) is written."""
+    started = time.perf_counter()
+    page = report_html(workspace, run, config, map_points)
+    _record_report(workspace, run, config, {"bytes": len(page.encode())}, started)
+    return page
+
+
+def _record_report(
+    workspace: Workspace, run: LoadedRun, config: ReportConfig, wrote: dict[str, object], started: float
+) -> None:
+    """The report's stage record: a child of the run's training record."""
+    summary = wrote | {"seconds": time.perf_counter() - started}
+    run_id, dataset_id = run.record.run_id, run.record.dataset_id
+    record_stage(workspace, REPORT, run_id, dataset_id, asdict(config), summary, run_id)
 
 
 def report_target(workspace: Workspace, out: Path) -> Path:
