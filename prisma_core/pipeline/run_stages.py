@@ -214,4 +214,3 @@ AFTER_SAE = (
 )
 """The stages training runs after its SAE, in this order: each `run(run_codes, config, progress)` returns its
 `StageOutput`. The sub-themes stage (`split_themes`) runs inside the themes'."""
-
