@@ -4,12 +4,12 @@ SAE features, that an analyst reads first.
 Themes are found after training, so their number can change without retraining:
 1. Seed: spherical k-means on the documents' embeddings (unit length, corpus mean removed, first 50 principal
    components), started four times (`_STARTS`), the tightest grouping kept. With no number given, the numbers tried
-   (a range that grows with the corpus) are first narrowed to those whose grouping comes back: the other starts
-   agree with the kept one (adjusted Rand index >= REPRODUCIBLE on average). Among them, the largest that separates
-   the documents about as well as the best one (cosine silhouette on a seeded sample, within 5%) is chosen. A number
-   whose groups k-means draws differently from each start (a sixth group in a corpus of five subjects) is a coin
-   toss that the slightest change of the vectors, another CPU's arithmetic included, turns the other way
-   (BENCHMARKS.md section 20).
+   (a range that grows with the corpus) are first narrowed, from AGREEMENT_FROM documents, to those whose grouping
+   comes back: the other starts agree with the kept one (adjusted Rand index >= REPRODUCIBLE on average). Among
+   them, the largest that separates the documents about as well as the best one (cosine silhouette on a seeded
+   sample, within 5%) is chosen. A number whose groups k-means draws differently from each start (a sixth group in a
+   corpus of five subjects) is a coin toss that the slightest change of the vectors, another CPU's arithmetic
+   included, turns the other way (BENCHMARKS.md section 20).
 2. Evidence: each feature gets a weight per theme, log(P(theme | feature) / P(theme)), from how its activation is
    spread over the themes' documents: a feature that fires mostly on sports articles is strong evidence for the
    sports theme, one that fires everywhere is evidence for none.
@@ -53,6 +53,10 @@ _STARTS = 4
 """Independent k-means fits per number of themes (each the best of `_STARTS_EACH` starts): their agreement says whether
 the grouping comes back."""
 _STARTS_EACH = 4
+AGREEMENT_FROM = 500
+"""Documents (or sampled documents) from which the numbers of themes are narrowed by agreement between starts. On
+fewer, starts disagree for want of documents more than for want of subjects (the 150-note demo: no number above 0.86,
+0.98 only for 3 themes at 64 starts), and the number is chosen by separation alone."""
 REPRODUCIBLE = 0.9
 """Mean adjusted Rand index between the kept fit and the other fits above which a number of themes counts as coming
 back. Measured on the shared corpora (1,000 documents each at fp32, bf16 and int8, and the whole corpora): the desks
@@ -291,26 +295,27 @@ def _projected(pca: PCA, unit: np.ndarray) -> np.ndarray:
 
 
 def _seed_assignment(points: np.ndarray, counts: list[int], progress: ProgressCallback, best: bool) -> KMeans:
-    """The fitted k-means for the one number in `counts`, or for the number chosen among them from the data: the one
-    that separates the documents best (cosine silhouette on a seeded sample) when `best` (sub-themes: one fit per
-    number), else the largest whose separation is within SEPARATION_TOLERANCE of the best one among the numbers whose
-    grouping comes back from independent starts (`_reproducible_fit`): separations that close are within the noise of
-    a sampled silhouette, and merging two real subjects costs an analyst more than splitting one. points: the
-    documents', or a sample's. There are never more themes than distinct points (59 copies of one text and one other
-    text make two themes, not three; copies embedded in different batches differ by float rounding, about 1e-5 here,
-    so points are compared to 3 decimals)."""
+    """The fitted k-means for the one number in `counts`, or for the number chosen among them from the data: the
+    one that separates the documents best (cosine silhouette on a seeded sample) when `best` (sub-themes: one fit per
+    number), else the largest whose separation is within SEPARATION_TOLERANCE of the best one among the numbers
+    whose grouping comes back from independent starts (`_reproducible_fit`; from AGREEMENT_FROM points): separations
+    that close are within the noise of a sampled silhouette, and merging two real subjects costs an analyst more than
+    splitting one. points: the documents', or a sample's. There are never more themes than distinct points (59
+    copies of one text and one other text make two themes, not three; copies embedded in different batches differ by
+    float rounding, about 1e-5 here, so points are compared to 3 decimals)."""
     from sklearn.cluster import KMeans
 
     n_distinct = len(np.unique(points.round(_SAME_POINT_DECIMALS), axis=0))
     candidates = sorted({min(count, n_distinct) for count in counts})
     rng = np.random.default_rng(_SEED)
     sample = rng.choice(len(points), size=min(_SILHOUETTE_SAMPLE, len(points)), replace=False)
+    by_agreement = not best and len(points) >= AGREEMENT_FROM
     found = []
     for done, n_themes in enumerate(candidates, start=1):
-        if best:
-            model, agreement = KMeans(n_themes, n_init=_STARTS_EACH, random_state=_SEED).fit(points), 1.0
-        else:
+        if by_agreement:
             model, agreement = _reproducible_fit(points, n_themes)
+        else:
+            model, agreement = KMeans(n_themes, n_init=_STARTS_EACH, random_state=_SEED).fit(points), 1.0
         score = _silhouette(points[sample], model.labels_[sample]) if len(candidates) > 1 else 0.0
         found.append((score, agreement, model))
         progress(Progress(STAGE, done, len(candidates), f"Trying {n_themes} groups", {"separation": score}))
