@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -148,11 +148,14 @@ def _first_faithful(
     return PrecisionChoice(fp32.backend, "fp32", reason, 1.0, len(texts))
 
 
-def cached_choice(config: EmbedConfig, texts: Sequence[str]) -> PrecisionChoice:
+def cached_choice(
+    config: EmbedConfig, texts: Sequence[str], before_check: Callable[[], None] = lambda: None
+) -> PrecisionChoice:
     """`faithful_choice`, kept on disk beside the converted models (and in this process) under everything it depends
     on: the candidates' and fp32's converted models (model files, library versions), the floor and the sampled texts.
     A dataset checked once is not checked again; nothing is checked where `auto` has no candidate, and fp32 is chosen
-    where the model cannot be loaded to check (the embedding then says why)."""
+    where the model cannot be loaded to check (the embedding then says why). `before_check` is called before a check
+    loads the models (seconds; on a fresh machine, their conversion)."""
     if not fast_candidates(config):
         return unchecked_choice(config)
     path = _choices_folder() / f"{_choice_digest(config, texts, COSINE_FLOOR)}.json"
@@ -160,6 +163,7 @@ def cached_choice(config: EmbedConfig, texts: Sequence[str]) -> PrecisionChoice:
         try:
             _choices[path] = PrecisionChoice(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
+            before_check()
             try:
                 _choices[path] = faithful_choice(config, texts)
             except EmbeddingError as error:  # a model that cannot load: embedding it says why; nothing is kept

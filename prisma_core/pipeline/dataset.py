@@ -157,10 +157,12 @@ def embed_dataset(
 
     `auto` embeds at a faster precision only where it keeps a sample of this dataset's documents faithful to fp32
     (`embedding_choice`); the choice and its reason are in the summary and the embedding's record."""
-    if fast_candidates(config):  # checking a faster precision loads the model (on a fresh machine, converts it)
+
+    def loading_to_check() -> None:  # the check loads the model (on a fresh machine, converts it) before any vector
         n_documents = workspace.dataset(dataset_id).n_documents
         progress(Progress("embed", 0, n_documents, f"0 of {n_documents:,} documents: loading the embedding model"))
-    choice = precision_choice(workspace, dataset_id, config)
+
+    choice = precision_choice(workspace, dataset_id, config, loading_to_check)
     chosen = choice.config(config) if fast_candidates(config) else config
     if not config.ray_address:
         local = functools.partial(_local_slices, chosen)

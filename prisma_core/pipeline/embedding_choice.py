@@ -4,6 +4,8 @@ names a dataset's vector space asks here, so they all name the same one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prisma_core.embed import EmbedConfig
 from prisma_core.embed.faithful import (
     PrecisionChoice,
@@ -16,11 +18,14 @@ from prisma_core.store import Workspace
 from prisma_core.store.stages import EMBEDDING
 
 
-def precision_choice(workspace: Workspace, dataset_id: str, config: EmbedConfig) -> PrecisionChoice:
+def precision_choice(
+    workspace: Workspace, dataset_id: str, config: EmbedConfig, before_check: Callable[[], None] = lambda: None
+) -> PrecisionChoice:
     """The backend and precision the dataset is embedded with under `config`, and why: checked on up to
     `faithful.SAMPLE_DOCUMENTS` of its documents, spread over it, where `auto` has a faster candidate (the verdict is
     kept: seconds the first time, nothing after); as set or as `auto` resolves elsewhere. A dataset embedded before
-    keeps the choice its embedding recorded, so documents added since do not move it to another vector space."""
+    keeps the choice its embedding recorded, so documents added since do not move it to another vector space.
+    `before_check`: called before a check loads the models."""
     if not fast_candidates(config):
         return unchecked_choice(config)
     recorded = _recorded_choice(workspace, dataset_id, config)
@@ -28,7 +33,7 @@ def precision_choice(workspace: Workspace, dataset_id: str, config: EmbedConfig)
         return recorded
     positions = sample_positions(workspace.dataset(dataset_id).n_documents)
     texts = workspace.documents_at(dataset_id, positions, ["position", "text"])["text"].tolist()
-    return cached_choice(config, texts)
+    return cached_choice(config, texts, before_check)
 
 
 def dataset_config(workspace: Workspace, dataset_id: str, config: EmbedConfig) -> EmbedConfig:
