@@ -81,8 +81,9 @@ class Repairs(Datasets):
         return report + [sentence for sentences in self.losses().values() for sentence in sentences]
 
     def _add_locks(self) -> None:
-        """The locks table, made with its one row in one commit (a table is made once: of two processes making it
-        at once, one makes it and the other opens it), so that the row a lock is taken on exists exactly once."""
+        """The locks table, made with its one row in one commit, so that the row a lock is taken on exists exactly
+        once (two processes making it at once each commit it whole: the later one as an overwrite, which `holding`
+        reads back for)."""
         rows = pa.table({"name": ["repair"], "holder": [""]}, schema=SCHEMAS["locks"])
         retry(lambda: self.db.create_table("locks", data=rows, exist_ok=True), self.uri)
 

@@ -108,13 +108,16 @@ class Tables:
         owner note), else StoreError(`busy`) when another live process or thread holds it. Taking it is one
         compare-and-swap (an update whose filter requires the column empty: LanceDB applies concurrent updates one
         after the other, each re-checking its filter), so two can never both hold it, on a local disk or in an object
-        store; a hold whose process ended without giving it back (killed) is taken over."""
+        store; a hold whose process ended without giving it back (killed) is taken over. The hold is read back once
+        taken: when two processes make a table at once, LanceDB commits the later making as an overwrite, which can
+        land after a hold taken on the first one and wipe it."""
         note = new_owner_note()
         if not self._swap(name, where, column, "", note):
-            current = self._read(name, where, [column])[column]
-            stale = current.iloc[0] if len(current) and isinstance(current.iloc[0], str) else ""
+            stale = self._holder(name, where, column)
             if not (stale and note_is_gone(stale) and self._swap(name, where, column, stale, note)):
                 raise StoreError(busy)
+        if self._holder(name, where, column) != note:
+            raise StoreError(busy)
         try:
             yield
         finally:
@@ -128,10 +131,17 @@ class Tables:
             if expected
             else f"({column} IS NULL OR {column} = '')"
         )
-        table = self._table(name)  # a table from before the column was recorded gets it
-        return (
-            retry(lambda: table.update(where=f"{where} AND {held}", values={column: value}), self.uri).rows_updated > 0
-        )
+        self._table(name)  # a table from before the column was recorded gets it
+        # Re-open on every attempt: an update based on a version that a concurrent overwrite has replaced conflicts
+        # on every retry of the same table object.
+        selected = f"{where} AND {held}"
+        updated = retry(lambda: self.db.open_table(name).update(where=selected, values={column: value}), self.uri)
+        return updated.rows_updated > 0
+
+    def _holder(self, name: str, where: str, column: str) -> str:
+        """Who holds the row `where` selects (an owner note), "" for no one."""
+        current = self._read(name, where, [column])[column]
+        return current.iloc[0] if len(current) and isinstance(current.iloc[0], str) else ""
 
     def table_versions(self, names: Sequence[str]) -> int:
         """The sum of these tables' versions: it grows with every commit to any of them, by any process."""
