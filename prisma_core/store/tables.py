@@ -97,10 +97,8 @@ class Tables:
     def _delete(self, name: str, where: str, count_first: bool = True) -> None:
         """Deletes matching rows; nothing is committed (no disk space needed) when no row matches. `count_first=False`
         for a filter known to match that Lance cannot count (on `_rowid`)."""
-        if self._has_table(name):
-            table = self.db.open_table(name)
-            if not count_first or table.count_rows(where):
-                retry(lambda: table.delete(where), self.uri)
+        if self._has_table(name) and (not count_first or self.db.open_table(name).count_rows(where)):
+            retry(lambda: self.db.open_table(name).delete(where), self.uri)  # re-opened: as in `_swap`
 
     @contextlib.contextmanager
     def holding(self, name: str, where: str, column: str, busy: str) -> Iterator[None]:
