@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -18,9 +19,11 @@ import scipy.sparse as sp
 
 from prisma_core.errors import StoreError
 from prisma_core.explore import spreadsheet_csv
+from prisma_core.lineage import record_stage
 from prisma_core.pipeline.files import cannot_stage, outside_workspace
 from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
 from prisma_core.store import NamedFamily, Workspace
+from prisma_core.store.stages import EXPORT
 from prisma_core.trends.periods import date_columns
 
 EXPORT_FILES = (
@@ -45,8 +48,10 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
 
     Everything is written to a temporary folder next to `out_dir` first and moved in once complete, so a failed
     export leaves nothing half-written. Refuses a folder inside the workspace (except the app's own `exports/`)
-    and never overwrites a file an earlier export did not write.
+    and never overwrites a file an earlier export did not write. Once the files are in, the export's stage record
+    (the folder, the files, their size) is written, a child of the run's training record.
     """
+    started = time.perf_counter()
     out = export_target(workspace, Path(out_dir))
     run = load_run(workspace, run_id)
     try:
@@ -67,7 +72,15 @@ def export_run(workspace: Workspace, run_id: str | None, out_dir: str | Path) ->
         raise StoreError(f"Could not write the export to {out}: {error.strerror or error}.") from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return [out / name for name in written]
+    paths = [out / name for name in written]
+    summary = {
+        "path": str(out),
+        "files": written,
+        "bytes": sum(path.stat().st_size for path in paths),
+        "seconds": time.perf_counter() - started,
+    }
+    record_stage(workspace, EXPORT, run.record.run_id, run.record.dataset_id, {}, summary, run.record.run_id)
+    return paths
 
 
 def export_target(workspace: Workspace, out: Path) -> Path:

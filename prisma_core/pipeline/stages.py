@@ -12,6 +12,7 @@ from prisma_core.explore import saved_document_map
 from prisma_core.ingest import IngestConfig
 from prisma_core.lineage import Stage
 from prisma_core.pipeline.dataset import add_documents, embed_dataset, ingest
+from prisma_core.pipeline.export import export_run
 from prisma_core.pipeline.labelling.job import LabelConfig
 from prisma_core.pipeline.labelling.scope import label_scope
 from prisma_core.pipeline.placement import place_new_documents
@@ -20,7 +21,18 @@ from prisma_core.pipeline.report.writer import write_report
 from prisma_core.pipeline.run_stages import AFTER_SAE, split_themes
 from prisma_core.pipeline.training import train_run
 from prisma_core.sae import SAEConfig
-from prisma_core.store.stages import APPEND, EMBEDDING, INGEST, LABELLING, MAP, PLACEMENT, REPORT, SUBTHEMES, TRAINING
+from prisma_core.store.stages import (
+    APPEND,
+    EMBEDDING,
+    EXPORT,
+    INGEST,
+    LABELLING,
+    MAP,
+    PLACEMENT,
+    REPORT,
+    SUBTHEMES,
+    TRAINING,
+)
 from prisma_core.themes import ThemeConfig
 
 KEYWORDS_STAGE, THEMES_STAGE, FAMILIES_STAGE = AFTER_SAE
@@ -38,4 +50,5 @@ STAGES = (
     Stage(LABELLING, LabelConfig, label_scope),
     Stage(PLACEMENT, None, place_new_documents),
     Stage(REPORT, ReportConfig, write_report),
+    Stage(EXPORT, None, export_run),
 )

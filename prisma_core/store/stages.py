@@ -40,6 +40,8 @@ PLACEMENT = "documents"
 how many of the dataset's documents the run covers (`n_documents`). It adds rows to the training's tables."""
 REPORT = "report"
 """A run's one-file HTML report, written outside the workspace."""
+EXPORT = "export"
+"""A run's plain files (Parquet, JSON, safetensors), written outside the workspace or in the app's exports folder."""
 
 RECORDS = "stages"
 """The table every stage writes its record to."""
@@ -61,6 +63,7 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
     LABELLING: (),
     PLACEMENT: (),
     REPORT: (),
+    EXPORT: (),
 }
 """The table registry: the tables whose rows each stage makes (each table is made by exactly one stage)."""
 

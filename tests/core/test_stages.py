@@ -1,7 +1,7 @@
 """The stage contract (prisma_core/pipeline/stages.py, prisma_core/store/stages.py): every stage is registered once,
 with the tables it makes; the tables of a real run are those the registry declares, each made by one stage; deleting
-a run empties every table of a run; a run is the chain of its stage records, sub-themes and report included; and the
-code names stages by the registry's constants only."""
+a run empties every table of a run; a run is the chain of its stage records, sub-themes, report and export included;
+and the code names stages by the registry's constants only."""
 
 import ast
 from dataclasses import asdict
@@ -18,6 +18,7 @@ from prisma_core.store import Workspace
 from prisma_core.store.stages import (
     EDITS,
     EMBEDDING,
+    EXPORT,
     FAMILIES,
     INGEST,
     KEYWORDS,
@@ -110,6 +111,16 @@ def test_a_downloaded_report_leaves_its_record_too(small_run, tmp_path) -> None:
     record = workspace.stages(run.record.dataset_id, run.record.run_id)[-1]
     assert (record.stage, record.parent_id, record.config) == (REPORT, run.record.run_id, asdict(config))
     assert record.summary["bytes"] == len(page.encode()) and "path" not in record.summary  # no file written
+
+
+def test_an_export_leaves_its_record_naming_its_folder_and_files(small_run, tmp_path) -> None:
+    workspace = small_run.copy(tmp_path / "workspace")
+    run_id = small_run.run.run_id
+    paths = pipeline.export_run(workspace, run_id, tmp_path / "export")
+    record = workspace.stages(small_run.dataset_id, run_id)[-1]
+    assert (record.stage, record.parent_id, record.run_id, record.config) == (EXPORT, run_id, run_id, {})
+    assert record.summary["path"] == str(tmp_path / "export") and record.summary["files"] == [p.name for p in paths]
+    assert record.summary["bytes"] == sum(path.stat().st_size for path in paths) > 0
 
 
 def stage_names_written_out(path: Path) -> list[str]:
