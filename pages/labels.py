@@ -69,6 +69,8 @@ def describe(summary: LabelSummary, what: str) -> str:
         parts.append(f"{summary.n_failed:,} failed (they keep their labels)")
     if summary.n_remaining:
         parts.append(f"{summary.n_remaining:,} not reached yet")
+    if summary.n_inactive:
+        parts.append(summary.not_asked(what))
     return ", ".join(parts) + "."
 
 

@@ -83,7 +83,7 @@ def _print_label_summary(what: str, summary: LabelSummary, max_errors: int = 5) 
     print(
         f"{what}: {summary.n_labelled} labelled by {summary.model} at {summary.host}, "
         f"{summary.n_skipped} already labelled by it, {summary.n_failed} failed, {summary.n_remaining} not tried"
-        + (f", {summary.n_inactive} never fire" if summary.n_inactive else "")
+        + (f", {summary.not_asked(what)}" if summary.n_inactive else "")
     )
     for error in summary.errors[:max_errors]:
         print(f"  {error}")

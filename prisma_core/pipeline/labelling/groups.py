@@ -17,7 +17,6 @@ from prisma_core.errors import LabellingError
 from prisma_core.interpret.label_choice import weaker
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
-from prisma_core.interpret.ollama_client import has_model
 from prisma_core.names import LEVEL_WORDS
 from prisma_core.pipeline.labelling.job import (
     Batch,
@@ -28,7 +27,7 @@ from prisma_core.pipeline.labelling.job import (
     never_stop,
     shown_texts,
 )
-from prisma_core.pipeline.labelling.planning import chosen
+from prisma_core.pipeline.labelling.planning import asked, chosen
 from prisma_core.pipeline.labelling.storing import (
     FAMILIES,
     GROUP_SAVE_EVERY,
@@ -102,20 +101,24 @@ def label_groups(
     parent and children show now (preferred, LLM, keywords), a theme or sub-theme from the labels of its most typical
     features, each with the documents where those features are strongest.
 
-    Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label.
+    Groups already named by this model are skipped unless `config.relabel`; a group that fails keeps its label. A
+    theme or sub-theme that holds no feature of its own (every feature fits another better) has nothing to be named
+    from: it keeps its keyword name and is counted in `n_inactive`.
     Labels are saved every few groups and when the batch ends, onto the groups stored at that moment: a group
     rebuilt in the meantime (other members) keeps its new label."""
     table = GROUP_TABLES[kind]
     groups = table.read(workspace, run.record.run_id)
     wanted = chosen(groups, table.id_key, group_ids)
-    todo = [g for g in wanted if config.relabel or not has_model([g["label_source"]], labeller.source)]
+    todo = [g for g in wanted if asked(g, table.members_key, config, labeller.source)]
+    featureless = sum(not len(g[table.members_key]) for g in wanted)
     set_aside: list[SetAside] = []
     if todo:
         labeller.check()
     batch = Batch(table.stage, len(todo), config.max_consecutive_failures, progress, should_stop)
     if todo:
         set_aside = _name_groups(workspace, run, table, groups, todo, labeller, labeller.n_shown, config, batch)
-    summary = replace(batch.summary(labeller.source, labeller.host, len(wanted) - len(todo)), set_aside=set_aside)
+    counts = (len(wanted) - len(todo) - featureless, featureless)
+    summary = replace(batch.summary(labeller.source, labeller.host, *counts), set_aside=set_aside)
     if todo:
         record_batch(workspace, run.record, table.kind, labeller, config, summary)
     return summary

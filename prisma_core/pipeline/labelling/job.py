@@ -88,7 +88,8 @@ class LabelSummary:
     host: str
     n_labelled: int
     n_skipped: int  # already labelled by this model and prompt version
-    n_inactive: int  # selected features that fire on no document: nothing to label
+    n_inactive: int  # nothing to name them from: selected features that fire on no document, themes or sub-themes
+    # that hold no feature of their own
     n_failed: int
     n_remaining: int  # never tried: the batch was cancelled or gave up
     errors: list[str] = field(default_factory=list)  # one per failure, naming the feature or family
@@ -98,6 +99,17 @@ class LabelSummary:
     @property
     def first_error(self) -> str:
         return self.errors[0] if self.errors else ""
+
+    def not_asked(self, level: str) -> str:
+        """The units of `level` ("features", "families", ...) the model was not asked about for want of anything to
+        name them from, in words ("" for none)."""
+        n, one = self.n_inactive, self.n_inactive == 1
+        if not n:
+            return ""
+        if level == "features":
+            return f"{n:,} {'never fires' if one else 'never fire'}"
+        own, names = ("its", "name") if one else ("their", "names")
+        return f"{n:,} without a feature of {own} own to be named from (keyword {names} kept)"
 
 
 class Batch:

@@ -58,9 +58,9 @@ def plan_labels(
     families = chosen([asdict(family) for family in workspace.families(record.run_id)], "family_id", family_ids)
     family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
     themes = chosen(workspace.themes(record.run_id), "theme_id", theme_ids)
-    theme_todo = [t for t in themes if config.relabel or not has_model([t["label_source"]], ollama.model)]
+    theme_todo = [t for t in themes if asked(t, "features", config, ollama.model)]
     subthemes = chosen(workspace.subthemes(record.run_id), "subtheme_id", subthemes_of(workspace, run, theme_ids))
-    subtheme_todo = [s for s in subthemes if config.relabel or not has_model([s["label_source"]], ollama.model)]
+    subtheme_todo = [s for s in subthemes if asked(s, "features", config, ollama.model)]
     first = np.arange(min(PROMPT_SAMPLE, run.codes.shape[0]))
     sample = workspace.documents_at(record.dataset_id, first, ["position", "text"])["text"]
     mean_tokens = int(sample.str.len().mean() / CHARS_PER_TOKEN) if len(sample) else 0
@@ -93,6 +93,12 @@ def subthemes_of(workspace: Workspace, run: LoadedRun, theme_ids: Sequence[int] 
         for row in rows
         if per_theme[int(row["theme_id"])] >= 2 and (wanted is None or int(row["theme_id"]) in wanted)
     ]
+
+
+def asked(group: dict[str, Any], members_key: str, config: LabelConfig, model: str) -> bool:
+    """Whether a batch asks `model` to name a group: it holds members to name it from (a theme or sub-theme whose
+    features all fit another better holds none) and has no name from the model yet, unless relabelling."""
+    return bool(len(group[members_key])) and (config.relabel or not has_model([group["label_source"]], model))
 
 
 def chosen(groups: list[dict[str, Any]], id_key: str, ids: Sequence[int] | None) -> list[dict[str, Any]]:

@@ -125,6 +125,23 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     ]
 
 
+def test_a_theme_without_a_feature_of_its_own_is_not_asked_about_and_keeps_its_name(workspace, base_run, fake):
+    """Each of a theme's features may fit another theme better: the theme is left with nothing to be named from."""
+    themes = workspace.themes(base_run.run_id)
+    bare = int(themes[-1]["theme_id"])
+    workspace.save_themes(base_run.run_id, [t | {"features": []} if t["theme_id"] == bare else t for t in themes])
+    run = pipeline.load_run(workspace, base_run.run_id)
+    assert plan_labels(workspace, run, ollama(fake), feature_ids=[], theme_ids=None).n_themes == len(themes) - 1
+
+    summary = label_groups(workspace, run, "theme", labeller(fake))
+
+    assert (summary.n_labelled, summary.n_inactive, summary.n_skipped, summary.n_failed) == (len(themes) - 1, 1, 0, 0)
+    assert len(fake.requests) == len(themes) - 1
+    kept = next(t for t in workspace.themes(base_run.run_id) if t["theme_id"] == bare)
+    assert (kept["label"], kept["label_source"]) == (themes[-1]["label"], KEYWORD_SOURCE)
+    assert summary.not_asked("themes") == "1 without a feature of its own to be named from (keyword name kept)"
+
+
 def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stopped(workspace, base_run, fake):
     """The job the Labels page and `label` run: the scope's features, then its families, then its themes."""
     features = active_features(workspace, base_run.run_id, 2)
