@@ -10,7 +10,7 @@ heading on screen (the last one on the server whose pages are then switched). Pa
 page opened ROUNDS times, the apps taking turns page by page, each switch timed in the browser from the click on the
 sidebar link to the page's heading and to the end of its script run; the first visit of a page fills its caches, so it
 is reported apart from the p50/p95 of the later visits.
-Search: exact numpy cosine search over vectors held in memory (`prisma_core.explore.DocumentVectors`) against
+Search: exact numpy cosine search over vectors held in memory (`prisma_core.reading.explore.DocumentVectors`) against
 `Workspace.search_documents` (LanceDB), query by query in turn, at the run's 10,000 vectors and at 200,000.
 
 .venv/bin/python -m bench.app_latency            # 10,000 documents, 5 rounds, 2 first paints per app
@@ -42,7 +42,7 @@ from playwright.sync_api import Browser, Page
 
 from bench import common
 from bench.app_driver import PAGE_MS, chromium, streamlit_server
-from prisma_core.explore import DocumentVectors
+from prisma_core.reading.explore import DocumentVectors
 from prisma_core.store import Workspace
 
 NAME = "app_latency"

@@ -10,7 +10,7 @@ the fp32 run, per precision:
 - the document vectors' cosine to fp32 (mean and the lowest document);
 - theme agreement: adjusted Rand index of the documents' strongest themes, and the same for sub-themes, as
   `bench.quality` measures agreement across seeds (`quality_scores.stability`);
-- recurring features: the share of firing features that recur in the other run (`prisma_core.recurrence`), plain and
+- recurring features: the share of firing features that recur in the other run (`prisma_core.sae.recurrence`), plain and
   weighted by the documents each fires on.
 For context, the same measures between the fp32 run and an fp32 run with another SAE seed (NOISE_SEED), the
 seed-to-seed agreement `bench.quality` reports. It is no floor for a change of vectors: themes and sub-themes

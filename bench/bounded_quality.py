@@ -31,7 +31,8 @@ QUICK_DOCS = 1_000
 
 
 def run(corpus: str, sample: int, quick: bool = False) -> dict[str, Any]:
-    from prisma_core import pipeline, themes
+    from prisma_core import pipeline
+    from prisma_core.concepts import themes
     from prisma_core.embed import EmbedConfig, model_key
     from prisma_core.ingest import IngestConfig
     from prisma_core.interpret import keywords

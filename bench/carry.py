@@ -4,7 +4,7 @@
 
 WORKSPACE holds the shared corpora embedded and trained with the default settings and seeds 0, 1 and 2 (the
 quality benchmark's workspace, section 7; copy it first: this only reads it). For every dataset, the newest run of
-each seed, and for every pair of them, `prisma_core.carry.match_runs` pairs the first run's concepts with the
+each seed, and for every pair of them, `prisma_core.carryover.carry.match_runs` pairs the first run's concepts with the
 second's, as a new training does before it carries edits:
 - themes matched: share of the first run's themes with a clear match (documents' Jaccard >= 0.5, Hungarian pairs);
 - reliable features matched: share of the features found in every training (`found_in`) with a clear match
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from prisma_core import carry
-from prisma_core.run_settings import run_settings
-from prisma_core.runs import load_run, trainings_compared
+from prisma_core.carryover import carry
+from prisma_core.reading.runs import load_run, trainings_compared
+from prisma_core.run_shape.run_settings import run_settings
 from prisma_core.store import Workspace
 
 

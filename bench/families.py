@@ -26,7 +26,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from bench import common
-from prisma_core.families import CHANCE_SPREAD, FamilyConfig, cooccurrence_edges, feature_density, find_families
+from prisma_core.concepts.families import (
+    CHANCE_SPREAD,
+    FamilyConfig,
+    cooccurrence_edges,
+    feature_density,
+    find_families,
+)
 from prisma_core.progress import Progress
 
 NAME = "families"

@@ -121,7 +121,7 @@ def _seeded(cache: Path, name: str) -> Path:
 
 def _groups(run: Any, level: str) -> np.ndarray:
     """[n_documents] each document's theme (or sub-theme), -1 for none."""
-    from prisma_core.runs import document_themes
+    from prisma_core.reading.runs import document_themes
 
     return document_themes(run)[f"{level}_id"].to_numpy()
 

@@ -20,7 +20,7 @@ Per level (theme, family, feature) and baseline:
 
 Whether the concepts hold up: the default run is trained with SEEDS (three seeds), and per corpus:
 - recurring: the share of a run's firing features that recur in every other seed's run (a feature of the other run
-  whose activations over the same documents correlate with it at >= 0.7, `prisma_core.recurrence`), mean over runs;
+  whose activations over the same documents correlate with it at >= 0.7, `prisma_core.sae.recurrence`), mean over runs;
   the same weighted by the documents each feature fires on; the median best correlation;
 - decoder match: the share of firing features whose direction has a cosine >= 0.7 with a feature of every other run;
 - theme agreement: adjusted Rand index of the documents' strongest themes, mean over pairs of runs; sub-theme
@@ -171,7 +171,7 @@ def _theme_levels(name: str, run: Any, metadata: pd.DataFrame, vectors: np.ndarr
 
 def _labelled_levels(name: str, run: Any, metadata: pd.DataFrame) -> dict[str, np.ndarray]:
     """level -> the categories that describe it (see the module docstring)."""
-    from prisma_core.themes import max_themes
+    from prisma_core.concepts.themes import max_themes
 
     labels = metadata["label"].astype(str).to_numpy()
     if PARENT_COLUMN in metadata.columns:

@@ -19,7 +19,7 @@ def stability(runs: list[Any]) -> dict[str, float]:
     """How the seeds' runs agree: recurring features, decoder match, theme agreement, and the FVU gap."""
     from sklearn.metrics import adjusted_rand_score
 
-    from prisma_core.recurrence import recurrence
+    from prisma_core.sae.recurrence import recurrence
 
     found = recurrence([run.codes for run in runs])
     pairs = [(a, b) for a in range(len(runs)) for b in range(a + 1, len(runs))]
@@ -53,7 +53,7 @@ def decoder_match(runs: list[Any]) -> float:
 
 def prisma_levels(run: Any) -> dict[str, tuple[sp.csr_matrix, list[str]]]:
     """level -> (membership [n_documents, n_units] 0/1, the units' labels)."""
-    from prisma_core import analysis
+    from prisma_core.concepts import analysis
     from prisma_core.pipeline import family_matrix
 
     strong = analysis.strong_codes(run.codes)

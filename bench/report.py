@@ -96,7 +96,7 @@ def parts(workspace_path: Path) -> dict[str, Any]:
     from prisma_core.pipeline.report.config import ReportConfig
     from prisma_core.pipeline.report.contents import gather
     from prisma_core.pipeline.report.sections import SECTIONS
-    from prisma_core.runs import load_run
+    from prisma_core.reading.runs import load_run
     from prisma_core.store import Workspace
 
     workspace = Workspace(workspace_path)

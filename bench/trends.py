@@ -83,9 +83,9 @@ def planted_changes(units: Any, probabilities: np.ndarray) -> np.ndarray:
 
 def run(cache: Path, quick: bool = False) -> dict[str, Any]:
     from prisma_core import pipeline
-    from prisma_core.explore import level_units
     from prisma_core.names import unit_names
-    from prisma_core.runs import document_themes
+    from prisma_core.reading.explore import level_units
+    from prisma_core.reading.runs import document_themes
 
     workspace, dataset_id, train_seconds = _trained(cache, quick)
     run_ = pipeline.load_run(workspace, dataset_id=dataset_id)

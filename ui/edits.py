@@ -1,5 +1,5 @@
 """*Your edits* on the Features page: rename, merge, split, hide and pin concepts, undo, and carry edits from an earlier
-run of the dataset (see `prisma_core.edits` and `prisma_core.carry`)."""
+run of the dataset (see `prisma_core.curation.edits` and `prisma_core.carryover.carry`)."""
 
 from __future__ import annotations
 

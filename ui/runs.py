@@ -1,4 +1,4 @@
-"""A run's quality where a run is shown (its name and judgement in words come from prisma_core.run_quality)."""
+"""A run's quality where a run is shown (its name and judgement in words come from prisma_core.reading.run_quality)."""
 
 from __future__ import annotations
 

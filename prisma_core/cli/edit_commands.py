@@ -12,7 +12,7 @@ from prisma_core.pipeline.settings import CarryConfig, EditConfig
 
 
 def cmd_edit(workspace: Workspace, args: argparse.Namespace) -> None:
-    """Lists, makes or undoes an edit of a run (see `prisma_core.edits`)."""
+    """Lists, makes or undoes an edit of a run (see `prisma_core.curation.edits`)."""
     from prisma_core.pipeline import edits, load_run
 
     config = config_from_args(EditConfig, args)

@@ -19,7 +19,7 @@ from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
-from prisma_core.groups import MISSING
+from prisma_core.compare.groups import MISSING
 from prisma_core.store.datasets import sample_positions
 
 FOLDS = 5

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from prisma_core.compare import CONFIDENCE, MAX_Q, MIN_GROUP_SIZE
-from prisma_core.groups import LEFTOVER_GROUPS, MISSING
+from prisma_core.compare.groups import LEFTOVER_GROUPS, MISSING
 
 
 def group_comparison(units: sp.spmatrix, groups: pd.Series) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from prisma_core.analysis import strong_codes
+from prisma_core.concepts.analysis import strong_codes
 from prisma_core.config_docs import CheckedConfig, setting
 from prisma_core.embed import EmbedConfig
 from prisma_core.embed.cache import VectorCache, embed_cached

@@ -35,7 +35,14 @@ from prisma_core.pipeline.training import (
     train_run,
 )
 from prisma_core.progress import Progress, ProgressCallback
-from prisma_core.runs import LoadedRun, document_themes, family_matrix, family_membership, load_run, resolve_labels
+from prisma_core.reading.runs import (
+    LoadedRun,
+    document_themes,
+    family_matrix,
+    family_membership,
+    load_run,
+    resolve_labels,
+)
 from prisma_core.store import DatasetRecord, EditRecord, NamedFamily, Passages, RunRecord, Workspace, resolve_workspace
 from prisma_core.store.retry import plain_reason
 from prisma_core.store.runs import CHANGING_RUN_TABLES

@@ -9,15 +9,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig
 from prisma_core.embed import EmbedConfig
-from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig, IngestReport, Source
 from prisma_core.pipeline.dataset import EmbedSummary, embed_dataset, ingest
 from prisma_core.pipeline.training import RunSummary, suggested_sae_config, train_run
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
-from prisma_core.themes import ThemeConfig
 
 SaeChoice = SAEConfig | Callable[[SAEConfig], SAEConfig] | None
 """The SAE settings: given, made from the settings suggested for the dataset (e.g. explicit flags on top of them),

@@ -2,9 +2,7 @@
 more often each group holds a concept than the others, and which concepts predict a group."""
 
 from prisma_core.compare import MAX_Q
-from prisma_core.compare.prediction import Predictors, group_predictors
-from prisma_core.compare.prevalence import group_comparison, q_text, range_text, ranked, summarise, verdicts
-from prisma_core.groups import (
+from prisma_core.compare.groups import (
     DATE_BUCKETS,
     LEFTOVER_GROUPS,
     MAX_GROUPS,
@@ -16,6 +14,8 @@ from prisma_core.groups import (
     pooled,
     too_many_values,
 )
+from prisma_core.compare.prediction import Predictors, group_predictors
+from prisma_core.compare.prevalence import group_comparison, q_text, range_text, ranked, summarise, verdicts
 
 __all__ = [
     "DATE_BUCKETS",

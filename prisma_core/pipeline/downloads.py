@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from prisma_core.explore import spreadsheet_csv
 from prisma_core.pipeline import APP_EXPORTS, export_run
+from prisma_core.reading.explore import spreadsheet_csv
 from prisma_core.store import Workspace
 
 

@@ -2,7 +2,7 @@
 a new run of the same data and the runs compared; the notices of edits a new grouping changed; the lengths of a name
 the analyst writes."""
 
-from prisma_core.carry import (
+from prisma_core.carryover.carry import (
     STATUSES,
     apply_by_hand,
     carry_edits,
@@ -11,9 +11,9 @@ from prisma_core.carry import (
     match_runs,
     previous_edited_run,
 )
-from prisma_core.edit_notices import EditNotice, carried_here, concept_name, edit_notices, reapply, sentence
-from prisma_core.edit_notices import dismiss as dismiss_notice
-from prisma_core.edits import (
+from prisma_core.carryover.edit_notices import EditNotice, carried_here, concept_name, edit_notices, reapply, sentence
+from prisma_core.carryover.edit_notices import dismiss as dismiss_notice
+from prisma_core.curation.edits import (
     DISMISS,
     LEVELS,
     UNDO,

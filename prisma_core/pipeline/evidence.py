@@ -1,4 +1,5 @@
-"""A run's evidence passages (`prisma_core.evidence`), the one way the app, the labelling and the report read them.
+"""A run's evidence passages (`prisma_core.concepts.evidence`), the one way the app, the labelling and the report read
+them.
 
 Training finds them after the SAE (`find_run_evidence`, its passages read a window of documents at a time); a run
 trained before they existed gets them found and stored the first time they are asked for (`feature_evidence`);
@@ -14,11 +15,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from prisma_core.concepts.evidence import QUOTE_CHARS, passage_activations, top_passages, with_quotes
 from prisma_core.embed import EmbedConfig
-from prisma_core.evidence import QUOTE_CHARS, passage_activations, top_passages, with_quotes
 from prisma_core.pipeline.document_passages import passage_batches, passages
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import Workspace
 from prisma_core.store.location import Location

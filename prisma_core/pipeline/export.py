@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from prisma_core.errors import StoreError
-from prisma_core.explore import spreadsheet_csv
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.files import cannot_stage, outside_workspace
-from prisma_core.runs import LoadedRun, document_themes, family_membership, load_run
+from prisma_core.reading.explore import spreadsheet_csv
+from prisma_core.reading.runs import LoadedRun, document_themes, family_membership, load_run
 from prisma_core.store import NamedFamily, Workspace
 from prisma_core.store.stages import EXPORT
 from prisma_core.trends.periods import date_columns

@@ -21,28 +21,28 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
+from prisma_core.concepts.subthemes import nest_documents
+from prisma_core.concepts.themes import POSITION_WEIGHT, ThemeConfig, Themes, document_probabilities
 from prisma_core.ingest import IngestConfig, Source
 from prisma_core.lineage import record_stage
 from prisma_core.pipeline.dataset import AddedDocuments, add_documents, embed_dataset
 from prisma_core.pipeline.evidence import extend_run_evidence
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
-from prisma_core.run_quality import Placement
-from prisma_core.run_settings import run_settings
-from prisma_core.runs import (
+from prisma_core.reading.run_quality import Placement
+from prisma_core.reading.runs import (
     covered_documents,
     current_settings,
     read_codes,
     stored_subthemes,
     stored_themes,
 )
+from prisma_core.run_shape.run_settings import run_settings
 from prisma_core.sae.weights import SAEWeights, read_weights
 from prisma_core.store import RunRecord, StageRecord, Workspace
 from prisma_core.store.datasets import sample_positions
 from prisma_core.store.stages import PLACEMENT
 from prisma_core.store.vectors import StoredVectors, unit_rows
-from prisma_core.subthemes import nest_documents
-from prisma_core.themes import POSITION_WEIGHT, ThemeConfig, Themes, document_probabilities
 
 PLACE_ROWS = 65_536
 """New documents encoded and stored at a time."""

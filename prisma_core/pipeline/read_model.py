@@ -3,7 +3,8 @@ its themes, families and features as tables and names, searches and queries over
 words, how well a feature's label fits it, a feature's evidence passages marked, the map's colours, and the words
 the analyses explain in the glossary."""
 
-from prisma_core.analysis import (
+from prisma_core.compare import PLAIN_WORDS as COMPARISON_WORDS
+from prisma_core.concepts.analysis import (
     concept_query,
     cooccurrence,
     decoder_similarity,
@@ -11,9 +12,21 @@ from prisma_core.analysis import (
     top_documents,
     zero_documents,
 )
-from prisma_core.compare import PLAIN_WORDS as COMPARISON_WORDS
-from prisma_core.evidence import marked_pieces, passages_carrying
-from prisma_core.explore import (
+from prisma_core.concepts.evidence import marked_pieces, passages_carrying
+from prisma_core.interpret.label_scores import ScoreSupport, one_feature_support, score_words, support_words
+from prisma_core.names import (
+    LEVEL_PLURALS,
+    LEVEL_WORDS,
+    NO_THEME_NAME,
+    feature_name,
+    level_word,
+    snippet,
+    theme_names,
+    unit_name,
+    unit_names,
+)
+from prisma_core.pipeline.report.drawing import NO_THEME_COLOUR, theme_colour
+from prisma_core.reading.explore import (
     LEVELS,
     DatasetDocuments,
     DocumentVectors,
@@ -28,20 +41,8 @@ from prisma_core.explore import (
     split_strong,
     spreadsheet_csv,
 )
-from prisma_core.feature_queries import densest_features, nearest_active, ranked_features, shown_feature
-from prisma_core.interpret.label_scores import ScoreSupport, one_feature_support, score_words, support_words
-from prisma_core.names import (
-    LEVEL_PLURALS,
-    LEVEL_WORDS,
-    NO_THEME_NAME,
-    feature_name,
-    level_word,
-    snippet,
-    theme_names,
-    unit_name,
-    unit_names,
-)
-from prisma_core.overview import (
+from prisma_core.reading.feature_queries import densest_features, nearest_active, ranked_features, shown_feature
+from prisma_core.reading.overview import (
     coverage_sentence,
     document_theme_shares,
     families_of_themes,
@@ -58,8 +59,7 @@ from prisma_core.overview import (
     unfit_documents,
     unfit_documents_table,
 )
-from prisma_core.pipeline.report.drawing import NO_THEME_COLOUR, theme_colour
-from prisma_core.run_quality import (
+from prisma_core.reading.run_quality import (
     Placement,
     comes_back,
     detail_captured,
@@ -71,7 +71,7 @@ from prisma_core.run_quality import (
     quality_words,
     run_name,
 )
-from prisma_core.runs import reliability, trainings_compared
+from prisma_core.reading.runs import reliability, trainings_compared
 from prisma_core.trends import PLAIN_WORDS as TREND_WORDS
 
 __all__ = [

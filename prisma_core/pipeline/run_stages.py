@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
+from prisma_core.concepts.families import FamilyConfig, find_families
+from prisma_core.concepts.subthemes import SubThemes, build_subthemes
+from prisma_core.concepts.themes import ThemeConfig, Themes, build_themes
 from prisma_core.embed import EmbedConfig
-from prisma_core.families import FamilyConfig, find_families
 from prisma_core.interpret.keyword_labeller import KeywordLabeller
 from prisma_core.interpret.keywords import (
     KEYWORD_SOURCE,
@@ -26,13 +28,11 @@ from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, l
 from prisma_core.lineage import Stage, record_stage
 from prisma_core.pipeline.labelling.labellers import keyword_labeller
 from prisma_core.progress import Progress, ProgressCallback
-from prisma_core.runs import family_matrix
+from prisma_core.reading.runs import family_matrix
 from prisma_core.sae import SAEConfig
 from prisma_core.store import NamedFamily, StageRecord, Workspace
 from prisma_core.store.stages import FAMILIES, KEYWORDS, SUBTHEMES, THEMES, shown_counts
 from prisma_core.store.vectors import DocumentVectors, StoredVectors
-from prisma_core.subthemes import SubThemes, build_subthemes
-from prisma_core.themes import ThemeConfig, Themes, build_themes
 
 
 @dataclass(frozen=True)

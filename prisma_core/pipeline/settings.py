@@ -2,8 +2,10 @@
 fields described once (`config_docs`), the checks made before a run and the embedding choices a config resolves to.
 The labelling settings (`LabelConfig`, `OllamaConfig`) are in `pipeline.labelling`, with the client they need."""
 
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig
 from prisma_core.config_docs import field_docs, field_help, field_kind, field_metadata, form_choices, literal_values
-from prisma_core.edit_config import CarryConfig, EditConfig
+from prisma_core.curation.edit_config import CarryConfig, EditConfig
 from prisma_core.embed import (
     DEFAULT_MODEL,
     EmbedConfig,
@@ -12,13 +14,11 @@ from prisma_core.embed import (
     resolve_config_precision,
     resolve_device,
 )
-from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.label_scores import ScoreConfig
 from prisma_core.pipeline.report.config import ReportConfig
-from prisma_core.run_settings import run_settings
+from prisma_core.run_shape.run_settings import run_settings
 from prisma_core.sae import SAEConfig, check_config
-from prisma_core.themes import ThemeConfig
 from prisma_core.trends.config import TrendConfig
 
 __all__ = [

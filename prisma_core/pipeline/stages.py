@@ -7,8 +7,8 @@ the stages after its SAE in their order here (`run_stages.AFTER_SAE`). Adding a 
 
 from __future__ import annotations
 
+from prisma_core.concepts.themes import ThemeConfig
 from prisma_core.embed import EmbedConfig
-from prisma_core.explore import saved_document_map
 from prisma_core.ingest import IngestConfig
 from prisma_core.lineage import Stage
 from prisma_core.pipeline.dataset import add_documents, embed_dataset, ingest
@@ -20,6 +20,7 @@ from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.pipeline.report.writer import write_report
 from prisma_core.pipeline.run_stages import AFTER_SAE, split_themes
 from prisma_core.pipeline.training import train_run
+from prisma_core.reading.explore import saved_document_map
 from prisma_core.sae import SAEConfig
 from prisma_core.store.stages import (
     APPEND,
@@ -33,7 +34,6 @@ from prisma_core.store.stages import (
     SUBTHEMES,
     TRAINING,
 )
-from prisma_core.themes import ThemeConfig
 
 KEYWORDS_STAGE, THEMES_STAGE, FAMILIES_STAGE = AFTER_SAE
 

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis
-from prisma_core.carry import CarryReport, carry_edits, previous_edited_run
+from prisma_core.carryover.carry import CarryReport, carry_edits, previous_edited_run
+from prisma_core.concepts import analysis
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig, Themes
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import NotFoundError, PrismaError, StoreError, TrainingError
-from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.lineage import embedding_parent, record_stage, versions
 from prisma_core.pipeline.document_passages import stored_passages
@@ -26,13 +27,12 @@ from prisma_core.pipeline.embedding_choice import dataset_config
 from prisma_core.pipeline.evidence import find_run_evidence
 from prisma_core.pipeline.run_stages import AFTER_SAE, RunCodes, find_run_families, group_themes, run_codes
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import load_run
+from prisma_core.reading.runs import load_run
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.sae.weights import codes_matrix
 from prisma_core.store import NamedFamily, RunRecord, Workspace, now_iso
 from prisma_core.store.stages import FAMILIES, KEYWORDS, THEMES, TRAINING
 from prisma_core.store.vectors import StoredVectors
-from prisma_core.themes import ThemeConfig, Themes
 
 if TYPE_CHECKING:
     from prisma_core.sae.model import TopKSAE

@@ -14,10 +14,10 @@ import pandas as pd
 
 from prisma_core.compare import MAX_Q
 from prisma_core.errors import NotFoundError
-from prisma_core.explore import LEVELS, level_units, spreadsheet_csv
 from prisma_core.names import unit_names
 from prisma_core.pipeline.files import file_target, write_whole
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.explore import LEVELS, level_units, spreadsheet_csv
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import Workspace
 from prisma_core.trends import PERIODS as PERIODS
 from prisma_core.trends.config import TrendConfig

@@ -70,7 +70,7 @@ MATCH_AT = 0.5
 """Activation correlation at which two trainings' features count as one when the trainings are compared: at 16
 active features per document a feature's activations are shared with its neighbours, so one concept correlates at
 0.5-0.7 between trainings; averaged over the trainings that found it, it then recurs at the stricter 0.7 of
-`prisma_core.recurrence` in a run trained with another seed (BENCHMARKS.md section 7)."""
+`prisma_core.sae.recurrence` in a run trained with another seed (BENCHMARKS.md section 7)."""
 POLISH_LR_SHARE = 0.1
 """The polish (see `SAEConfig.polish_epochs`) steps at this share of the trainings' learning rate: it adjusts the
 features the trainings agreed on, it must not move them away."""

@@ -3,7 +3,7 @@
 An SAE trained twice from different random starts learns different features (Paulo & Belrose, 2025): a feature one
 training finds, another may split in two, merge with a neighbour or never find. A run therefore trains
 `SAEConfig.n_trainings` SAEs, each seeded from the run's seed, and keeps only the features more than half of them
-find (`prisma_core.recurrence.matched_features`: mutual best matches of their activations at
+find (`prisma_core.sae.recurrence.matched_features`: mutual best matches of their activations at
 `SAEConfig.match_at`). A kept feature's weights are the mean of its matches' weights, so it is the trainings'
 common version of the feature, and it records in how many trainings it was found. Kept features are ordered densest
 first, so the nested groups stay broad-to-fine; `train.train_compared` then polishes them together.
@@ -18,8 +18,8 @@ import scipy.sparse as sp
 import torch
 
 from prisma_core.errors import TrainingError
-from prisma_core.recurrence import matched_features
 from prisma_core.sae.model import TopKSAE
+from prisma_core.sae.recurrence import matched_features
 
 
 def training_seeds(seed: int, n_trainings: int) -> list[int]:

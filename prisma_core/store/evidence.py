@@ -1,5 +1,5 @@
-"""A run's evidence passages: for each feature, the passages where it fires most (`prisma_core.evidence`), one row per
-feature holding them strongest first."""
+"""A run's evidence passages: for each feature, the passages where it fires most (`prisma_core.concepts.evidence`), one
+row per feature holding them strongest first."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class StageRecord:
 
 @dataclass(frozen=True)
 class EditRecord:
-    """One change an analyst made to how a run shows its concepts (see `prisma_core.edits`): rows are only ever
+    """One change an analyst made to how a run shows its concepts (see `prisma_core.curation.edits`): rows are only ever
     added, so an edit is undone by a later record naming it, and nothing an analyst did is lost."""
 
     edit_id: str
@@ -105,7 +105,7 @@ class EditRecord:
 
 @dataclass(frozen=True)
 class Family:
-    """A family of features found by `prisma_core.families.find_families`: a parent and its descendants."""
+    """A family of features found by `prisma_core.concepts.families.find_families`: a parent and its descendants."""
 
     family_id: int
     iteration: int

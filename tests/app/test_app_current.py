@@ -7,8 +7,8 @@ from ollama_server import running_fake_ollama
 from reliability_helpers import run_cli
 
 from prisma_core import pipeline
-from prisma_core.families import FamilyConfig
-from prisma_core.themes import ThemeConfig
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig
 from ui.state import bump_revision
 from ui.themes import ALL_THEMES
 

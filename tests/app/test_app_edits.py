@@ -4,8 +4,9 @@ from dataclasses import replace
 
 from app_helpers import features_table, new_app, open_page, texts
 
-from prisma_core import edits, pipeline
-from prisma_core.applied_edits import jaccard
+from prisma_core import pipeline
+from prisma_core.curation import edits
+from prisma_core.curation.applied_edits import jaccard
 from ui.edits import PANEL_KEY, PANEL_TITLE
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

@@ -7,11 +7,14 @@ import pandas as pd
 import pytest
 from app_helpers import new_app, open_page, refracted_text, table, tables, texts
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
 from prisma_core.compare import MAX_Q
 from prisma_core.compare.prediction import group_predictors
 from prisma_core.compare.prevalence import group_comparison, q_text, range_text, ranked, summarise
-from prisma_core.explore import (
+from prisma_core.concepts import analysis
+from prisma_core.ingest import IngestConfig
+from prisma_core.pipeline.downloads import export_in_workspace, features_csv
+from prisma_core.reading.explore import (
     DatasetDocuments,
     DocumentVectors,
     level_units,
@@ -19,8 +22,6 @@ from prisma_core.explore import (
     refract_text,
     search_documents,
 )
-from prisma_core.ingest import IngestConfig
-from prisma_core.pipeline.downloads import export_in_workspace, features_csv
 from prisma_core.sae import SAEConfig
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

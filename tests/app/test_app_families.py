@@ -5,7 +5,7 @@ import json
 from app_helpers import new_app, open_page, table, texts
 
 from prisma_core import pipeline
-from prisma_core.families import FamilyConfig, find_families
+from prisma_core.concepts.families import FamilyConfig, find_families
 from ui.family_graph import MAX_DRAWN, ROW_HEIGHT, SEVERAL, family_view
 from ui.state import FEATURE_KEY, bump_revision
 from ui.themes import ALL_THEMES

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 from app_helpers import features_table, new_app, open_page, table, texts
 
-from prisma_core import analysis, pipeline
-from prisma_core.explore import search_features
-from prisma_core.feature_queries import MIN_CLOSENESS, NEAREST_FEATURES
+from prisma_core import pipeline
+from prisma_core.concepts import analysis
 from prisma_core.interpret.label_scores import ScoreConfig
+from prisma_core.reading.explore import search_features
+from prisma_core.reading.feature_queries import MIN_CLOSENESS, NEAREST_FEATURES
 from ui.cards import TOP_DOCUMENTS
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

@@ -9,7 +9,7 @@ from app_helpers import new_app, open_page, texts, wait_for_job
 
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
-from prisma_core.runs import load_run
+from prisma_core.reading.runs import load_run
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 

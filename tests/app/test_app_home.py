@@ -3,7 +3,7 @@
 from app_helpers import features_table, new_app, open_page, table, texts, wait_for_job
 
 from prisma_core.pipeline.demo import DEMO_NAME, SAMPLE_NAME
-from prisma_core.run_quality import run_name
+from prisma_core.reading.run_quality import run_name
 from ui.state import run_widget_key
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace
@@ -50,10 +50,12 @@ def test_demo_runs_with_defaults_and_opens_the_features(app_workspace, trained_a
 
 
 def test_an_overfitted_run_is_named_so_with_what_to_change(trained_app, monkeypatch):
-    import prisma_core.run_quality
+    import prisma_core.reading.run_quality
 
-    monkeypatch.setattr(prisma_core.run_quality, "OVERFIT_GAP", -1.0)  # the small test run is not overfitted: call
-    monkeypatch.setattr(prisma_core.run_quality, "OVERFIT_RATIO", 0.0)  # every run so
+    monkeypatch.setattr(
+        prisma_core.reading.run_quality, "OVERFIT_GAP", -1.0
+    )  # the small test run is not overfitted: call
+    monkeypatch.setattr(prisma_core.reading.run_quality, "OVERFIT_RATIO", 0.0)  # every run so
     at = new_app(trained_app.dataset_id, trained_app.run_id)
     (warning,) = [text for text in texts(at.warning) if "(overfitting)" in text]
     assert "it has memorised its training documents instead of learning general concepts (overfitting)" in warning

@@ -18,10 +18,10 @@ from ollama_server import FakeOllama, closed_port_url, running_fake_ollama
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
-from prisma_core.feature_queries import ranked_features
 from prisma_core.interpret.ollama_client import has_model
 from prisma_core.pipeline import labelling
 from prisma_core.pipeline.labelling.planning import subthemes_of
+from prisma_core.reading.feature_queries import ranked_features
 from ui.state import job_registry
 
 pytest_plugins = ["app_fixtures"]  # the shared trained workspace

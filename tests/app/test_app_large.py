@@ -12,7 +12,7 @@ from small_run import SmallRun
 
 from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, load_model, plan_chunks
-from prisma_core.explore import DatasetDocuments, DocumentVectors, refract_document, search_documents
+from prisma_core.reading.explore import DatasetDocuments, DocumentVectors, refract_document, search_documents
 from prisma_core.store import WORKSPACE_ENV, Workspace
 from prisma_core.store.datasets import LARGE_DATASET_ENV, SHOWN_COLUMNS
 

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from app_helpers import new_app, open_page, table, tables, texts, wait_for_job
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
 from prisma_core.compare.prevalence import group_comparison, ranked
-from prisma_core.explore import level_units
-from prisma_core.overview import nested_subthemes
+from prisma_core.concepts import analysis
+from prisma_core.reading.explore import level_units
+from prisma_core.reading.overview import nested_subthemes
 from ui.map import map_job_key
 from ui.state import job_registry
 from ui.themes import ALL_THEMES, THEME_KEY, regroup_job_key

@@ -5,7 +5,7 @@ from app_helpers import SMALL_SAE, new_app, open_page, texts
 
 from prisma_core import pipeline
 from prisma_core.ingest import IngestConfig
-from prisma_core.run_quality import run_name
+from prisma_core.reading.run_quality import run_name
 from prisma_core.sae.config import SUGGESTED_TRAININGS
 from ui.state import job_registry, run_widget_key
 

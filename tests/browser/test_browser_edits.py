@@ -25,10 +25,10 @@ from bench.app_driver import PAGE_MS, go, settle
 from bench.app_sessions import edits_panel, make_edit
 from prisma_core import pipeline
 from prisma_core.compare.prevalence import group_comparison
-from prisma_core.explore import level_units, named_units
-from prisma_core.loaded_run import LoadedRun
 from prisma_core.names import feature_name, unit_name
-from prisma_core.runs import load_run
+from prisma_core.reading.explore import level_units, named_units
+from prisma_core.reading.runs import load_run
+from prisma_core.run_shape.loaded_run import LoadedRun
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 

@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from bench import app_driver
 from prisma_core.cli import main as cli_main
-from prisma_core.runs import load_run
+from prisma_core.reading.runs import load_run
 from prisma_core.store import Workspace
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

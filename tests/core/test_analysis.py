@@ -3,7 +3,7 @@ import pytest
 import scipy.sparse as sp
 from toy_codes import toy_codes
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
 
 
 @pytest.fixture

@@ -104,8 +104,8 @@ def test_the_default_demo_finds_the_specialties_of_its_notes(tmp_path):
     """The sample demo's themes follow the six specialties a reader would sort the notes by; its run trains on the
     notes' passages and is rated fair or better, with more features than sub-themes."""
     from prisma_core.pipeline.demo import run_demo
-    from prisma_core.run_quality import overfitting, quality_words
-    from prisma_core.runs import load_run
+    from prisma_core.reading.run_quality import overfitting, quality_words
+    from prisma_core.reading.runs import load_run
     from prisma_core.store import Workspace
 
     workspace = Workspace(tmp_path)

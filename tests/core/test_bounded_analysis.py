@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from bbc_openings import BbcOpenings
 
 from prisma_core import pipeline
+from prisma_core.concepts.themes import NO_THEME, ThemeConfig, build_themes
 from prisma_core.embed import EmbedConfig, embed_texts, model_key
 from prisma_core.interpret.keywords import (
     SEPARATOR,
@@ -23,11 +24,10 @@ from prisma_core.interpret.keywords import (
     top_document_members,
 )
 from prisma_core.interpret.label_scores import label_embedding_scores
-from prisma_core.runs import load_run
+from prisma_core.reading.runs import load_run
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.store.vectors import StoredVectors
-from prisma_core.themes import NO_THEME, ThemeConfig, build_themes
 
 TEXT_BATCH = 50
 BOUNDED_SAE = SAEConfig(n_features=64, k=4, epochs=3, batch_size=32, vectors_memory_mb=0.01)

@@ -10,7 +10,7 @@ from prisma_core import pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.ingest import IngestConfig
 from prisma_core.progress import Progress
-from prisma_core.run_settings import run_settings
+from prisma_core.run_shape.run_settings import run_settings
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 

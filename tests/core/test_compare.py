@@ -26,9 +26,9 @@ from prisma_core.compare.prevalence import (
     summarise,
     verdicts,
 )
-from prisma_core.explore import level_units
 from prisma_core.ingest import IngestConfig
-from prisma_core.runs import load_run
+from prisma_core.reading.explore import level_units
+from prisma_core.reading.runs import load_run
 from prisma_core.store import Workspace
 
 

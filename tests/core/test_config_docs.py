@@ -12,11 +12,12 @@ import pytest
 import prisma_core
 from prisma_core.cli import build_parser
 from prisma_core.cli.flags import add_config_flags
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig
 from prisma_core.config_docs import CheckedConfig, field_docs, field_kind, field_metadata, setting
-from prisma_core.edit_config import CarryConfig, EditConfig
+from prisma_core.curation.edit_config import CarryConfig, EditConfig
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import SettingsError
-from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.interpret.label_scores import ScoreConfig
@@ -24,7 +25,6 @@ from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.pipeline.labelling import LabelConfig
 from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.sae import SAEConfig
-from prisma_core.themes import ThemeConfig
 from prisma_core.trends.config import TrendConfig
 
 

@@ -1,6 +1,6 @@
 """Edits that do not show are announced, with one click to make them again where they fit or to dismiss them
-(prisma_core/edit_notices.py): after the themes are regrouped, after a new training, and `carry` run twice says
-what it did; on the small real run."""
+(prisma_core/carryover/edit_notices.py): after the themes are regrouped, after a new training, and `carry` run twice
+says what it did; on the small real run."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import dataclasses
 import pytest
 from small_run import SMALL_SAE, SmallRun
 
-from prisma_core import carry, edits, pipeline
-from prisma_core.applied_edits import jaccard
-from prisma_core.edit_notices import NOT_CARRIED, REGROUPED, dismiss, edit_notices, reapply, sentence
-from prisma_core.runs import load_run
+from prisma_core import pipeline
+from prisma_core.carryover import carry
+from prisma_core.carryover.edit_notices import NOT_CARRIED, REGROUPED, dismiss, edit_notices, reapply, sentence
+from prisma_core.curation import edits
+from prisma_core.curation.applied_edits import jaccard
+from prisma_core.reading.runs import load_run
 from prisma_core.store import EditRecord
 
 

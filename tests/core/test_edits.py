@@ -1,5 +1,5 @@
-"""The analyst's edits (prisma_core/edits.py): stored, shown by the read model, undone, and carried to a run trained
-again (prisma_core/carry.py), on the small real run."""
+"""The analyst's edits (prisma_core/curation/edits.py): stored, shown by the read model, undone, and carried to a run
+trained again (prisma_core/carryover/carry.py), on the small real run."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import pandas as pd
 import pytest
 from small_run import SMALL_SAE, SmallRun
 
-from prisma_core import carry, edits, pipeline
+from prisma_core import pipeline
+from prisma_core.carryover import carry
 from prisma_core.cli import main
+from prisma_core.curation import edits
 from prisma_core.errors import SettingsError
-from prisma_core.explore import level_units, search_features
-from prisma_core.overview import families_of_themes
-from prisma_core.runs import LoadedRun, load_run
+from prisma_core.reading.explore import level_units, search_features
+from prisma_core.reading.overview import families_of_themes
+from prisma_core.reading.runs import LoadedRun, load_run
 from prisma_core.store import EditRecord, NamedFamily, Workspace
 from prisma_core.store.schemas import MANUAL_SOURCE
 

@@ -23,10 +23,19 @@ import scipy.sparse as sp
 from markupsafe import escape
 from small_run import SmallRun
 
-from prisma_core import carry, edits, pipeline
+from prisma_core import pipeline
+from prisma_core.carryover import carry
 from prisma_core.compare.prediction import group_predictors
 from prisma_core.compare.prevalence import group_comparison
-from prisma_core.explore import (
+from prisma_core.curation import edits
+from prisma_core.names import feature_name, unit_name
+from prisma_core.pipeline.downloads import features_csv
+from prisma_core.pipeline.report import sections
+from prisma_core.pipeline.report.config import ReportConfig
+from prisma_core.pipeline.report.contents import gather
+from prisma_core.pipeline.report.writer import report_html
+from prisma_core.pipeline.trends import level_trends
+from prisma_core.reading.explore import (
     LEVELS,
     DatasetDocuments,
     document_map,
@@ -35,10 +44,8 @@ from prisma_core.explore import (
     refract_document,
     search_features,
 )
-from prisma_core.feature_queries import densest_features, nearest_active, ranked_features
-from prisma_core.loaded_run import LoadedRun
-from prisma_core.names import feature_name, unit_name
-from prisma_core.overview import (
+from prisma_core.reading.feature_queries import densest_features, nearest_active, ranked_features
+from prisma_core.reading.overview import (
     document_theme_shares,
     family_counts,
     nested_subthemes,
@@ -49,13 +56,8 @@ from prisma_core.overview import (
     unfit_documents,
     unfit_documents_table,
 )
-from prisma_core.pipeline.downloads import features_csv
-from prisma_core.pipeline.report import sections
-from prisma_core.pipeline.report.config import ReportConfig
-from prisma_core.pipeline.report.contents import gather
-from prisma_core.pipeline.report.writer import report_html
-from prisma_core.pipeline.trends import level_trends
-from prisma_core.runs import load_run
+from prisma_core.reading.runs import load_run
+from prisma_core.run_shape.loaded_run import LoadedRun
 from prisma_core.store import EditRecord, Workspace
 from prisma_core.trends.periods import timeline
 

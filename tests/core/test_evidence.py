@@ -11,7 +11,7 @@ from report_page import Page
 from small_run import PER_CATEGORY
 
 from prisma_core import pipeline
-from prisma_core.evidence import EVIDENCE_PASSAGES, QUOTE_CHARS, marked_pieces
+from prisma_core.concepts.evidence import EVIDENCE_PASSAGES, QUOTE_CHARS, marked_pieces
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import neutralise_markup
 from prisma_core.names import snippet

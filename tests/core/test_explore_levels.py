@@ -1,5 +1,5 @@
-"""prisma_core.explore on a small hand-made run: the family level is each family's strongest member; a document's
-concepts split into strong and weak."""
+"""prisma_core.reading.explore on a small hand-made run: the family level is each family's strongest member; a
+document's concepts split into strong and weak."""
 
 from types import SimpleNamespace
 
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core.explore import level_units, refract_document, split_strong
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
+from prisma_core.reading.explore import level_units, refract_document, split_strong
 from prisma_core.store import NamedFamily
 
 

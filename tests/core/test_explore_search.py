@@ -7,7 +7,7 @@ from small_run import SmallRun
 
 from prisma_core import pipeline
 from prisma_core.embed import embed_texts
-from prisma_core.explore import (
+from prisma_core.reading.explore import (
     DatasetDocuments,
     DocumentVectors,
     document_map,

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from prisma_core.families import (
+from prisma_core.concepts.families import (
     CHANCE_SPREAD,
     Family,
     FamilyConfig,

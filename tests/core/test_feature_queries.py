@@ -1,5 +1,5 @@
-"""Which features a view offers, in what order, and which stand close to one (`prisma_core.feature_queries`), on the
-small real run."""
+"""Which features a view offers, in what order, and which stand close to one (`prisma_core.reading.feature_queries`), on
+the small real run."""
 
 from dataclasses import replace
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from prisma_core import pipeline
-from prisma_core.feature_queries import (
+from prisma_core.reading.feature_queries import (
     MIN_CLOSENESS,
     NEAREST_FEATURES,
     densest_features,

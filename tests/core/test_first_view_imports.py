@@ -90,7 +90,7 @@ def test_what_every_view_imports_leaves_the_libraries_of_single_tasks_out(tmp_pa
         f"""
         import json, sys
         import prisma_core.pipeline, prisma_core.pipeline.demo, prisma_core.pipeline.read_model
-        import prisma_core.runs, prisma_core.overview, prisma_core.explore
+        import prisma_core.reading.runs, prisma_core.reading.overview, prisma_core.reading.explore
         from prisma_core.store import Workspace
         Workspace({str(tmp_path / "ws")!r})
         single = ("networkx", "scipy.optimize", "sklearn", "torch", "openpyxl", "pypdf", "docx")

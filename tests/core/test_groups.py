@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from prisma_core.groups import (
+from prisma_core.compare.groups import (
     MAX_GROUPS,
     MISSING,
     OTHER,

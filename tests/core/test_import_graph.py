@@ -151,7 +151,9 @@ def test_the_cores_packages_stack_in_layers_with_the_pipeline_on_top() -> None:
     graph = import_graph(type_only=True).subgraph(module for module in MODULES if within(module, "prisma_core"))
     layers = nx.DiGraph((layer(a), layer(b)) for a, b in graph.edges if layer(a) != layer(b))
     cycles = list(nx.simple_cycles(layers))
-    assert {"prisma_core.interpret", "prisma_core.runs", "prisma_core.edits"} <= set(layers) and not cycles, cycles
+    assert {"prisma_core.interpret", "prisma_core.reading", "prisma_core.curation", "prisma_core.run_shape"} <= set(
+        layers
+    ) and not cycles, cycles
     upward = [(a, b) for a, b in graph.edges if within(b, DOOR) and not within(a, DOOR, *COMMAND_LINE)]
     assert not upward, upward
 
@@ -159,6 +161,6 @@ def test_the_cores_packages_stack_in_layers_with_the_pipeline_on_top() -> None:
 def test_the_read_model_shape_lies_below_the_edits_and_the_runs() -> None:
     """`edits` names `LoadedRun` and `runs` applies the edits: the shape both share sits below them."""
     graph = import_graph(type_only=True)
-    assert graph.has_edge("prisma_core.edits", "prisma_core.loaded_run")
-    assert graph.has_edge("prisma_core.runs", "prisma_core.applied_edits")
-    assert not nx.has_path(graph, "prisma_core.edits", "prisma_core.runs")
+    assert graph.has_edge("prisma_core.curation.edits", "prisma_core.run_shape.loaded_run")
+    assert graph.has_edge("prisma_core.reading.runs", "prisma_core.curation.applied_edits")
+    assert not nx.has_path(graph, "prisma_core.curation.edits", "prisma_core.reading.runs")

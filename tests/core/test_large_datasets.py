@@ -8,9 +8,9 @@ from small_run import SmallRun
 
 from prisma_core import pipeline
 from prisma_core.errors import SettingsError
-from prisma_core.explore import DatasetDocuments, DocumentVectors, document_map, search_documents
 from prisma_core.pipeline.export import export_run
-from prisma_core.runs import read_codes
+from prisma_core.reading.explore import DatasetDocuments, DocumentVectors, document_map, search_documents
+from prisma_core.reading.runs import read_codes
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import LARGE_DATASET, LARGE_DATASET_ENV, SHOWN_COLUMNS, is_large, sample_positions
 

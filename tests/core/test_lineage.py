@@ -7,16 +7,16 @@ import pytest
 from small_run import SMALL_SAE
 
 from prisma_core import pipeline
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import TrainingError
-from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.progress import Progress
-from prisma_core.run_settings import run_settings
+from prisma_core.run_shape.run_settings import run_settings
 from prisma_core.sae import SAEConfig
 from prisma_core.store import Workspace
 from prisma_core.store.stages import EMBEDDING, FAMILIES, INGEST, KEYWORDS, SUBTHEMES, THEMES, TRAINING
-from prisma_core.themes import ThemeConfig
 
 AFTER_SAE = {KEYWORDS: KeywordConfig(), THEMES: ThemeConfig(), FAMILIES: FamilyConfig()}
 """The stages of a training after its SAE whose settings are sections of the run's, with those the small run was trained

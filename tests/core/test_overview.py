@@ -1,5 +1,5 @@
-"""The theme queries of the read model (`prisma_core.overview`) that the app's theme views render, on the small real
-run (60 BBC articles through the pipeline)."""
+"""The theme queries of the read model (`prisma_core.reading.overview`) that the app's theme views render, on the small
+real run (60 BBC articles through the pipeline)."""
 
 from collections import Counter
 from dataclasses import replace
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from prisma_core import pipeline
-from prisma_core.explore import DatasetDocuments
+from prisma_core.concepts.themes import NO_THEME
 from prisma_core.names import NO_THEME_NAME
-from prisma_core.overview import (
+from prisma_core.reading.explore import DatasetDocuments
+from prisma_core.reading.overview import (
     THEMES_WITHOUT_ANY,
     document_theme_shares,
     families_of_themes,
@@ -23,9 +24,8 @@ from prisma_core.overview import (
     theme_name,
     unfit_documents_table,
 )
-from prisma_core.runs import document_themes
+from prisma_core.reading.runs import document_themes
 from prisma_core.store import Workspace
-from prisma_core.themes import NO_THEME
 
 
 @pytest.fixture(scope="module")

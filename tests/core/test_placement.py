@@ -20,11 +20,11 @@ from small_run import PER_CATEGORY, SmallRun
 from prisma_core import pipeline
 from prisma_core.cli import main
 from prisma_core.errors import IngestError, RunBehindError, StoreError
-from prisma_core.explore import saved_document_map
 from prisma_core.pipeline import AddedDocuments, EmbedSummary, Placement, placement
 from prisma_core.pipeline.report.writer import write_report
-from prisma_core.run_quality import placements
-from prisma_core.runs import LoadedRun, document_themes, load_run
+from prisma_core.reading.explore import saved_document_map
+from prisma_core.reading.run_quality import placements
+from prisma_core.reading.runs import LoadedRun, document_themes, load_run
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import _document_rows, with_text_hashes
 

@@ -1,10 +1,10 @@
-"""Matching the features of two trainings by their activations over the same documents (prisma_core.recurrence)."""
+"""Matching the features of two trainings by their activations over the same documents (prisma_core.sae.recurrence)."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from prisma_core.recurrence import RECURS_AT, activation_correlation, best_matches, matched_features, recurrence
+from prisma_core.sae.recurrence import RECURS_AT, activation_correlation, best_matches, matched_features, recurrence
 
 
 def random_codes(n_documents: int, n_features: int, density: float, seed: int) -> sp.csr_matrix:

@@ -14,12 +14,12 @@ from report_page import Page
 from prisma_core.cli import main as cli_main
 from prisma_core.compare.prevalence import group_comparison, summarise
 from prisma_core.errors import NotFoundError, StoreError
-from prisma_core.explore import level_units
-from prisma_core.overview import nested_subthemes
 from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.pipeline.report.drawing import MAP_HEIGHT, MAP_WIDTH
 from prisma_core.pipeline.report.writer import report_html, write_report
-from prisma_core.runs import load_run
+from prisma_core.reading.explore import level_units
+from prisma_core.reading.overview import nested_subthemes
+from prisma_core.reading.runs import load_run
 from prisma_core.store import Workspace
 
 RENAMED = 'Sport & athletics <desk> "quoted"'

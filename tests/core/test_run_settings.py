@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import SettingsError
-from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
-from prisma_core.run_settings import run_settings
-from prisma_core.runs import trainings_compared
+from prisma_core.reading.runs import trainings_compared
+from prisma_core.run_shape.run_settings import run_settings
 from prisma_core.sae import SAEConfig
 from prisma_core.store import RunRecord
-from prisma_core.themes import ThemeConfig
 
 
 def record(config: dict[str, Any]) -> RunRecord:
@@ -87,7 +87,7 @@ def test_background_features_keep_their_own_names_apart():
     "background: in 52% of documents". Their words keep them apart; a name the analyst gave stays."""
     import pandas as pd
 
-    from prisma_core.runs import background_named
+    from prisma_core.reading.runs import background_named
     from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
 
     features = pd.DataFrame(

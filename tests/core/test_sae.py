@@ -9,16 +9,16 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
 from prisma_core.errors import SettingsError, TrainingError, WeightsError
 from prisma_core.progress import Progress
-from prisma_core.recurrence import recurrence
 from prisma_core.sae import SAEConfig, check_config, suggest_config
 from prisma_core.sae import train as sae_train
 from prisma_core.sae.adam import Adam
 from prisma_core.sae.io import load_sae, save_sae
 from prisma_core.sae.loss import fvu, prefix_reconstructions, topk_aux_loss
 from prisma_core.sae.model import TopKSAE
+from prisma_core.sae.recurrence import recurrence
 from prisma_core.sae.train import TrainResult, encode, feature_codes, train_sae
 from prisma_core.sae.weights import read_weights
 
@@ -300,7 +300,10 @@ def test_weights_read_without_torch_give_the_models_directions_and_codes(
 
 def test_showing_a_run_does_not_import_torch(tmp_path: Path) -> None:
     """The read path (runs, explore) imports no torch: a fresh interpreter loads the modules and reads nothing else."""
-    code = "import sys, prisma_core.runs, prisma_core.explore, prisma_core.sae.weights; print('torch' in sys.modules)"
+    code = (
+        "import sys, prisma_core.reading.runs, prisma_core.reading.explore, prisma_core.sae.weights;"
+        " print('torch' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout.strip() == "False"
 

@@ -14,11 +14,12 @@ import torch
 from bbc_openings import PER_DESK, BbcOpenings
 from cached_vectors import SHARED_SPACE, embed_from_shared_vectors
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
+from prisma_core.concepts import analysis
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import training
-from prisma_core.runs import read_codes
+from prisma_core.reading.runs import read_codes
 from prisma_core.sae import SAEConfig
 from prisma_core.sae.initial import INIT_SAMPLE, MEDIAN_SAMPLE
 from prisma_core.sae.io import load_sae

@@ -8,12 +8,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from prisma_core import embed, pipeline
-from prisma_core.explore import saved_document_map
 from prisma_core.lineage import Stage
 from prisma_core.pipeline.edits import rename
 from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.pipeline.report.writer import downloaded_report, write_report
 from prisma_core.pipeline.stages import STAGES
+from prisma_core.reading.explore import saved_document_map
 from prisma_core.store import Workspace
 from prisma_core.store.stages import (
     EDITS,

@@ -16,9 +16,9 @@ from small_run import SMALL_SAE, SmallRun
 
 from prisma_core import pipeline
 from prisma_core.cli import main as cli_main
+from prisma_core.concepts.families import FamilyConfig
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import DamagedTableError, NotFoundError, StoreError
-from prisma_core.families import FamilyConfig
 from prisma_core.ingest import IngestConfig, read_sources
 from prisma_core.interpret import keyword_labeller
 from prisma_core.interpret.keywords import corpus_terms

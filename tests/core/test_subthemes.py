@@ -10,10 +10,10 @@ import pytest
 from reliability_helpers import run_cli
 
 from prisma_core import pipeline
-from prisma_core.explore import DatasetDocuments, level_units
-from prisma_core.overview import coverage_sentence, subthemes_table, unfit_documents
-from prisma_core.subthemes import subtheme_counts
-from prisma_core.themes import NO_THEME, ThemeConfig
+from prisma_core.concepts.subthemes import subtheme_counts
+from prisma_core.concepts.themes import NO_THEME, ThemeConfig
+from prisma_core.reading.explore import DatasetDocuments, level_units
+from prisma_core.reading.overview import coverage_sentence, subthemes_table, unfit_documents
 
 
 def assert_nested(run):

@@ -5,10 +5,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 
-from prisma_core.progress import ignore_progress
-from prisma_core.sae import suggest_config
-from prisma_core.sae.train import feature_codes, train_sae
-from prisma_core.themes import (
+from prisma_core.concepts.themes import (
     NO_THEME,
     REPRODUCIBLE,
     ThemeConfig,
@@ -18,6 +15,9 @@ from prisma_core.themes import (
     seed_clusters,
     themes_from_evidence,
 )
+from prisma_core.progress import ignore_progress
+from prisma_core.sae import suggest_config
+from prisma_core.sae.train import feature_codes, train_sae
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,11 @@ from markupsafe import escape
 from report_page import Page
 
 from prisma_core.cli import main as cli_main
-from prisma_core.explore import level_units
 from prisma_core.pipeline import export_run
 from prisma_core.pipeline.report.writer import report_html
 from prisma_core.pipeline.trends import TABLE_COLUMNS, concept_trends, trends_table
-from prisma_core.runs import document_themes, load_run
+from prisma_core.reading.explore import level_units
+from prisma_core.reading.runs import document_themes, load_run
 from prisma_core.store import Workspace
 from prisma_core.trends import FALLING, NO_CHANGE, RISING
 from prisma_core.trends.config import TrendConfig

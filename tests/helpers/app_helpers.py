@@ -10,8 +10,8 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from prisma_core import pipeline
-from prisma_core.evidence import marked_pieces, passages_carrying
-from prisma_core.runs import LoadedRun
+from prisma_core.concepts.evidence import marked_pieces, passages_carrying
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import Workspace
 from ui.state import PENDING_SELECTION_KEY, job_registry
 from ui.text import highlighted

@@ -11,7 +11,7 @@ import sys
 from start_line import wait_at
 
 from prisma_core import pipeline
-from prisma_core.families import FamilyConfig
+from prisma_core.concepts.families import FamilyConfig
 from prisma_core.store import Workspace
 
 

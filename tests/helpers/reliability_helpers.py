@@ -211,7 +211,7 @@ two rebuilds with different results."""
 
 def two_family_settings(codes) -> tuple[dict, dict]:
     """Two of FAMILY_SETTINGS whose families of `codes` differ in number."""
-    from prisma_core.families import FamilyConfig, find_families
+    from prisma_core.concepts.families import FamilyConfig, find_families
 
     counted = [(settings, len(find_families(codes, FamilyConfig(**settings)))) for settings in FAMILY_SETTINGS]
     first = counted[0]

@@ -32,8 +32,8 @@ from reliability_vector_writer import VECTOR_DIM, VECTOR_KEY
 from start_line import start_line
 
 from prisma_core import pipeline
+from prisma_core.concepts.families import FamilyConfig, find_families
 from prisma_core.embed import EmbedConfig, model_key
-from prisma_core.families import FamilyConfig, find_families
 from prisma_core.pipeline.jobs import Job, JobRegistry
 from prisma_core.store import WORKSPACE_ENV, NamedFamily, Workspace, vectors_table_name
 from prisma_core.store.datasets import BUSY_ADDING

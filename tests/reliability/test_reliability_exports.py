@@ -12,7 +12,7 @@ import pandas as pd
 from reliability_helpers import YEARS, Trained, cli_main, error_lines
 
 from prisma_core import pipeline
-from prisma_core.explore import spreadsheet_csv
+from prisma_core.reading.explore import spreadsheet_csv
 from prisma_core.store import Workspace
 
 # -- exports ----------------------------------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from ollama_server import FakeOllama, _chat_reply
 from reliability_helpers import cli_main, error_lines
 
 from prisma_core import pipeline
+from prisma_core.concepts.families import FamilyConfig, find_families
 from prisma_core.embed import EmbedConfig, embed_texts
 from prisma_core.errors import LabellingError, SettingsError
-from prisma_core.families import FamilyConfig, find_families
 from prisma_core.interpret.keywords import UNNAMED_LABEL, keyword_labels
 from prisma_core.interpret.manual_labels import save_manual_label
 from prisma_core.interpret.ollama_client import MAX_REPLY_BYTES

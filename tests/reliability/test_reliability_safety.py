@@ -19,7 +19,8 @@ from hostile_run import HOSTILE, build_hostile_workspace
 from reliability_helpers import REPO, cli_main, error_lines
 from streamlit.testing.v1 import AppTest
 
-from prisma_core import edits, pipeline
+from prisma_core import pipeline
+from prisma_core.curation import edits
 from prisma_core.errors import IngestError, NotFoundError, SettingsError
 from prisma_core.ingest import IngestConfig
 from prisma_core.interpret.manual_labels import save_manual_label

@@ -34,8 +34,8 @@ from reliability_helpers import (
 from start_line import start_line
 
 from prisma_core import cli, pipeline
+from prisma_core.concepts.families import FamilyConfig, find_families
 from prisma_core.errors import LostRowsError
-from prisma_core.families import FamilyConfig, find_families
 from prisma_core.ingest import IngestConfig
 from prisma_core.store import WORKSPACE_ENV, Workspace
 from prisma_core.store.repair import BUSY_REPAIRING

@@ -25,9 +25,9 @@ from start_line import start_line
 from prisma_core import cli, pipeline
 from prisma_core.embed import EmbedConfig, model_key
 from prisma_core.errors import StoreError
-from prisma_core.explore import refract_text
 from prisma_core.ingest import IngestConfig
 from prisma_core.pipeline import EXPORT_FILES
+from prisma_core.reading.explore import refract_text
 from prisma_core.store import WORKSPACE_ENV, Workspace
 from prisma_core.store.datasets import BUSY_ADDING
 from prisma_core.store.location import Location, S3Settings

@@ -45,7 +45,7 @@ def run_record(fvu_train: float, fvu_holdout: float, epochs: int = 40, n_feature
 
 
 def test_runs_get_readable_names_and_overfitting_is_said_in_words():
-    from prisma_core.run_quality import comes_back, overfitting, run_name
+    from prisma_core.reading.run_quality import comes_back, overfitting, run_name
 
     demo_like = run_record(0.015, 0.535)  # the demo's run in issue 11: train 0.015, held out 0.535
     assert run_name(demo_like, "MTSamples demo") == (
@@ -69,7 +69,7 @@ def test_runs_get_readable_names_and_overfitting_is_said_in_words():
 
 def test_a_run_whose_features_mostly_never_fire_is_not_called_good():
     """Issue 26: a category column as the text gave "good (94% of detail)" with 94.8% of features never firing."""
-    from prisma_core.run_quality import quality_words
+    from prisma_core.reading.run_quality import quality_words
 
     category_as_text = replace(run_record(0.05, 0.06), metrics={"fvu_train": 0.05, "fvu_holdout": 0.06})
     assert quality_words(category_as_text) == "good (94% of detail)"  # without the share of dead features
@@ -90,7 +90,7 @@ def test_a_run_whose_features_mostly_never_fire_is_not_called_good():
 )
 def test_detail_is_said_as_the_share_of_what_sets_documents_apart(fvu_holdout, words):
     """Issue 44: the bands say what they mean, in the nearest plain share, with the measured figure beside it."""
-    from prisma_core.run_quality import detail_in_words
+    from prisma_core.reading.run_quality import detail_in_words
 
     record = run_record(0.3, fvu_holdout)
     assert detail_in_words(record) == f"explains {words} on documents it was not trained on)"

@@ -4,10 +4,10 @@ analyst help, and a value the widget allows is one the config accepts."""
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from prisma_core.concepts.families import FamilyConfig
 from prisma_core.config_docs import field_help, field_metadata, form_choices
 from prisma_core.embed import EmbedConfig
 from prisma_core.errors import SettingsError
-from prisma_core.families import FamilyConfig
 from prisma_core.sae import SAEConfig
 from prisma_core.sae.config import MAX_FEATURES, MAX_TRAININGS
 
@@ -24,8 +24,8 @@ SHOWN = {
 def form_script() -> None:
     from test_config_form import SHOWN
 
+    from prisma_core.concepts.families import FamilyConfig
     from prisma_core.embed import EmbedConfig
-    from prisma_core.families import FamilyConfig
     from prisma_core.sae import SAEConfig
     from ui.config_form import config_inputs
 

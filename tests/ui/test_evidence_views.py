@@ -7,7 +7,7 @@ import pytest
 from app_helpers import new_app, open_page, texts
 
 from prisma_core import pipeline
-from prisma_core.evidence import marked_pieces, passages_carrying
+from prisma_core.concepts.evidence import marked_pieces, passages_carrying
 from prisma_core.store import WORKSPACE_ENV
 from ui.text import highlighted, md
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import scipy.sparse as sp
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
 from prisma_core.errors import LabellingError
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
 from prisma_core.interpret.labeller import Labeller, LabelRequest, LabelResult
@@ -29,7 +29,7 @@ from prisma_core.pipeline.labelling.job import (
 from prisma_core.pipeline.labelling.planning import labelled_by, selected_features
 from prisma_core.pipeline.labelling.storing import record_batch
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import Workspace
 
 

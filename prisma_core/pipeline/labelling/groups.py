@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
 from prisma_core.errors import LabellingError
 from prisma_core.interpret.label_choice import weaker
 from prisma_core.interpret.label_scores import ScoreConfig, covering_keywords, label_embedding_scores
@@ -38,7 +38,7 @@ from prisma_core.pipeline.labelling.storing import (
     save_group_labels,
 )
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun, resolve_labels
+from prisma_core.reading.runs import LoadedRun, resolve_labels
 from prisma_core.store import Workspace
 
 

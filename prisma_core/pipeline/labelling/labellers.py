@@ -18,7 +18,7 @@ from prisma_core.interpret.keywords import KeywordConfig, TextBatches, text_batc
 from prisma_core.interpret.labeller import Labeller
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.ollama_labeller import OllamaLabeller
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import Workspace
 from prisma_core.store.vectors import DocumentVectors
 

@@ -12,7 +12,7 @@ from prisma_core.interpret.ollama_client import has_model
 from prisma_core.interpret.ollama_config import OllamaConfig
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN, PROMPT_VERSION
 from prisma_core.pipeline.labelling.job import LabelConfig
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import Workspace
 
 PROMPT_SAMPLE = 200

@@ -11,7 +11,7 @@ from prisma_core.pipeline.labelling.groups import label_groups
 from prisma_core.pipeline.labelling.job import LabelConfig, LabelSummary, StopCheck, never_stop
 from prisma_core.pipeline.labelling.planning import subthemes_of
 from prisma_core.progress import ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import Workspace
 
 

@@ -29,7 +29,7 @@ from prisma_core.pipeline.labelling.job import (
     never_stop,
 )
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun, with_shown_labels
+from prisma_core.reading.runs import LoadedRun, with_shown_labels
 from prisma_core.store import RunRecord, Workspace
 
 

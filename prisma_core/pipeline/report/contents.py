@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
+from prisma_core.compare.groups import group_values, pooled, useful_columns
 from prisma_core.errors import NotFoundError
-from prisma_core.explore import DatasetDocuments, document_map
-from prisma_core.groups import group_values, pooled, useful_columns
 from prisma_core.pipeline.evidence import feature_quotes
 from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.pipeline.trends import column_timeline
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.explore import DatasetDocuments, document_map
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import DatasetRecord, Workspace
 from prisma_core.trends.periods import Timeline, dated_column
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from prisma_core import __version__
 from prisma_core.compare import PLAIN_WORDS
+from prisma_core.compare.groups import group_sizes
 from prisma_core.compare.prediction import Predictors, group_predictors
 from prisma_core.compare.prevalence import (
     group_comparison,
@@ -27,10 +28,14 @@ from prisma_core.compare.prevalence import (
     summarise,
     verdicts,
 )
-from prisma_core.explore import level_units, named_units
-from prisma_core.groups import group_sizes
 from prisma_core.names import LEVEL_PLURALS, feature_names, level_word, snippet, theme_names, unit_name
-from prisma_core.overview import (
+from prisma_core.pipeline.report.config import ReportConfig
+from prisma_core.pipeline.report.contents import ReportContents
+from prisma_core.pipeline.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
+from prisma_core.pipeline.report.timeline import timeline_chart
+from prisma_core.pipeline.trends import level_trends
+from prisma_core.reading.explore import level_units, named_units
+from prisma_core.reading.overview import (
     coverage_sentence,
     families_of_themes,
     nested_subthemes,
@@ -38,12 +43,14 @@ from prisma_core.overview import (
     theme_documents,
     themes_table,
 )
-from prisma_core.pipeline.report.config import ReportConfig
-from prisma_core.pipeline.report.contents import ReportContents
-from prisma_core.pipeline.report.drawing import LegendEntry, map_dots, range_chart, theme_colour
-from prisma_core.pipeline.report.timeline import timeline_chart
-from prisma_core.pipeline.trends import level_trends
-from prisma_core.run_quality import comes_back, detail_captured, detail_in_words, overfitting, quality_words, run_name
+from prisma_core.reading.run_quality import (
+    comes_back,
+    detail_captured,
+    detail_in_words,
+    overfitting,
+    quality_words,
+    run_name,
+)
 from prisma_core.trends import NO_CHANGE, TOO_FEW
 from prisma_core.trends import PLAIN_WORDS as TREND_WORDS
 from prisma_core.trends.over_time import ranked as ranked_over_time

@@ -18,7 +18,7 @@ from prisma_core.pipeline.files import file_target, write_whole
 from prisma_core.pipeline.report.config import ReportConfig
 from prisma_core.pipeline.report.contents import gather
 from prisma_core.pipeline.report.sections import SECTIONS, title
-from prisma_core.runs import LoadedRun
+from prisma_core.reading.runs import LoadedRun
 from prisma_core.store import Workspace
 from prisma_core.store.stages import REPORT
 

@@ -7,7 +7,8 @@ import pandas as pd
 import scipy.sparse as sp
 from labelling_run import active_features, interpretations, labeller, ollama, run_codes
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
+from prisma_core.concepts import analysis
 from prisma_core.interpret.keyword_labeller import KEYWORD_VERSION, KeywordLabeller
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.interpret.labeller import LabelRequest

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from labelling_run import active_features, labeller, llm_rows, named_by_score, ollama, prefix, shown_documents
 
 from prisma_core import pipeline
-from prisma_core.families import FamilyConfig
+from prisma_core.concepts.families import FamilyConfig
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.pipeline.labelling import (
     LabelConfig,
@@ -24,7 +24,7 @@ from prisma_core.pipeline.labelling import (
 )
 from prisma_core.pipeline.labelling.planning import subthemes_of
 from prisma_core.progress import Progress
-from prisma_core.runs import resolve_labels
+from prisma_core.reading.runs import resolve_labels
 
 
 def fake_answer(headline: str) -> str:

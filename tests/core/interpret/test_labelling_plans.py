@@ -3,7 +3,8 @@
 import numpy as np
 from labelling_run import active_features, labeller, ollama, prefix, run_codes, shown_documents
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
+from prisma_core.concepts import analysis
 from prisma_core.interpret.prompts import CHARS_PER_TOKEN
 from prisma_core.pipeline.labelling import (
     PROMPT_OVERHEAD_TOKENS,

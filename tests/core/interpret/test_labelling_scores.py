@@ -26,7 +26,8 @@ from labelling_run import (
 )
 from sklearn.metrics import roc_auc_score
 
-from prisma_core import analysis, pipeline
+from prisma_core import pipeline
+from prisma_core.concepts import analysis
 from prisma_core.interpret.keywords import KEYWORD_SOURCE
 from prisma_core.interpret.label_scores import (
     ScoreConfig,
@@ -209,7 +210,7 @@ def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(
     def no_second_load(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the run was loaded again")
 
-    monkeypatch.setattr("prisma_core.runs.load_run", no_second_load)
+    monkeypatch.setattr("prisma_core.reading.runs.load_run", no_second_load)
     monkeypatch.setattr("prisma_core.pipeline.load_run", no_second_load)
     before = score_baseline(workspace, run)
     summary = score_run(workspace, run)

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prisma_core import carry, edits
-from prisma_core.applied_edits import jaccard
-from prisma_core.loaded_run import LoadedRun
+from prisma_core.carryover import carry
+from prisma_core.curation import edits
+from prisma_core.curation.applied_edits import jaccard
 from prisma_core.names import level_word, unit_name
-from prisma_core.runs import load_run
+from prisma_core.reading.runs import load_run
+from prisma_core.run_shape.loaded_run import LoadedRun
 from prisma_core.store import EditRecord, Workspace
 
 REGROUPED = "regrouped"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from prisma_core import analysis
-from prisma_core.loaded_run import LoadedRun
+from prisma_core.concepts import analysis
 from prisma_core.names import own_label
+from prisma_core.run_shape.loaded_run import LoadedRun
 
 NEAREST_FEATURES = 8
 MIN_CLOSENESS = 0.2

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core.edits import SAME_CONCEPT, active_edits, listed_features
-from prisma_core.loaded_run import Edited, LoadedRun
+from prisma_core.concepts.subthemes import SubThemes
+from prisma_core.concepts.themes import NO_THEME, Themes
+from prisma_core.curation.edits import SAME_CONCEPT, active_edits, listed_features
+from prisma_core.curation.theme_split import split_into_subthemes
+from prisma_core.run_shape.loaded_run import Edited, LoadedRun
 from prisma_core.store import EditRecord, NamedFamily
 from prisma_core.store.schemas import MANUAL_SOURCE
-from prisma_core.subthemes import SubThemes
-from prisma_core.theme_split import split_into_subthemes
-from prisma_core.themes import NO_THEME, Themes
 
 
 def apply_edits(run: LoadedRun, records: Sequence[EditRecord]) -> tuple[LoadedRun, Edited]:

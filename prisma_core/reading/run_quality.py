@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
-from prisma_core.run_settings import run_settings
+from prisma_core.run_shape.run_settings import run_settings
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import RunRecord, Workspace
 from prisma_core.store.stages import PLACEMENT

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import edits
+from prisma_core.curation import edits
 from prisma_core.errors import SettingsError
 from prisma_core.names import LEVEL_PLURALS, level_word
-from prisma_core.recurrence import RECURS_AT, activation_correlation
-from prisma_core.runs import LoadedRun, load_run
+from prisma_core.reading.runs import LoadedRun, load_run
+from prisma_core.sae.recurrence import RECURS_AT, activation_correlation
 from prisma_core.store import EditRecord, Workspace
 
 CLEAR_MATCH = 0.5

@@ -1,4 +1,4 @@
-"""A theme split into its sub-themes, as an analyst's edit (see `prisma_core.edits`): each sub-theme becomes a
+"""A theme split into its sub-themes, as an analyst's edit (see `prisma_core.curation.edits`): each sub-theme becomes a
 theme of its own, with the same documents and features, so the themes of the other documents do not move."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core.themes import Themes
+from prisma_core.concepts.themes import Themes
 
 
 @dataclass(frozen=True)

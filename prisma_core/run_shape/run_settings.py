@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from prisma_core.concepts.families import FamilyConfig
+from prisma_core.concepts.themes import ThemeConfig
 from prisma_core.embed.config import EmbedConfig
 from prisma_core.errors import SettingsError
-from prisma_core.families import FamilyConfig
 from prisma_core.interpret.keywords import KeywordConfig
 from prisma_core.sae.config import SAEConfig
 from prisma_core.store import RunRecord
-from prisma_core.themes import ThemeConfig
 
 
 @dataclass(frozen=True)

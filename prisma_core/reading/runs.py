@@ -14,19 +14,19 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis
-from prisma_core.applied_edits import apply_edits
+from prisma_core.concepts import analysis
+from prisma_core.concepts.subthemes import SubThemes
+from prisma_core.concepts.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
+from prisma_core.curation.applied_edits import apply_edits
 from prisma_core.errors import LostRowsError, RunBehindError, StoreError
 from prisma_core.interpret.label_choice import resolve_labels
-from prisma_core.loaded_run import LoadedRun
-from prisma_core.run_settings import RunSettings, run_settings
+from prisma_core.run_shape.loaded_run import LoadedRun
+from prisma_core.run_shape.run_settings import RunSettings, run_settings
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import NamedFamily, RunRecord, StageRecord, Workspace
 from prisma_core.store.repair import LOST_LABEL, lost_run, lost_run_parts
 from prisma_core.store.schemas import KEYWORD_SOURCE, MANUAL_SOURCE
 from prisma_core.store.stages import PLACEMENT, REBUILT_STAGES, SETTINGS_STAGES, rebuilt_counts
-from prisma_core.subthemes import SubThemes
-from prisma_core.themes import NO_THEME, ThemeConfig, Themes, themes_from_evidence
 
 
 def with_shown_labels(workspace: Workspace, run_id: str, stats: pd.DataFrame) -> pd.DataFrame:
@@ -93,10 +93,10 @@ def load_run(
     previous: LoadedRun | None = None,
     with_edits: bool = True,
 ) -> LoadedRun:
-    """The run as stored now, with the analyst's edits applied (`prisma_core.edits`; `with_edits=False`: as trained,
-    every feature shown and none pinned). `previous`: the same run loaded earlier (a view reloading it after its
-    labels, families or themes changed): its codes and directions, which never change once written, are taken from it
-    instead of being read again, and so are its themes when their stored evidence is the same."""
+    """The run as stored now, with the analyst's edits applied (`prisma_core.curation.edits`; `with_edits=False`: as
+    trained, every feature shown and none pinned). `previous`: the same run loaded earlier (a view reloading it after
+    its labels, families or themes changed): its codes and directions, which never change once written, are taken from
+    it instead of being read again, and so are its themes when their stored evidence is the same."""
     stored = workspace.run_or_latest(run_id, dataset_id)
     record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
     weights = workspace.location(record.weights_dir)

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core.run_settings import RunSettings
+from prisma_core.concepts.subthemes import SubThemes
+from prisma_core.concepts.themes import Themes
+from prisma_core.run_shape.run_settings import RunSettings
 from prisma_core.store import EditRecord, NamedFamily, RunRecord
 from prisma_core.store.location import Location
-from prisma_core.subthemes import SubThemes
-from prisma_core.themes import Themes
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core.explore import DatasetDocuments
+from prisma_core.concepts.themes import MAX_SUBTHEMES, MAX_THEMES, NO_THEME
 from prisma_core.names import feature_name, snippet, theme_names
-from prisma_core.runs import LoadedRun, themes_of
+from prisma_core.reading.explore import DatasetDocuments
+from prisma_core.reading.runs import LoadedRun, themes_of
 from prisma_core.store import NamedFamily
-from prisma_core.themes import MAX_SUBTHEMES, MAX_THEMES, NO_THEME
 
 N_STRONGEST = 3
 """Features named per sub-theme in its table."""

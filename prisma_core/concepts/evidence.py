@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
 from prisma_core.names import snippet
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
 from prisma_core.sae.weights import SAEWeights

@@ -27,8 +27,8 @@ import pandas as pd
 
 from prisma_core.errors import SettingsError
 from prisma_core.interpret.manual_labels import save_manual_label
-from prisma_core.loaded_run import LoadedRun
 from prisma_core.names import checked_description, checked_name, level_word
+from prisma_core.run_shape.loaded_run import LoadedRun
 from prisma_core.store import EditRecord, Workspace, new_id
 
 LEVELS = ("theme", "subtheme", "family", "feature")

@@ -1,4 +1,5 @@
-"""The settings of the command line's `edit` and `carry` commands (see `prisma_core.edits` and `prisma_core.carry`)."""
+"""The settings of the command line's `edit` and `carry` commands (see `prisma_core.curation.edits` and
+`prisma_core.carryover.carry`)."""
 
 from __future__ import annotations
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from prisma_core.concepts.themes import MAX_SUBTHEMES, NO_THEME, Themes, feature_evidence, seed_clusters
 from prisma_core.progress import ProgressCallback, ignore_progress
 from prisma_core.store.vectors import DocumentVectors
-from prisma_core.themes import MAX_SUBTHEMES, NO_THEME, Themes, feature_evidence, seed_clusters
 
 _MIN_SPLIT = 1.5
 """Sub-themes chosen from the data number at least this many times the themes."""

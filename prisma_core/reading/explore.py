@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from prisma_core import analysis
+from prisma_core.concepts import analysis
 from prisma_core.embed import embed_texts
 from prisma_core.errors import NotFoundError
 from prisma_core.names import unit_names
 from prisma_core.progress import Progress, ProgressCallback, ignore_progress
-from prisma_core.runs import LoadedRun, family_matrix
+from prisma_core.reading.runs import LoadedRun, family_matrix
 from prisma_core.sae.weights import read_weights
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import SHOWN_COLUMNS, is_large, sample_positions
