@@ -3,6 +3,7 @@ where they train too) and, with `init="data"`, the decoder directions at k-means
 feature group at as many groups of rows). k-means on all of BBC's 26,500 rows takes most of a default training's time;
 on a sample of 4,096 of them, fewer features came back when trained again (BENCHMARKS.md section 7)."""
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -10,6 +11,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
+from sklearn.exceptions import ConvergenceWarning
 
 from prisma_core.sae.config import SAEConfig
 from prisma_core.sae.model import TopKSAE
@@ -61,7 +63,8 @@ def data_directions(centred: np.ndarray, prefixes: tuple[int, ...], seed: int) -
     group sizes, smallest first) gets the mean directions of as many k-means groups of documents as it adds
     features, so the first features start at the broadest directions and later ones at finer ones. Fewer than n
     when a group asks for more centres than there are distinct documents (the rest keep their random start; copies
-    of one text embedded in different batches differ by float rounding, so points are compared to 4 decimals).
+    of one text embedded in different batches differ by float rounding, so points are compared to 4 decimals; where
+    copies still fall on both sides of a rounding step, k-means leaves a group empty, whose direction is zero).
 
     k-means runs on the documents' first principal components (the grouping is the same, several times faster), and
     the broad groups' k-means keeps the best of BROAD_RESTARTS starts: the broadest directions of a corpus are then
@@ -73,7 +76,9 @@ def data_directions(centred: np.ndarray, prefixes: tuple[int, ...], seed: int) -
     for size in prefixes:
         wanted = min(size - start, n_distinct)
         restarts = BROAD_RESTARTS if wanted < BROAD_GROUP else 1
-        kmeans = KMeans(wanted, n_init=restarts, max_iter=KMEANS_ITERATIONS, random_state=seed).fit(points)
+        with warnings.catch_warnings():  # "fewer distinct clusters than n_clusters": the empty groups, as above
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            kmeans = KMeans(wanted, n_init=restarts, max_iter=KMEANS_ITERATIONS, random_state=seed).fit(points)
         members = sp.csr_matrix((np.ones(len(unit)), (kmeans.labels_, np.arange(len(unit)))), (wanted, len(unit)))
         found.append(unit_rows(np.asarray(members @ unit)))
         if wanted < size - start:
