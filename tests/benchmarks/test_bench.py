@@ -7,6 +7,7 @@ and speed-ups are the quotients of the seconds it measured, and the verdict its 
 
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -130,28 +131,30 @@ def test_passages_quick_times_embedding_with_and_without_passages(few_speed_docu
     assert f"Target >= {passages.TARGET_RATIO}x (within 5%): **{verdict(worst >= passages.TARGET_RATIO)}**" in text
 
 
-def test_fast_cpu_quick_compares_the_fast_paths_with_fp32() -> None:
+def test_fast_cpu_quick_compares_prismas_paths_with_plain_sentence_transformers() -> None:
     result = fast_cpu.run(quick=True)
     paths = result["paths"]
-    fast = ("bf16",) if cpu_has_native_bf16() else ("fp32", "int8")
-    expected = {"fp32", "plain"} | ({"bf16"} if cpu_has_native_bf16() else set())
-    assert set(paths) == expected | ({f"openvino_{p}" for p in fast} if openvino_installed() else set())
+    openvino = {"openvino_fp32", "openvino_int8"} | ({"openvino_bf16"} if cpu_has_native_bf16() else set())
+    assert set(paths) == {"fp32", "plain"} | (openvino if openvino_installed() else set())
+    assert result["auto_path"] in paths and result["auto_space"] == model_key(EmbedConfig())
     assert paths["fp32"]["cosine_to_fp32_min"] == pytest.approx(1.0, abs=1e-6)
     prisma = [path for name, path in paths.items() if name != "plain"]
-    assert all(0.99 <= path["cosine_to_fp32_min"] <= 1.0 + 1e-6 for path in prisma)
+    assert all(COSINE_FLOOR <= path["cosine_to_fp32_min"] <= 1.0 + 1e-6 for path in prisma)
     assert paths["plain"]["cosine_to_fp32_mean"] > 0.99  # its windows are decoded to text and tokenised again
     assert all(positive(path["tokens_per_s"]) for path in paths.values())
     assert all(math.isfinite(value) and value >= 0 for value in result["sae"].values())  # 2 held-out documents
-    assert all(
-        path["tokens_per_s"] * path["median_seconds"] == pytest.approx(result["content_tokens"]) for path in prisma
-    )
-    assert result["auto_space"] == model_key(EmbedConfig())
-    fastest = max((name for name in paths if name not in ("fp32", "plain")), key=lambda n: paths[n]["tokens_per_s"])
-    speedup = paths[fastest]["tokens_per_s"] / paths["fp32"]["tokens_per_s"]
-    met = speedup >= fast_cpu.TARGET_SPEEDUP and paths[fastest]["cosine_to_fp32_min"] >= fast_cpu.TARGET_MIN_COSINE
+    for path in paths.values():
+        assert path["tokens_per_s"] * path["median_seconds"] == pytest.approx(result["content_tokens"])
+        per_round = [p / own for p, own in zip(paths["plain"]["seconds"], path["seconds"], strict=True)]
+        assert path["x_plain"] == pytest.approx(statistics.median(per_round))
+    assert paths["plain"]["x_plain"] == pytest.approx(1.0)
+    ratio, met = fast_cpu.verdict(result)
+    auto = paths[result["auto_path"]]
+    target = fast_cpu.TARGET_X_PLAIN[result["cpu_class"]]
+    assert met == (ratio >= target and auto["cosine_to_fp32_min"] >= fast_cpu.TARGET_MIN_COSINE)
     text = fast_cpu.markdown(result)
-    assert f"{speedup:.2f}x torch fp32" in text and f"**{verdict(met)}**" in text.split("Fastest path")[1]
-    assert "sentence-transformers**" in text
+    assert f"{ratio:.2f}x plain sentence-transformers per content token" in text
+    assert f"**{verdict(met)}**" in text.split("`auto` (")[1]
 
 
 def test_sae_training_quick_scores_both_trainers_alike(cache_dir: Path) -> None:
