@@ -105,7 +105,7 @@ def _ends_a_sentence_or_line(text: str, end: int) -> bool:
 def _stored(texts: list[str], passages: Passages, key: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="prisma-bench-") as folder:
         workspace = Workspace(Path(folder) / "workspace")
-        workspace.save_passages(key, [text_hash(text) for text in texts], passages)
+        workspace.passages.save(key, [text_hash(text) for text in texts], passages)
         table = Path(folder) / "workspace" / "lancedb" / f"{passages_table_name(key)}.lance"
         size = sum(file.stat().st_size for file in table.rglob("*") if file.is_file())
     return {"passages": len(passages), "bytes": size, "bytes_per_passage": size / len(passages)}

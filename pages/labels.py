@@ -142,7 +142,7 @@ def set_aside_labels() -> None:
             left.markdown(f"**#{row.feature_id}** {md(row.label_note)}")
             if right.button("Show the model's label", key=f"use_label_{row.feature_id}"):
                 try:
-                    ws.prefer_interpretation(run_id, int(row.feature_id), str(row.set_aside))
+                    ws.labels.prefer(run_id, int(row.feature_id), str(row.set_aside))
                 except PrismaError as error:
                     st.error(md(error))
                     return

@@ -62,7 +62,7 @@ def record_stage(
         summary=summary,
         versions=versions(),
     )
-    workspace.add_stage(record)
+    workspace.stage_records.add(record)
     return record
 
 
@@ -71,7 +71,7 @@ def embedding_parent(workspace: Workspace, dataset_id: str, embedding_key: str) 
     before stage records existed."""
     embeddings = [
         record.record_id
-        for record in workspace.stages(dataset_id)
+        for record in workspace.stage_records.of(dataset_id)
         if record.stage == EMBEDDING and record.summary.get("embedding_key") == embedding_key
     ]
     return embeddings[-1] if embeddings else dataset_id

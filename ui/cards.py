@@ -225,7 +225,7 @@ def label_editor(run: LoadedRun, feature_id: int, key: str) -> None:
     uncertainty band and against chance (0.5), or as "not enough evidence" for a feature that fires too rarely.
     """
     run_id = run.record.run_id
-    interpretations = workspace().interpretations(run_id)
+    interpretations = workspace().labels.of(run_id)
     mine = interpretations[interpretations["feature_id"] == feature_id].sort_values("created_at")
     st.markdown("**Label**")
     saved = st.session_state.pop(SAVED_KEY, None)
@@ -310,7 +310,7 @@ def rename_feature(run: LoadedRun, feature_id: int, label: str, description: str
 
 def _prefer(run_id: str, feature_id: int, interpretation_id: str) -> None:
     try:
-        workspace().prefer_interpretation(run_id, feature_id, interpretation_id)
+        workspace().labels.prefer(run_id, feature_id, interpretation_id)
     except PrismaError as error:
         st.error(md(error))
         return

@@ -46,7 +46,7 @@ def concept_options(run: LoadedRun, level: str) -> dict[int, str]:
 def edits_panel(run: LoadedRun) -> None:
     """The whole panel, folded away under *Your edits* until the analyst opens it; it stays open while they edit
     (its open state is kept across reruns, and a change made in it opens it on the rerun that shows the change)."""
-    records = workspace().edits(run.record.run_id)
+    records = workspace().edits.of(run.record.run_id)
     active = edits.active_edits(records)
     if st.session_state.pop(OPEN_KEY, False):
         st.session_state[PANEL_KEY] = True

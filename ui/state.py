@@ -104,7 +104,7 @@ def revision(run_id: str) -> int:
     app server), plus this process's own bumps. The versions are read once per script run (four tables opened each
     time, asked for by several views of a page).
     """
-    versions = once_per_run("table_versions", lambda: workspace().table_versions(CHANGING_RUN_TABLES))
+    versions = once_per_run("table_versions", lambda: workspace().tables.table_versions(CHANGING_RUN_TABLES))
     return _revisions().get(run_id, 0) + versions
 
 

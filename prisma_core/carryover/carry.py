@@ -262,10 +262,10 @@ def carry_edits(workspace: Workspace, from_run: str, to_run: str) -> CarryReport
         raise SettingsError(f"Run {to_run}'s edits are its own already: name an earlier run to carry edits from.")
     old, new = load_run(workspace, from_run, with_edits=False), load_run(workspace, to_run, with_edits=False)
     matching = match_runs(old, new)
-    done = {record.carried_from for record in workspace.edits(to_run)}
+    done = {record.carried_from for record in workspace.edits.of(to_run)}
     report = CarryReport(from_run, to_run)
     shown = load_run(workspace, to_run, previous=new)
-    for edit in edits.active_edits(workspace.edits(from_run)):
+    for edit in edits.active_edits(workspace.edits.of(from_run)):
         if f"{from_run}/{edit.edit_id}" in done:
             report.before.append(edit)
             continue
@@ -318,6 +318,6 @@ def previous_edited_run(workspace: Workspace, run_id: str) -> str | None:
     this = next(run for run in runs if run.run_id == run_id)
     earlier = [run for run in runs if run.dataset_id == this.dataset_id and run.created_at <= this.created_at]
     for run in reversed(earlier):
-        if run.run_id != run_id and edits.active_edits(workspace.edits(run.run_id)):
+        if run.run_id != run_id and edits.active_edits(workspace.edits.of(run.run_id)):
             return run.run_id
     return None

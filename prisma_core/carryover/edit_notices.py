@@ -47,8 +47,8 @@ def _not_carried(workspace: Workspace, run: LoadedRun) -> list[EditNotice]:
     earlier = carry.previous_edited_run(workspace, run_id)
     if earlier is None:
         return []
-    handled = {record.carried_from for record in workspace.edits(run_id)}  # carried, applied by hand or dismissed
-    missing = [e for e in edits.active_edits(workspace.edits(earlier)) if f"{earlier}/{e.edit_id}" not in handled]
+    handled = {record.carried_from for record in workspace.edits.of(run_id)}  # carried, applied by hand or dismissed
+    missing = [e for e in edits.active_edits(workspace.edits.of(earlier)) if f"{earlier}/{e.edit_id}" not in handled]
     if not missing:
         return []
     trained = load_run(workspace, run_id, previous=run, with_edits=False)
@@ -93,7 +93,7 @@ def _concept_members(run: LoadedRun, level: str) -> dict[int, list[int]]:
 
 def carried_here(workspace: Workspace, run_id: str) -> int:
     """How many edits the run shows that were carried (or applied by hand) from an earlier run."""
-    return sum(1 for edit in edits.active_edits(workspace.edits(run_id)) if edit.carried_from)
+    return sum(1 for edit in edits.active_edits(workspace.edits.of(run_id)) if edit.carried_from)
 
 
 def concept_name(run: LoadedRun, level: str, concept: int) -> str:

@@ -63,7 +63,7 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
     problems: list[str] = []
     datasets = {dataset.dataset_id: dataset for dataset in _readable(workspace.datasets, problems, [])}
     runs = _readable(workspace.runs, problems, [])
-    losses = _readable(workspace.losses, problems, {})
+    losses = _readable(workspace.repairs.losses, problems, {})
     for dataset_id in dict.fromkeys([*datasets, *(run.dataset_id for run in runs)]):
         dataset = datasets.get(dataset_id)
         print(
@@ -73,7 +73,7 @@ def cmd_list(workspace: Workspace, args: argparse.Namespace) -> None:
         )
         for run in (run for run in runs if run.dataset_id == dataset_id):
             m = run.metrics
-            n_features = _readable(lambda run=run: len(workspace.features(run.run_id)), problems, "?")
+            n_features = _readable(lambda run=run: len(workspace.feature_stats.of(run.run_id)), problems, "?")
             sae = run_settings(run).sae
             print(
                 f"    {run.run_id}  FVU {m['fvu_holdout']:.3f}  dead {m['dead_fraction']:.1%}  "
@@ -104,8 +104,8 @@ def _readable(read: Callable[[], T], problems: list[str], otherwise: T) -> T:
 
 
 def cmd_repair(workspace: Workspace, args: argparse.Namespace) -> None:
-    """Checks every table in full and restores what the store can (see `Workspace.repair`)."""
-    report = workspace.repair()
+    """Checks every table in full and restores what the store can (see `Repairs.repair`)."""
+    report = workspace.repairs.repair()
     for line in report:
         print(line)
     if not report:

@@ -19,10 +19,10 @@ def cmd_edit(workspace: Workspace, args: argparse.Namespace) -> None:
     run = load_run(workspace, args.run)
     run_id = run.record.run_id
     if config.action == "list":
-        _print_edits(workspace.edits(run_id), run)
+        _print_edits(workspace.edits.of(run_id), run)
         return
     if config.action == "undo":
-        undone = next((e for e in workspace.edits(run_id) if e.edit_id == config.edit_id), None)
+        undone = next((e for e in workspace.edits.of(run_id) if e.edit_id == config.edit_id), None)
         edits.undo(workspace, run_id, config.edit_id)
         print(f"run {run_id}: undone: {edits.describe(undone) if undone else config.edit_id}")
         return

@@ -97,7 +97,7 @@ def _print_set_aside(workspace: Workspace, run_id: str) -> None:
     """The features whose model label is not shown because it scores worse than their keywords."""
     from prisma_core.pipeline import resolve_labels
 
-    shown = resolve_labels(workspace.interpretations(run_id))
+    shown = resolve_labels(workspace.labels.of(run_id))
     kept = shown[shown["set_aside"].notna()]
     if len(kept):
         print(f"{len(kept)} features keep their keyword labels: the model's scored worse (pick either in the app)")

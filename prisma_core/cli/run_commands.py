@@ -70,7 +70,7 @@ def cmd_themes(workspace: Workspace, args: argparse.Namespace) -> None:
 
     run_id = workspace.run_or_latest(args.run).run_id
     themes = pipeline.rebuild_themes(workspace, run_id, config_from_args(ThemeConfig, args), ProgressBars())
-    n_subthemes = len(workspace.subthemes(run_id))
+    n_subthemes = len(workspace.groups.subthemes(run_id))
     print(f"run {run_id}: {themes.n_themes} themes, {n_subthemes} sub-themes")
     print_themes(workspace, run_id)
 

@@ -131,13 +131,13 @@ def rename(
     value = {"name": name, "description": description.strip(), "members": members}
     run_id = run.record.run_id
     if level == "feature":
-        before = workspace.interpretations(run_id)
+        before = workspace.labels.of(run_id)
         preferred = before[(before["feature_id"] == target) & before["preferred"].astype(bool)]
         interpretation = save_manual_label(workspace, run_id, target, name, description)
         previous = str(preferred["interpretation_id"].iloc[-1]) if len(preferred) else ""
         value |= {"interpretation_id": interpretation, "previous": previous}
     record = _record(run_id, "rename", level, target, value, carried_from)
-    workspace.add_edits([record])
+    workspace.edits.add([record])
     return record
 
 
@@ -150,7 +150,7 @@ def merge_themes(
         raise SettingsError("Pick at least one other theme to merge into this one.")
     members = {str(t): members_of(run, "theme", t) for t in [int(into), *others]}
     record = _record(run.record.run_id, "merge", "theme", into, {"themes": others, "members": members}, carried_from)
-    workspace.add_edits([record])
+    workspace.edits.add([record])
     return record
 
 
@@ -166,7 +166,7 @@ def split_theme(workspace: Workspace, run: LoadedRun, target: int, carried_from:
     record = _record(
         run.record.run_id, "split", "theme", target, {"members": members, "subthemes": subthemes}, carried_from
     )
-    workspace.add_edits([record])
+    workspace.edits.add([record])
     return record
 
 
@@ -179,7 +179,7 @@ def hide(workspace: Workspace, run: LoadedRun, level: str, target: int, carried_
         )
     value = {"members": members_of(run, level, target)}
     record = _record(run.record.run_id, "hide", level, target, value, carried_from)
-    workspace.add_edits([record])
+    workspace.edits.add([record])
     return record
 
 
@@ -187,20 +187,20 @@ def pin(workspace: Workspace, run: LoadedRun, level: str, target: int, carried_f
     """Pins a concept to the top of its lists."""
     value = {"members": members_of(run, level, target)}
     record = _record(run.record.run_id, "pin", level, target, value, carried_from)
-    workspace.add_edits([record])
+    workspace.edits.add([record])
     return record
 
 
 def undo(workspace: Workspace, run_id: str, edit_id: str) -> EditRecord:
     """Cancels an edit (a hidden concept is shown again, a pin lifted, a name given back)."""
-    records = workspace.edits(run_id)
+    records = workspace.edits.of(run_id)
     edit = next((record for record in active_edits(records) if record.edit_id == edit_id), None)
     if edit is None:
         raise SettingsError(f"Run {run_id} has no edit {edit_id} to undo (unknown, or undone already).")
     if edit.action == "rename" and edit.level == "feature":
         _give_back_label(workspace, run_id, edit)
     record = replace(_record(run_id, UNDO, "", -1, {}), undoes=edit_id)
-    workspace.add_edits([record])
+    workspace.edits.add([record])
     return record
 
 
@@ -208,15 +208,15 @@ def _give_back_label(workspace: Workspace, run_id: str, edit: EditRecord) -> Non
     """The label a feature showed before the rename is shown again."""
     previous = edit.value.get("previous", "")
     if previous:
-        workspace.prefer_interpretation(run_id, edit.target, previous)
+        workspace.labels.prefer(run_id, edit.target, previous)
     else:
-        workspace.clear_preference(run_id, edit.target)
+        workspace.labels.clear_preference(run_id, edit.target)
 
 
 def dismiss(workspace: Workspace, run_id: str, earlier: EditRecord) -> EditRecord:
     """Records that an earlier run's edit, which did not carry to this run, is not wanted here."""
     record = _record(run_id, DISMISS, earlier.level, -1, {}, f"{earlier.run_id}/{earlier.edit_id}")
-    workspace.add_edits([record])
+    workspace.edits.add([record])
     return record
 
 

@@ -27,6 +27,6 @@ def save_manual_label(workspace: Workspace, run_id: str, feature_id: int, label:
         "description": description,
         "source": MANUAL_SOURCE,
     }
-    workspace.add_interpretations(run_id, [row])
-    workspace.prefer_interpretation(run_id, feature_id, interpretation_id)
+    workspace.labels.add(run_id, [row])
+    workspace.labels.prefer(run_id, feature_id, interpretation_id)
     return interpretation_id

@@ -103,7 +103,7 @@ def add_documents(
 
 def _ingest_settings(workspace: Workspace, dataset_id: str) -> IngestConfig:
     """The settings the dataset was read with (the defaults for a dataset made before they were recorded)."""
-    read = [stage for stage in workspace.stages(dataset_id) if stage.stage == INGEST]
+    read = [stage for stage in workspace.stage_records.of(dataset_id) if stage.stage == INGEST]
     return IngestConfig.from_dict(read[-1].config) if read else IngestConfig()
 
 

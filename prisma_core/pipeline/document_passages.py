@@ -77,7 +77,7 @@ def stored_passages(workspace: Workspace, dataset_id: str, embedding_key: str, d
     parts = []
     for documents in _documents(workspace, dataset_id, None):
         hashes = documents["text_hash"].unique().tolist()
-        parts.append(_at_positions(workspace.cached_passages(embedding_key, hashes), hashes, documents))
+        parts.append(_at_positions(workspace.passages.cached(embedding_key, hashes), hashes, documents))
     found = concatenate_passages(parts, dim)
     return found.take(np.lexsort((found.number, found.position)))
 
@@ -112,7 +112,7 @@ def _passages_of_documents(
 ) -> Passages:
     """The passages of these documents (position, text_hash): each text's stored passages, the rest computed."""
     hashes = documents["text_hash"].unique().tolist()
-    found = workspace.cached_passages(cap.embedding_key, hashes)
+    found = workspace.passages.cached(cap.embedding_key, hashes)
     has_passages = np.zeros(len(hashes), dtype=bool)
     has_passages[found.position] = True
     if not has_passages.all():

@@ -51,7 +51,7 @@ SPACE_SETTINGS = ("model", "precision", "backend", "device")
 def _recorded_choice(workspace: Workspace, dataset_id: str, config: EmbedConfig) -> PrecisionChoice | None:
     """The choice the dataset's newest embedding under these settings recorded, if any."""
     wanted = {name: getattr(config, name) for name in SPACE_SETTINGS}
-    for record in reversed(workspace.stages(dataset_id)):
+    for record in reversed(workspace.stage_records.of(dataset_id)):
         same = {name: record.config.get(name) for name in SPACE_SETTINGS} == wanted
         if record.stage == EMBEDDING and record.summary.get("choice") and same:
             return PrecisionChoice(**record.summary["choice"])

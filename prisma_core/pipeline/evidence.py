@@ -38,7 +38,7 @@ def find_run_evidence(
     weights = read_weights(weights_dir)
     n_documents = workspace.dataset(dataset_id).n_documents
     found = top_passages(weights, passage_batches(workspace, dataset_id, None, embed), n_documents, progress=progress)
-    workspace.save_evidence(run_id, found, weights.n_latents)
+    workspace.evidence.save(run_id, found, weights.n_latents)
     return found
 
 
@@ -47,7 +47,7 @@ def feature_evidence(
 ) -> pd.DataFrame:
     """The run's evidence passages (feature_id, rank, position, number, start, end, value): as stored, or, for a
     run trained before they were kept, found now and stored."""
-    stored = workspace.evidence(run.record.run_id)
+    stored = workspace.evidence.of(run.record.run_id)
     if stored is not None:
         return stored
     record = run.record
@@ -85,11 +85,11 @@ def extend_run_evidence(
 ) -> None:
     """Documents from position `first` on, placed in the run, compete for its stored evidence (a run whose evidence
     was never stored is left to find it whole when asked)."""
-    stored = workspace.evidence(run_id)
+    stored = workspace.evidence.of(run_id)
     if stored is None:
         return
     weights = read_weights(weights_dir)
     n_documents = workspace.dataset(dataset_id).n_documents
     added = passage_batches(workspace, dataset_id, np.arange(first, n_documents), embed)
     found = top_passages(weights, added, n_documents - first, earlier=stored)
-    workspace.save_evidence(run_id, found, weights.n_latents)
+    workspace.evidence.save(run_id, found, weights.n_latents)

@@ -142,7 +142,7 @@ def _write_export(workspace: Workspace, run: LoadedRun, out: Path) -> None:
         "config": run.record.config,
         "metrics": run.record.metrics,
         "versions": run.record.versions,
-        "stages": [asdict(stage) for stage in workspace.stages(run.record.dataset_id, run.record.run_id)],
+        "stages": [asdict(stage) for stage in workspace.stage_records.of(run.record.dataset_id, run.record.run_id)],
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=2))
 

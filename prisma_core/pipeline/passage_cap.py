@@ -38,14 +38,14 @@ class PassageCap:
         per_text = np.bincount(passages.position, minlength=len(hashes))
         fitting = np.cumsum(per_text) <= self._room(len(passages))
         kept = passages.take(fitting[passages.position])
-        self.workspace.save_passages(self.embedding_key, hashes, kept)
+        self.workspace.passages.save(self.embedding_key, hashes, kept)
         self.stored = (self.stored or 0) + len(kept)
         return len(kept)
 
     def _room(self, wanted: int) -> int:
         if self.stored is None:
-            self.stored = self.workspace.passage_rows(self.embedding_key)
+            self.stored = self.workspace.passages.rows(self.embedding_key)
         if self.stored + wanted > MAX_STORED_PASSAGES and not self.counted:
             hashes = self.workspace.documents(self.dataset_id, ["text_hash"])["text_hash"].unique().tolist()
-            self.stored, self.counted = self.workspace.count_passages(self.embedding_key, hashes), True
+            self.stored, self.counted = self.workspace.passages.count(self.embedding_key, hashes), True
         return max(0, MAX_STORED_PASSAGES - self.stored)

@@ -94,7 +94,7 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
     them themes and sub-themes; the stage record, written last, makes the run cover them. Their vectors must be
     stored (`embed_dataset`)."""
     stored = workspace.run(run_id)
-    stages = workspace.stages(stored.dataset_id, run_id)
+    stages = workspace.stage_records.of(stored.dataset_id, run_id)
     record = current_settings(stored, stages)
     n_total = workspace.dataset(record.dataset_id).n_documents
     n_before = covered_documents(record, n_total)
@@ -102,7 +102,7 @@ def place_new_documents(workspace: Workspace, run_id: str, progress: ProgressCal
         return Placement(run_id, n_before, 0, np.nan, np.nan, np.nan, np.nan)
     source = workspace.stored_vectors(record.dataset_id, record.embedding_key)
     weights = read_weights(workspace.location(record.weights_dir))
-    workspace.remove_activations_from(run_id, n_before)  # what a killed placement left
+    workspace.activations.remove_from(run_id, n_before)  # what a killed placement left
     old_codes = read_codes(workspace, run_id, n_before, weights.n_latents)
     new_codes = _encode_and_store(workspace, run_id, weights, source, n_before, n_total, progress)
     codes = sp.vstack([old_codes, new_codes]).tocsr()
@@ -137,7 +137,7 @@ def _trained_on(stored: RunRecord, stages: Sequence[StageRecord], n_before: int)
 
 def _record_coverage(workspace: Workspace, run: RunRecord) -> None:
     """Before documents are added: the count of documents a run covers, for runs trained before Prisma recorded it."""
-    record = current_settings(run, workspace.stages(run.dataset_id, run.run_id))
+    record = current_settings(run, workspace.stage_records.of(run.dataset_id, run.run_id))
     if "n_documents" not in record.metrics:
         n_documents = workspace.dataset(run.dataset_id).n_documents
         record_stage(workspace, PLACEMENT, run.run_id, run.dataset_id, {}, {"n_documents": n_documents}, run.run_id)
@@ -158,7 +158,7 @@ def _encode_and_store(
         positions = np.arange(first, min(first + PLACE_ROWS, end))
         codes = weights.feature_codes(source.rows(positions))
         rows = codes.tocoo()
-        workspace.save_activations(run_id, positions[rows.row], rows.col.astype(np.int32), rows.data)
+        workspace.activations.save(run_id, positions[rows.row], rows.col.astype(np.int32), rows.data)
         parts.append(codes)
         done = positions[-1] + 1 - start
         progress(Progress("place", done, end - start, f"{done:,} of {end - start:,} new documents encoded"))
@@ -168,9 +168,9 @@ def _encode_and_store(
 def _update_feature_stats(workspace: Workspace, run_id: str, codes: sp.csr_matrix) -> None:
     totals = analysis.FeatureTotals(codes.shape[1])
     totals.add(codes.data, codes.indices, n_documents=codes.shape[0])
-    found_in = workspace.features(run_id).set_index("feature_id")["found_in"]
+    found_in = workspace.feature_stats.of(run_id).set_index("feature_id")["found_in"]
     stats = totals.stats()
-    workspace.update_features(run_id, stats.assign(found_in=found_in.reindex(stats["feature_id"]).to_numpy()))
+    workspace.feature_stats.update(run_id, stats.assign(found_in=found_in.reindex(stats["feature_id"]).to_numpy()))
 
 
 class _Centres:
@@ -207,7 +207,7 @@ def _place_in_themes(
     """Store the run's themes and sub-themes with the new documents in them; returns whether each old and each new
     document fits its theme well (both empty for a run without themes). `config`: the run's theme settings."""
     n_before = old_codes.shape[0]
-    rows = [_of_first(row, "probabilities", n_before) for row in workspace.themes(record.run_id)]
+    rows = [_of_first(row, "probabilities", n_before) for row in workspace.groups.themes(record.run_id)]
     if not rows:
         return np.zeros(0, bool), np.zeros(0, bool)
     old = stored_themes(rows, old_codes, config)
@@ -217,7 +217,7 @@ def _place_in_themes(
     position = POSITION_WEIGHT * (new_points @ theme_centres.T)
     new_probabilities = document_probabilities(new_codes, old.evidence, position)
     themes = Themes(old.evidence, np.vstack([old.probabilities, new_probabilities]), old.member_share, old.fit_share)
-    subtheme_rows = [_of_first(row, "documents", n_before) for row in workspace.subthemes(record.run_id)]
+    subtheme_rows = [_of_first(row, "documents", n_before) for row in workspace.groups.subthemes(record.run_id)]
     subthemes = stored_subthemes(subtheme_rows, old, old_codes.shape)
     if subthemes is not None:
         new_strongest = themes.strongest()[n_before:]
@@ -225,12 +225,12 @@ def _place_in_themes(
         closeness = new_points @ sub_centres.T
         _, new_assignment = nest_documents(subthemes.theme, closeness, new_strongest, themes.n_themes)
         assignment = np.concatenate([subthemes.assignment, new_assignment])
-        workspace.save_subthemes(
+        workspace.groups.save_subthemes(
             record.run_id,
             [_with_documents(row, np.flatnonzero(assignment == row["subtheme_id"])) for row in subtheme_rows],
         )
     members = themes.members()
-    workspace.save_themes(
+    workspace.groups.save_themes(
         record.run_id,
         [
             row | {"probabilities": themes.probabilities[:, i], "n_documents": int(members[:, i].sum())}

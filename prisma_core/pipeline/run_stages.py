@@ -115,7 +115,7 @@ def label_features(run: RunCodes, config: KeywordConfig, progress: ProgressCallb
     labels["score_embedding"] = label_embedding_scores(
         feature_ids, texts, run.codes, run.labeller.vectors, run.embed, score_config, run.workspace
     ).scores
-    run.workspace.add_interpretations(run.run_id, labels.to_dict(orient="records"))
+    run.workspace.labels.add(run.run_id, labels.to_dict(orient="records"))
     return FeatureLabels(_record(run, KEYWORDS, config, {"n_labelled": len(labels)}, started), labels)
 
 
@@ -141,7 +141,7 @@ def group_themes(run: RunCodes, config: ThemeConfig, progress: ProgressCallback)
         }
         for theme in range(themes.n_themes)
     ]
-    run.workspace.save_themes(run.run_id, rows)
+    run.workspace.groups.save_themes(run.run_id, rows)
     return RunThemes(_record(run, THEMES, config, {"n_themes": themes.n_themes}, started), themes, split)
 
 
@@ -178,7 +178,7 @@ def _store_subthemes(run: RunCodes, subthemes: SubThemes, themes: Themes) -> Non
         }
         for sub in range(subthemes.n_subthemes)
     ]
-    run.workspace.save_subthemes(run.run_id, rows)
+    run.workspace.groups.save_subthemes(run.run_id, rows)
 
 
 def _strongest_first(features: np.ndarray, evidence: np.ndarray) -> list[int]:
@@ -197,7 +197,7 @@ def find_run_families(run: RunCodes, config: FamilyConfig, progress: ProgressCal
         NamedFamily(**asdict(family), label=labels.loc[i, "label"], label_source=KEYWORD_SOURCE)
         for i, family in enumerate(families)
     ]
-    run.workspace.save_families(run.run_id, named)
+    run.workspace.groups.save_families(run.run_id, named)
     return RunFamilies(_record(run, FAMILIES, config, {"n_families": len(named)}, started), named)
 
 

@@ -2,8 +2,9 @@
 
 Each stage is one `Stage` (`prisma_core.lineage`): its name, a constant of `prisma_core.store.stages` that also
 declares the tables it makes (the store deletes and repairs by them), the type of its settings and its `run`. A run
-is the chain of its stage records (`Workspace.stages`): ingest, embedding, then its own, oldest first. Training runs
-the stages after its SAE in their order here (`run_stages.AFTER_SAE`). Adding a stage: see docs/code-map.md."""
+is the chain of its stage records (`Workspace.stage_records`): ingest, embedding, then its own, oldest first.
+Training runs the stages after its SAE in their order here (`run_stages.AFTER_SAE`). Adding a stage: see
+docs/code-map.md."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def suggested_sae_config(workspace: Workspace, dataset_id: str, embed_config: Em
     win)."""
     key = model_key(dataset_config(workspace, dataset_id, embed_config))
     shape = workspace.stored_vectors(dataset_id, key).shape
-    return suggest_config(*shape, n_passages=workspace.count_passages(key, _text_hashes(workspace, dataset_id)))
+    return suggest_config(*shape, n_passages=workspace.passages.count(key, _text_hashes(workspace, dataset_id)))
 
 
 def _text_hashes(workspace: Workspace, dataset_id: str) -> list[str]:
@@ -211,10 +211,10 @@ def _store_codes(
     for start in range(0, n_documents, CODES_ROWS):
         positions = np.arange(start, min(start + CODES_ROWS, n_documents))
         slice_values, slice_indices = encode(model, source.rows(positions))
-        workspace.save_activations(run_id, np.repeat(positions, model.k), slice_indices.ravel(), slice_values.ravel())
+        workspace.activations.save(run_id, np.repeat(positions, model.k), slice_indices.ravel(), slice_values.ravel())
         totals.add(slice_values, slice_indices)
         values[start : start + len(positions)], indices[start : start + len(positions)] = slice_values, slice_indices
-    workspace.save_features(run_id, totals.stats().assign(found_in=found_in))
+    workspace.feature_stats.save(run_id, totals.stats().assign(found_in=found_in))
     return codes_matrix(values, indices, model.n_latents)
 
 

@@ -173,6 +173,6 @@ def placements(workspace: Workspace, run: RunRecord) -> list[Placement]:
     names = [f.name for f in fields(Placement)]
     return [
         Placement(**{name: stage.summary[name] for name in names})
-        for stage in workspace.stages(run.dataset_id, run.run_id)
+        for stage in workspace.stage_records.of(run.dataset_id, run.run_id)
         if stage.run_id == run.run_id and stage.stage == PLACEMENT and stage.summary.get("n_added")
     ]

@@ -32,7 +32,7 @@ from prisma_core.store.stages import PLACEMENT, REBUILT_STAGES, SETTINGS_STAGES,
 def with_shown_labels(workspace: Workspace, run_id: str, stats: pd.DataFrame) -> pd.DataFrame:
     """Per-feature `stats` (feature_id, ...) with the label each feature shows as stored now, and its scores (a
     feature whose every label a repair removed shows `LOST_LABEL`)."""
-    labelled = stats.merge(resolve_labels(workspace.interpretations(run_id)), on="feature_id", how="left")
+    labelled = stats.merge(resolve_labels(workspace.labels.of(run_id)), on="feature_id", how="left")
     return labelled.fillna({"label": LOST_LABEL, "description": "", "label_source": KEYWORD_SOURCE})
 
 
@@ -98,7 +98,7 @@ def load_run(
     its labels, families or themes changed): its codes and directions, which never change once written, are taken from
     it instead of being read again, and so are its themes when their stored evidence is the same."""
     stored = workspace.run_or_latest(run_id, dataset_id)
-    record = current_settings(stored, workspace.stages(stored.dataset_id, stored.run_id))
+    record = current_settings(stored, workspace.stage_records.of(stored.dataset_id, stored.run_id))
     weights = workspace.location(record.weights_dir)
     n_docs = workspace.dataset(record.dataset_id).n_documents
     if covered_documents(record, n_docs) < n_docs:
@@ -110,14 +110,14 @@ def load_run(
         codes = read_codes(workspace, record.run_id, n_docs, len(directions))
     else:
         directions, codes = same.directions, same.codes
-    stats = workspace.features(record.run_id)
+    stats = workspace.feature_stats.of(record.run_id)
     if lost := lost_run_parts(record.metrics, len(stats), codes.nnz, int(stats["density"].sum())):
         raise LostRowsError(lost_run(record.run_id, lost))
     features = background_named(with_shown_labels(workspace, record.run_id, stats))
     n_strong = analysis.strong_density(codes) if same is None else same.features["n_strong"].to_numpy()
     features["n_strong"] = n_strong[features["feature_id"].to_numpy()]
     settings = run_settings(record, directions.shape[1])
-    theme_rows = workspace.themes(record.run_id)
+    theme_rows = workspace.groups.themes(record.run_id)
     themes = None
     if theme_rows:
         evidence = np.stack([row["evidence"] for row in theme_rows], axis=1)
@@ -131,7 +131,7 @@ def load_run(
         [{k: v for k, v in row.items() if k != "evidence"} for row in theme_rows],
         columns=["theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
-    subtheme_rows = workspace.subthemes(record.run_id)
+    subtheme_rows = workspace.groups.subthemes(record.run_id)
     subthemes = stored_subthemes(subtheme_rows, themes, codes.shape)
     features["subtheme_id"] = (
         subthemes.feature_subtheme(features["theme_id"].to_numpy()) if subthemes is not None else -1
@@ -142,13 +142,13 @@ def load_run(
         else [],
         columns=["subtheme_id", "theme_id", "label", "description", "label_source", "n_documents", "features"],
     )
-    families = workspace.families(record.run_id)
+    families = workspace.groups.families(record.run_id)
     counts = {"n_themes": len(theme_rows), "n_subthemes": len(subtheme_info), "n_families": len(families)}
     record = replace(record, metrics=record.metrics | counts)  # a save whose record a kill cut off counts
     run = LoadedRun(
         record, settings, weights, codes, directions, features, families, themes, theme_info, subthemes, subtheme_info
     )
-    edited, applied = apply_edits(run, workspace.edits(record.run_id) if with_edits else [])
+    edited, applied = apply_edits(run, workspace.edits.of(record.run_id) if with_edits else [])
     return replace(edited, edited=applied)
 
 
@@ -192,7 +192,7 @@ CODES_CHANGED = "The run's activations changed while they were read: open the ru
 def read_codes(workspace: Workspace, run_id: str, n_docs: int, n_features: int) -> sp.csr_matrix:
     """The run's sparse codes [n_docs, n_features], read from the activations table a batch at a time into arrays
     sized once (12 bytes per activation), never through a frame of the whole table."""
-    n_rows, batches = workspace.activation_batches(run_id)
+    n_rows, batches = workspace.activations.batches(run_id)
     positions = np.empty(n_rows, np.int32 if n_docs < 2**31 else np.int64)
     features, values = np.empty(n_rows, np.int32), np.empty(n_rows, np.float32)
     done = 0

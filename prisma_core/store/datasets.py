@@ -114,7 +114,7 @@ class Datasets(Runs):
             mark_owner(marker)
             for documents in batches:
                 metadata_columns = [c for c in documents.columns if c not in DOCUMENT_COLUMNS]
-                self._add("documents", _document_rows(dataset_id, documents, n_documents, metadata_columns))
+                self.tables.add("documents", _document_rows(dataset_id, documents, n_documents, metadata_columns))
                 n_documents += len(documents)
             record = {
                 "dataset_id": dataset_id,
@@ -125,10 +125,10 @@ class Datasets(Runs):
                 "report": json.dumps(report(), default=str),
                 "metadata_columns": json.dumps(metadata_columns),
             }
-            self._add("datasets", [record])
+            self.tables.add("datasets", [record])
         except BaseException:  # an interrupt too: nothing half-written stays behind
             with contextlib.suppress(StoreError):  # unlisted documents are invisible; this only frees the space
-                self._delete("documents", f"dataset_id = '{dataset_id}'")
+                self.tables.delete("documents", f"dataset_id = '{dataset_id}'")
             raise
         finally:
             with contextlib.suppress(OSError):
@@ -149,12 +149,12 @@ class Datasets(Runs):
         beyond = f"dataset_id = '{check_id(dataset_id)}' AND position >= {record.n_documents}"
         n_added, metadata_columns = 0, list(record.metadata_columns)
         try:
-            self._delete("documents", beyond)
+            self.tables.delete("documents", beyond)
             for documents in batches:
                 new_columns = [c for c in documents.columns if c not in DOCUMENT_COLUMNS]
                 metadata_columns += [c for c in new_columns if c not in metadata_columns]
                 rows = _document_rows(dataset_id, documents, record.n_documents + n_added, new_columns)
-                self._add("documents", rows)
+                self.tables.add("documents", rows)
                 n_added += len(documents)
             values = {
                 "n_documents": record.n_documents + n_added,
@@ -165,7 +165,7 @@ class Datasets(Runs):
             retry(lambda: table.update(where=f"dataset_id = '{check_id(dataset_id)}'", values=values), self.uri)
         except BaseException:  # an interrupt too: the dataset stays as it was
             with contextlib.suppress(StoreError):
-                self._delete("documents", beyond)
+                self.tables.delete("documents", beyond)
             raise
         return n_added
 
@@ -178,7 +178,7 @@ class Datasets(Runs):
             yield
             return
         self.dataset(dataset_id)  # NotFoundError for a dataset that does not exist
-        with self.holding("datasets", f"dataset_id = '{check_id(dataset_id)}'", "writer", BUSY_ADDING):
+        with self.tables.holding("datasets", f"dataset_id = '{check_id(dataset_id)}'", "writer", BUSY_ADDING):
             held = _ADDING.set((*_ADDING.get(), dataset_id))
             try:
                 yield
@@ -194,16 +194,16 @@ class Datasets(Runs):
         """Removes the documents of ingests killed before their dataset record was written (a hard kill skips the
         clean-up `add_dataset_batches` does on any error). An ingest still running in a live process is left alone
         (its folder under ingests/ names it), and so is a dataset whose record a lost table version held (it has an
-        ingest stage record; `Workspace.repair` restores it). Best effort: a failure here never stops an ingest."""
+        ingest stage record; `Repairs.repair` restores it). Best effort: a failure here never stops an ingest."""
         with contextlib.suppress(OSError, StoreError):
             stored = self._dataset_ids_with_documents()
-            kept = set(self._read("datasets", "true", ["dataset_id"])["dataset_id"])
-            kept |= set(self._read(RECORDS, f"stage = '{INGEST}'", ["dataset_id"])["dataset_id"])
+            kept = set(self.tables.read("datasets", "true", ["dataset_id"])["dataset_id"])
+            kept |= set(self.tables.read(RECORDS, f"stage = '{INGEST}'", ["dataset_id"])["dataset_id"])
             for dataset_id in sorted(stored - kept):
                 marker, where = self.root / _INGESTS / dataset_id, f"dataset_id = '{check_id(dataset_id)}'"
                 # The record is looked up again once the ingest is known to be over: it may have been written since.
-                if (marker.modified() is None or owner_is_gone(marker)) and self._read("datasets", where).empty:
-                    self._delete("documents", where)
+                if (marker.modified() is None or owner_is_gone(marker)) and self.tables.read("datasets", where).empty:
+                    self.tables.delete("documents", where)
                     marker.remove()
             for marker in (self.root / _INGESTS).folders():  # an ingest killed before or after storing rows
                 if marker.name not in stored - kept and owner_is_gone(marker):
@@ -211,17 +211,17 @@ class Datasets(Runs):
 
     def _dataset_ids_with_documents(self) -> set[str]:
         """The dataset ids the documents table holds rows of (one scan of that column)."""
-        if not self._has_table("documents"):
+        if not self.tables.has("documents"):
             return set()
         query = self.db.open_table("documents").search().select(["dataset_id"])
         return {
             value
-            for batch in self._batches("documents", query, 4 * BATCH_ROWS)
+            for batch in self.tables.batches("documents", query, 4 * BATCH_ROWS)
             for value in pc.unique(batch["dataset_id"]).to_pylist()
         }
 
     def datasets(self) -> list[DatasetRecord]:
-        records = self._records("datasets", "true", DatasetRecord)
+        records = self.tables.records("datasets", "true", DatasetRecord)
         return [record if isinstance(record.writer, str) else replace(record, writer="") for record in records]
 
     def dataset(self, dataset_id: str) -> DatasetRecord:
@@ -241,15 +241,15 @@ class Datasets(Runs):
         self.dataset(dataset_id)
         where = f"dataset_id = '{check_id(dataset_id)}'"
         runs = [run.run_id for run in self.runs(dataset_id)]
-        self._delete("datasets", where)
+        self.tables.delete("datasets", where)
         for run_id in runs:
             self.delete_run(run_id)
-        self._delete("documents", where)
-        self._delete(RECORDS, where)
-        self._delete("maps", where)
+        self.tables.delete("documents", where)
+        self.tables.delete(RECORDS, where)
+        self.tables.delete("maps", where)
         for name in self.db.list_tables().tables:
             if name.startswith("vectors__"):
-                self._delete(name, where)
+                self.tables.delete(name, where)
         self._reclaim_space_if_due()
 
     def _listed_documents(self, dataset_id: str) -> str:
@@ -260,7 +260,7 @@ class Datasets(Runs):
     def documents(self, dataset_id: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Documents in stored order (`position` = row index used by embeddings and activations)."""
         n_documents = self.dataset(dataset_id).n_documents
-        frame = self._read("documents", listed_documents(dataset_id, n_documents), columns)
+        frame = self.tables.read("documents", listed_documents(dataset_id, n_documents), columns)
         if len(frame) < n_documents:
             raise LostRowsError(lost_documents(dataset_id, len(frame), n_documents))
         return frame.sort_values("position").reset_index(drop=True) if "position" in frame else frame
@@ -270,7 +270,7 @@ class Datasets(Runs):
         a damaged file's rows."""
         where = self._listed_documents(dataset_id)
         with reading("documents"):
-            return self.db.open_table("documents").count_rows(where) if self._has_table("documents") else 0
+            return self.db.open_table("documents").count_rows(where) if self.tables.has("documents") else 0
 
     def _raise_lost_documents(self, dataset_id: str) -> None:
         raise LostRowsError(
@@ -320,7 +320,7 @@ class Datasets(Runs):
         typed id."""
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         where = f"{self._listed_documents(dataset_id)} AND doc_id LIKE {_sql_text(pattern + '%')} ESCAPE '\\'"
-        if not self._has_table("documents"):
+        if not self.tables.has("documents"):
             return []
         with reading("documents"):
             query = self.db.open_table("documents").search().where(where).select(["position", "doc_id"]).limit(limit)
@@ -330,7 +330,7 @@ class Datasets(Runs):
         """Rows of the dataset whose `column` is one of `values` (SQL literals), POSITIONS_PER_QUERY at a time."""
         dataset = self._listed_documents(dataset_id)
         parts = [
-            self._read(
+            self.tables.read(
                 "documents", f"{dataset} AND {column} IN ({', '.join(values[i : i + POSITIONS_PER_QUERY])})", columns
             )
             for i in range(0, len(values), POSITIONS_PER_QUERY)
@@ -343,11 +343,11 @@ class Datasets(Runs):
         """The dataset's documents, at most `rows` at a time, in no set order (select `position` to place them): one
         scan of the documents table that never holds the whole dataset."""
         n_documents = self.dataset(dataset_id).n_documents
-        if not self._has_table("documents"):
+        if not self.tables.has("documents"):
             return
         query = self.db.open_table("documents").search().where(listed_documents(dataset_id, n_documents))
         n_read = 0
-        for batch in self._batches("documents", query.select(list(columns)), rows):
+        for batch in self.tables.batches("documents", query.select(list(columns)), rows):
             n_read += batch.num_rows
             yield batch.to_pandas()
         if n_read < n_documents:

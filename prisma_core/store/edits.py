@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from prisma_core.store.ids import check_id
 from prisma_core.store.schemas import EditRecord, json_fields
@@ -12,12 +12,17 @@ from prisma_core.store.tables import Tables
 _EDIT_JSON = json_fields(EditRecord)
 
 
-class Edits(Tables):
-    def add_edits(self, records: list[EditRecord]) -> None:
+@dataclass
+class Edits:
+    """`Workspace.edits`."""
+
+    tables: Tables
+
+    def add(self, records: list[EditRecord]) -> None:
         """Stores edits in one commit."""
         rows = [asdict(record) for record in records]
-        self._add("edits", [row | {key: json.dumps(row[key]) for key in _EDIT_JSON} for row in rows])
+        self.tables.add("edits", [row | {key: json.dumps(row[key]) for key in _EDIT_JSON} for row in rows])
 
-    def edits(self, run_id: str) -> list[EditRecord]:
+    def of(self, run_id: str) -> list[EditRecord]:
         """Every edit of the run, undos included, oldest first."""
-        return self._records("edits", f"run_id = '{check_id(run_id)}'", EditRecord)
+        return self.tables.records("edits", f"run_id = '{check_id(run_id)}'", EditRecord)

@@ -3,18 +3,25 @@ row per feature holding them strongest first."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from prisma_core.store.artefacts import Artefacts
+from prisma_core.store.tables import Tables
 
 EVIDENCE_COLUMNS = ["feature_id", "rank", "position", "number", "start", "end", "value"]
 """A run's evidence as read: one row per passage, by feature, strongest first (`rank` 0, 1, ...)."""
 _LISTS = {"positions": "position", "numbers": "number", "starts": "start", "ends": "end", "values": "value"}
 
 
-class Evidence(Artefacts):
-    def save_evidence(self, run_id: str, evidence: pd.DataFrame, n_features: int) -> None:
+@dataclass
+class Evidence:
+    """`Workspace.evidence`."""
+
+    tables: Tables
+
+    def save(self, run_id: str, evidence: pd.DataFrame, n_features: int) -> None:
         """Replace the run's evidence (rows as EVIDENCE_COLUMNS) in one commit: a row for every feature, an empty one
         for a feature without passages, so a run whose evidence was found is told from one never searched."""
         ordered = evidence.sort_values(["feature_id", "rank"])
@@ -30,11 +37,11 @@ class Evidence(Artefacts):
                     for stored, column in _LISTS.items()
                 }
             )
-        self._replace_generation("evidence", run_id, "feature_id", rows)
+        self.tables.replace_generation("evidence", run_id, "feature_id", rows)
 
-    def evidence(self, run_id: str) -> pd.DataFrame | None:
+    def of(self, run_id: str) -> pd.DataFrame | None:
         """The run's evidence (EVIDENCE_COLUMNS), None when it was never stored (a run trained before it existed)."""
-        rows = self._latest_generation("evidence", run_id, "feature_id")
+        rows = self.tables.latest_generation("evidence", run_id, "feature_id")
         if not rows:
             return None
         parts = [

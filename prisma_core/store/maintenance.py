@@ -7,11 +7,17 @@ import contextlib
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prisma_core.errors import StoreError
 from prisma_core.store.ids import now_iso
+from prisma_core.store.location import Location
 from prisma_core.store.retry import retry
 from prisma_core.store.tables import Tables
+
+if TYPE_CHECKING:
+    import lancedb
 
 _MAINTENANCE_FILE = "maintenance.json"  # in the workspace: when old table versions were last cleaned up
 MAINTENANCE_EVERY = timedelta(days=1)
@@ -22,7 +28,16 @@ KEEP_VERSIONS_FOR = timedelta(hours=1)
 back; older versions, and files left by writes killed more than 7 days ago (LanceDB's own rule), are removed."""
 
 
-class Maintenance(Tables):
+class Maintenance:
+    """The base of the workspace's own methods (datasets, runs, vectors: see `Workspace`), which read and write
+    through `tables`."""
+
+    uri: str
+    path: Path
+    root: Location
+    db: lancedb.DBConnection
+    tables: Tables
+
     def reclaim_space(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> None:
         """Compacts every table and removes versions older than `keep_versions_for` with LanceDB's own optimize.
 
@@ -37,7 +52,7 @@ class Maintenance(Tables):
         batch, which writes every few labels, a labelled run's tables stay near the size of their rows. Best effort,
         like the daily clean-up (a table with nothing to compact is left as it is, without a new version)."""
         for name in names:
-            if self._has_table(name):
+            if self.tables.has(name):
                 with contextlib.suppress(OSError, StoreError):
                     self._optimize(name, KEEP_VERSIONS_FOR)
 
@@ -55,5 +70,5 @@ class Maintenance(Tables):
         try:
             last = datetime.fromisoformat(json.loads((self.root / _MAINTENANCE_FILE).read_text())["reclaimed_at"])
         except (OSError, ValueError, KeyError, TypeError):
-            return self._has_table("datasets")  # never cleaned up: due once there is something to clean
+            return self.tables.has("datasets")  # never cleaned up: due once there is something to clean
         return datetime.now(UTC) - last > MAINTENANCE_EVERY

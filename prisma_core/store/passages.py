@@ -11,6 +11,7 @@ between the two writes and resumed, or two processes at once) is read once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -19,8 +20,8 @@ import pyarrow.compute as pc
 from prisma_core.store.datasets import BATCH_ROWS, POSITIONS_PER_QUERY
 from prisma_core.store.ids import check_id
 from prisma_core.store.schemas import Passages, concatenate_passages
-from prisma_core.store.tables import reading
-from prisma_core.store.vectors import Vectors, space_slug
+from prisma_core.store.tables import Tables, reading
+from prisma_core.store.vectors import rows_of_texts, space_slug
 
 PASSAGE_FORMAT = 1
 """In the tables' names: bumped when passages are cut differently, so that passages cut two ways never mix."""
@@ -44,8 +45,13 @@ def _passage_schema(dim: int) -> pa.Schema:
     )
 
 
-class PassageCache(Vectors):
-    def save_passages(self, embedding_key: str, hashes: Sequence[str], passages: Passages) -> None:
+@dataclass
+class PassageStore:
+    """`Workspace.passages`."""
+
+    tables: Tables
+
+    def save(self, embedding_key: str, hashes: Sequence[str], passages: Passages) -> None:
         """Stores the passages of texts: `passages.position` is the index of each passage's text in `hashes`."""
         if not len(passages):
             return
@@ -62,17 +68,17 @@ class PassageCache(Vectors):
             },
             schema=schema,
         )
-        self._add(passages_table_name(embedding_key), rows, schema)
+        self.tables.add(passages_table_name(embedding_key), rows, schema)
 
-    def cached_passages(self, embedding_key: str, hashes: Sequence[str]) -> Passages:
+    def cached(self, embedding_key: str, hashes: Sequence[str]) -> Passages:
         """The stored passages of these texts, `position` the index of each passage's text in `hashes` (given once
         each), ordered by text, then number; texts without stored passages have none here."""
         name = passages_table_name(embedding_key)
-        found = self._rows_of_texts(name, hashes)
+        found = rows_of_texts(self.tables, name, hashes)
         if not len(found):
             return concatenate_passages([], 0)
         with reading(name):
-            stored = self.db.open_table(name).take_row_ids(found.tolist()).select(_COLUMNS).to_arrow()
+            stored = self.tables.db.open_table(name).take_row_ids(found.tolist()).select(_COLUMNS).to_arrow()
         text = pc.index_in(stored["text_hash"], value_set=pa.array(list(hashes), pa.string())).to_numpy()
         number = stored["number"].to_numpy()
         order = np.lexsort((number, text))
@@ -87,34 +93,32 @@ class PassageCache(Vectors):
             vectors[first].astype(np.float32),
         )
 
-    def passage_rows(self, embedding_key: str) -> int:
+    def rows(self, embedding_key: str) -> int:
         """Passages stored in this space, for every dataset (a count the table keeps: nothing is read)."""
         name = passages_table_name(embedding_key)
-        return self.db.open_table(name).count_rows() if self._has_table(name) else 0
+        return self.tables.db.open_table(name).count_rows() if self.tables.has(name) else 0
 
-    def count_passages(self, embedding_key: str, hashes: Sequence[str]) -> int:
+    def count(self, embedding_key: str, hashes: Sequence[str]) -> int:
         """Passages stored in this space for these texts (one scan of the table's hashes)."""
-        return len(self._rows_of_texts(passages_table_name(embedding_key), hashes))
+        return len(rows_of_texts(self.tables, passages_table_name(embedding_key), hashes))
 
-    def delete_dataset(self, dataset_id: str) -> None:
-        """The dataset (see `Datasets.delete_dataset`), then the passages of the texts no other dataset holds."""
-        only_here = self._texts_only_in(dataset_id)
-        super().delete_dataset(dataset_id)
-        for name in self.db.list_tables().tables:
-            if name.startswith("passages__"):
-                for start in range(0, len(only_here), POSITIONS_PER_QUERY):
-                    quoted = ", ".join(f"'{text}'" for text in only_here[start : start + POSITIONS_PER_QUERY])
-                    self._delete(name, f"text_hash IN ({quoted})")
-
-    def _texts_only_in(self, dataset_id: str) -> list[str]:
+    def texts_only_in(self, dataset_id: str) -> list[str]:
         """The text hashes of the dataset's documents that no other dataset's documents have (the other datasets'
-        hashes scanned a batch at a time)."""
+        hashes scanned a batch at a time): those whose passages go with the dataset (`Workspace.delete_dataset`)."""
         dataset = f"dataset_id = '{check_id(dataset_id)}'"  # every row left, even of a dataset a repair cut short
-        own = pa.array(self._read("documents", dataset, ["text_hash"])["text_hash"].unique(), pa.string())
+        own = pa.array(self.tables.read("documents", dataset, ["text_hash"])["text_hash"].unique(), pa.string())
         if not len(own):
             return []
-        query = self.db.open_table("documents").search().where(f"NOT ({dataset})")
+        query = self.tables.db.open_table("documents").search().where(f"NOT ({dataset})")
         shared: set[str] = set()
-        for batch in self._batches("documents", query.select(["text_hash"]), 4 * BATCH_ROWS):
+        for batch in self.tables.batches("documents", query.select(["text_hash"]), 4 * BATCH_ROWS):
             shared.update(pc.filter(batch["text_hash"], pc.is_in(batch["text_hash"], value_set=own)).to_pylist())
         return sorted(set(own.to_pylist()) - shared)
+
+    def delete_texts(self, hashes: Sequence[str]) -> None:
+        """The passages of these texts, in every space."""
+        for name in self.tables.db.list_tables().tables:
+            if name.startswith("passages__"):
+                for start in range(0, len(hashes), POSITIONS_PER_QUERY):
+                    quoted = ", ".join(f"'{text}'" for text in hashes[start : start + POSITIONS_PER_QUERY])
+                    self.tables.delete(name, f"text_hash IN ({quoted})")

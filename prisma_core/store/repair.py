@@ -9,6 +9,7 @@ that lost rows, which stay named until they are deleted) and a run's training cu
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +31,11 @@ from prisma_core.store.stages import (
     SUBTHEMES,
     THEMES,
     TRAINING,
+    StageRecords,
     rebuilt_counts,
     shown_counts,
 )
-from prisma_core.store.tables import reading
+from prisma_core.store.tables import Tables, reading
 
 if TYPE_CHECKING:
     import lancedb
@@ -58,10 +60,21 @@ def unreadable(table: lancedb.table.Table) -> str:
     return ""
 
 
-class Repairs(Datasets):
+@dataclass
+class Repairs:
+    """`Workspace.repairs`: it reads and restores the workspace's datasets and runs (its own methods), so it holds
+    the workspace."""
+
+    workspace: Datasets
+    stage_records: StageRecords
+
+    @property
+    def tables(self) -> Tables:
+        return self.workspace.tables
+
     def damaged_tables(self) -> dict[str, str]:
         """Every table whose newest version cannot be read in full, with the reason (reads every table whole)."""
-        reasons = {name: unreadable(self.db.open_table(name)) for name in self.db.list_tables().tables}
+        reasons = {name: unreadable(self.tables.db.open_table(name)) for name in self.tables.db.list_tables().tables}
         return {name: reason for name, reason in reasons.items() if reason}
 
     def repair(self) -> list[str]:
@@ -70,12 +83,12 @@ class Repairs(Datasets):
         earlier one: they are named until deleted). One repair at a time (StoreError while another one runs): two
         would each restore the same records, or restore a version the other has just repaired. A workspace with
         nothing to repair is only read."""
-        if self.damaged_tables() or self.hidden_datasets() or self.hidden_runs():
+        if self.damaged_tables() or self.hidden_datasets() or self.workspace.hidden_runs():
             self._add_locks()
-            with self.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
+            with self.tables.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
                 report = [self._repair_table(name, reason) for name, reason in self.damaged_tables().items()]
                 report += [self._restore_dataset_record(dataset_id) for dataset_id in self.hidden_datasets()]
-                report += [self._restore_run_record(run_id) for run_id in self.hidden_runs()]
+                report += [self._restore_run_record(run_id) for run_id in self.workspace.hidden_runs()]
         else:
             report = []
         return report + [sentence for sentences in self.losses().values() for sentence in sentences]
@@ -85,31 +98,31 @@ class Repairs(Datasets):
         once (two processes making it at once each commit it whole: the later one as an overwrite, which `holding`
         reads back for)."""
         rows = pa.table({"name": ["repair"], "holder": [""]}, schema=SCHEMAS["locks"])
-        retry(lambda: self.db.create_table("locks", data=rows, exist_ok=True), self.uri)
+        retry(lambda: self.tables.db.create_table("locks", data=rows, exist_ok=True), self.tables.uri)
 
     def losses(self) -> dict[str, list[str]]:
         """Every dataset and run that holds fewer rows than its records say (what a repair removed), by id, each
         loss in words with what to do about it."""
         losses: dict[str, list[str]] = {}
-        for dataset in self.datasets():
-            left = self.documents_left(dataset.dataset_id)
+        for dataset in self.workspace.datasets():
+            left = self.workspace.documents_left(dataset.dataset_id)
             if left < dataset.n_documents:
                 losses[dataset.dataset_id] = [lost_documents(dataset.dataset_id, left, dataset.n_documents)]
-        for run in self.runs():
+        for run in self.workspace.runs():
             if sentences := self._run_losses(run):
                 losses[run.run_id] = sentences
         return losses
 
     def _run_losses(self, run: RunRecord) -> list[str]:
         where = f"run_id = '{check_id(run.run_id)}'"
-        features = self._read("features", where, ["feature_id", "density"])
-        metrics = run.metrics | rebuilt_counts(self.stages(run.dataset_id, run.run_id))
+        features = self.tables.read("features", where, ["feature_id", "density"])
+        metrics = run.metrics | rebuilt_counts(self.stage_records.of(run.dataset_id, run.run_id))
         activations = self._count("activations", where)
         parts = lost_run_parts(metrics, len(features), activations, int(features["density"].sum()))
         if parts:  # the run is to be trained again: what else it lost does not matter
             return [lost_run(run.run_id, parts)]
         sentences = []
-        labelled = set(self._read("interpretations", where, ["feature_id"])["feature_id"])
+        labelled = set(self.tables.read("interpretations", where, ["feature_id"])["feature_id"])
         unlabelled = len(set(features["feature_id"]) - labelled)
         if unlabelled:
             sentences.append(
@@ -130,14 +143,14 @@ class Repairs(Datasets):
     def _repair_table(self, name: str, reason: str) -> str:
         """Deletes the rows of the table's damaged data files, keeping every intact row; when the table still cannot
         be read (its damage is not in a data file), restores its newest intact version."""
-        table = self.db.open_table(name)
+        table = self.tables.db.open_table(name)
         damaged = _damaged_files(table)
         if damaged:
             lost = sum(len(rows) for rows in damaged.values())
             where = " OR ".join(
                 f"(_rowaddr >= {file << _FILE_BITS} AND _rowaddr < {(file + 1) << _FILE_BITS})" for file in damaged
             )
-            retry(lambda: table.delete(where), self.uri)
+            retry(lambda: table.delete(where), self.tables.uri)
             if not unreadable(table):
                 return (
                     f"{name}: damaged ({reason}); removed the {lost:,} rows of its {len(damaged)} damaged data "
@@ -146,13 +159,13 @@ class Repairs(Datasets):
         return self._restore_intact_version(name, reason)
 
     def _restore_intact_version(self, name: str, reason: str) -> str:
-        table = self.db.open_table(name)
+        table = self.tables.db.open_table(name)
         latest = table.version
         for version in sorted((entry["version"] for entry in table.list_versions()), reverse=True)[1:]:
             table.checkout(version)
             if not unreadable(table):
                 table.checkout_latest()
-                retry(lambda version=version: table.restore(version), self.uri)
+                retry(lambda version=version: table.restore(version), self.tables.uri)
                 return (
                     f"{name}: damaged ({reason}); restored its version {version}, the newest intact one: what the "
                     f"{latest - version} later commit(s) wrote is lost"
@@ -166,16 +179,18 @@ class Repairs(Datasets):
     def hidden_datasets(self) -> list[str]:
         """Datasets stored whole but missing from the datasets table: their documents and their ingest stage record
         (written after the dataset record) are there, their record is not."""
-        ingested = set(self._read(RECORDS, f"stage = '{INGEST}'", ["dataset_id"])["dataset_id"])
-        listed = set(self._read("datasets", "true", ["dataset_id"])["dataset_id"])
+        ingested = set(self.tables.read(RECORDS, f"stage = '{INGEST}'", ["dataset_id"])["dataset_id"])
+        listed = set(self.tables.read("datasets", "true", ["dataset_id"])["dataset_id"])
         return sorted(dataset_id for dataset_id in ingested - listed if self._count("documents", _of(dataset_id)))
 
     def _restore_dataset_record(self, dataset_id: str) -> str:
         """A hidden dataset's record, rebuilt from its ingest stage record and its documents; its name was only in
         the lost record, so it is named after its first file."""
-        stage = self._records(RECORDS, f"stage = '{INGEST}' AND dataset_id = '{check_id(dataset_id)}'", StageRecord)[-1]
+        stage = self.tables.records(
+            RECORDS, f"stage = '{INGEST}' AND dataset_id = '{check_id(dataset_id)}'", StageRecord
+        )[-1]
         files = [str(file) for file in stage.summary.get("files", [])] or [dataset_id]
-        first = self._read("documents", f"{_of(dataset_id)} AND position = 0", ["metadata"])["metadata"]
+        first = self.tables.read("documents", f"{_of(dataset_id)} AND position = 0", ["metadata"])["metadata"]
         record = {
             "dataset_id": dataset_id,
             "name": f"{PurePosixPath(files[0]).stem} (restored)",
@@ -185,7 +200,7 @@ class Repairs(Datasets):
             "report": json.dumps({}),
             "metadata_columns": json.dumps(list(json.loads(first.iloc[0])) if len(first) else []),
         }
-        self._add("datasets", [record])
+        self.tables.add("datasets", [record])
         return (
             f"dataset {dataset_id}: its record was missing from the datasets table (a lost version); restored from "
             f"its ingest stage record and its documents, named {record['name']!r}"
@@ -196,19 +211,19 @@ class Repairs(Datasets):
         metrics and versions), those of the stages after its SAE written with it (their settings and counts) and its
         embedding's (its embedding space); its training curves are not kept there."""
         where = f"stage = '{TRAINING}' AND run_id = '{check_id(run_id)}'"
-        stage = self._records(RECORDS, where, StageRecord)[-1]
-        parents = self._records(RECORDS, f"record_id = '{check_id(stage.parent_id)}'", StageRecord)
+        stage = self.tables.records(RECORDS, where, StageRecord)[-1]
+        parents = self.tables.records(RECORDS, f"record_id = '{check_id(stage.parent_id)}'", StageRecord)
         embedding_key = parents[0].summary.get("embedding_key") if parents else None
         if not embedding_key:
             return f"run {run_id}: its record is missing from the runs table and its embedding is not recorded"
         later = [
             record
-            for record in self._records(RECORDS, f"run_id = '{check_id(run_id)}'", StageRecord)
+            for record in self.tables.records(RECORDS, f"run_id = '{check_id(run_id)}'", StageRecord)
             if record.stage in AFTER_SAE_STAGES and record.created_at < stage.created_at  # not the rebuilds since
         ]
         counts = [shown_counts(record.summary) for record in later if record.stage in REBUILT_STAGES]
         sections = {record.stage: record.config for record in later if record.stage in SETTINGS_STAGES}
-        self.add_run(
+        self.workspace.add_run(
             RunRecord(
                 run_id=run_id,
                 dataset_id=stage.dataset_id,
@@ -217,7 +232,7 @@ class Repairs(Datasets):
                 config=stage.config | sections,
                 metrics=stage.summary | {name: value for count in counts for name, value in count.items()},
                 history=[],
-                weights_dir=str(self.root / "runs" / run_id),
+                weights_dir=str(self.workspace.root / "runs" / run_id),
                 versions=stage.versions,
             )
         )
@@ -228,7 +243,7 @@ class Repairs(Datasets):
 
     def _count(self, name: str, where: str) -> int:
         with reading(name):
-            return self.db.open_table(name).count_rows(where) if self._has_table(name) else 0
+            return self.tables.db.open_table(name).count_rows(where) if self.tables.has(name) else 0
 
 
 LOST_LABEL = "(label lost)"

@@ -33,7 +33,7 @@ class Runs(Maintenance):
             folders = [folder for folder in (self.root / "runs").folders() if ID_PATTERN.match(folder.name)]
             if not folders:
                 return
-            listed = set(self._read("sae_runs", "true", ["run_id"])["run_id"]) | set(self.hidden_runs())
+            listed = set(self.tables.read("sae_runs", "true", ["run_id"])["run_id"]) | set(self.hidden_runs())
             for folder in folders:
                 # The record is looked up again once the owner is known to be gone: it may have been written since.
                 if folder.name not in listed and owner_is_gone(folder) and not self._has_run_record(folder.name):
@@ -42,15 +42,15 @@ class Runs(Maintenance):
     def hidden_runs(self) -> list[str]:
         """Runs stored whole but missing from the runs table: their folder and their training stage record (written
         just before the run record, after everything else) are there, their record is not, e.g. because the runs
-        table's newest version file was lost. Never removed as abandoned; `Workspace.repair` restores them."""
+        table's newest version file was lost. Never removed as abandoned; `Repairs.repair` restores them."""
         folders = {folder.name for folder in (self.root / "runs").folders() if ID_PATTERN.match(folder.name)}
         if not folders:
             return []
-        trained = set(self._read(RECORDS, f"stage = '{TRAINING}'", ["run_id"])["run_id"]) & folders
-        return sorted(trained - set(self._read("sae_runs", "true", ["run_id"])["run_id"]))
+        trained = set(self.tables.read(RECORDS, f"stage = '{TRAINING}'", ["run_id"])["run_id"]) & folders
+        return sorted(trained - set(self.tables.read("sae_runs", "true", ["run_id"])["run_id"]))
 
     def _has_run_record(self, run_id: str) -> bool:
-        return not self._read("sae_runs", f"run_id = '{check_id(run_id)}'", ["run_id"]).empty
+        return not self.tables.read("sae_runs", f"run_id = '{check_id(run_id)}'", ["run_id"]).empty
 
     def new_run_dir(self) -> tuple[str, Location]:
         """A folder for a new run's weights, marked with the process writing it.
@@ -71,7 +71,7 @@ class Runs(Maintenance):
 
     def add_run(self, record: RunRecord) -> None:
         """The record is written last: only a run whose artefacts are all stored is listed."""
-        self._add(
+        self.tables.add(
             "sae_runs",
             [
                 {
@@ -107,11 +107,11 @@ class Runs(Maintenance):
 
     def runs(self, dataset_id: str | None = None) -> list[RunRecord]:
         where = f"dataset_id = '{check_id(dataset_id)}'" if dataset_id else "true"
-        records = self._records("sae_runs", where, RunRecord)
+        records = self.tables.records("sae_runs", where, RunRecord)
         return [replace(record, weights_dir=self._in_workspace(record.weights_dir)) for record in records]
 
     def run(self, run_id: str) -> RunRecord:
-        runs = self._read("sae_runs", f"run_id = '{check_id(run_id)}'")
+        runs = self.tables.read("sae_runs", f"run_id = '{check_id(run_id)}'")
         if runs.empty:
             raise NotFoundError(f"No SAE run {run_id!r} in workspace {self.path}.")
         return next(r for r in self.runs(runs["dataset_id"].iloc[0]) if r.run_id == run_id)
@@ -131,9 +131,9 @@ class Runs(Maintenance):
         space the table deletes need."""
         where = f"run_id = '{check_id(run_id)}'"
         if self._has_run_record(run_id):
-            self._delete("sae_runs", where)
+            self.tables.delete("sae_runs", where)
         with contextlib.suppress(OSError):
             (self.root / "runs" / run_id).remove()
         for name in RUN_TABLES:
             if name != "sae_runs":
-                self._delete(name, where)
+                self.tables.delete(name, where)

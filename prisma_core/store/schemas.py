@@ -120,7 +120,7 @@ class Family:
 
 @dataclass(frozen=True)
 class NamedFamily(Family):
-    """A stored family with the name it shows (what `Workspace.families` returns)."""
+    """A stored family with the name it shows (what `Groups.families` returns)."""
 
     label: str
     """Its name: keywords at first, then a model's or the analyst's."""
@@ -130,7 +130,7 @@ class NamedFamily(Family):
 
 @dataclass(frozen=True)
 class GroupLabel:
-    """A name given to a family or a theme, for the members it was given for (see `Workspace.label_groups`)."""
+    """A name given to a family or a theme, for the members it was given for (see `Groups.label`)."""
 
     group_id: int
     members: list[int]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from prisma_core.store.ids import check_id
@@ -109,15 +109,20 @@ def rebuilt_counts(stages: Sequence[StageRecord]) -> dict[str, Any]:
     return counts
 
 
-class Stages(Tables):
-    def add_stage(self, record: StageRecord) -> None:
+@dataclass
+class StageRecords:
+    """`Workspace.stage_records`: the stages table."""
+
+    tables: Tables
+
+    def add(self, record: StageRecord) -> None:
         """Written after the stage's artefacts (the record of a run's training just before the run record)."""
         row = asdict(record)
-        self._add(RECORDS, [row | {key: json.dumps(row[key]) for key in _STAGE_JSON}])
+        self.tables.add(RECORDS, [row | {key: json.dumps(row[key]) for key in _STAGE_JSON}])
 
-    def stages(self, dataset_id: str, run_id: str | None = None) -> list[StageRecord]:
+    def of(self, dataset_id: str, run_id: str | None = None) -> list[StageRecord]:
         """The dataset's stage records, oldest first; with `run_id`, of that run and of no other."""
         where = f"dataset_id = '{check_id(dataset_id)}'"
         if run_id is not None:
             where += f" AND (run_id = '{check_id(run_id)}' OR run_id = '')"
-        return self._records(RECORDS, where, StageRecord)
+        return self.tables.records(RECORDS, where, StageRecord)

@@ -17,7 +17,7 @@ from prisma_core.store.datasets import Datasets
 from prisma_core.store.ids import check_id
 from prisma_core.store.retry import retry
 from prisma_core.store.schemas import SCHEMAS
-from prisma_core.store.tables import reading
+from prisma_core.store.tables import Tables, reading
 
 if TYPE_CHECKING:
     import lancedb
@@ -113,32 +113,33 @@ def vectors_table_name(embedding_key: str) -> str:
     return f"vectors__{space_slug(embedding_key)}"
 
 
+def rows_of_texts(tables: Tables, name: str, hashes: Sequence[str]) -> np.ndarray:
+    """Row ids of table `name`'s rows whose text_hash is one of `hashes`, in the order they were written: the
+    table's hashes scanned a batch at a time (see `Vectors.cached_vectors`)."""
+    if not tables.has(name) or not len(hashes):
+        return np.empty(0, np.uint64)
+    table = tables.db.open_table(name)
+    wanted = pa.array(sorted(set(hashes)), pa.string())
+    rows = [
+        batch["_rowid"].to_numpy()[pc.is_in(batch["text_hash"], value_set=wanted).to_numpy(zero_copy_only=False)]
+        for batch in tables.batches(name, table.search().select(["text_hash"]).with_row_id(True), READ_ROWS)
+    ]
+    return np.sort(np.concatenate(rows)) if rows else np.empty(0, np.uint64)
+
+
 class Vectors(Datasets):
     def cached_vectors(self, embedding_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already computed for these text hashes in this embedding space (any dataset). The table's
         hashes are scanned a batch at a time and only the vectors found are read: a filter listing the hashes kept
         memory growing with every lookup (about 220 MB over an embedding of 200,000 documents)."""
         name = vectors_table_name(embedding_key)
-        found = self._rows_of_texts(name, hashes)
+        found = rows_of_texts(self.tables, name, hashes)
         if not len(found):
             return {}
         with reading(name):
             stored = self.db.open_table(name).take_row_ids(found.tolist()).select(["text_hash", "vector"]).to_arrow()
         vectors = stored["vector"].combine_chunks().flatten().to_numpy().reshape(len(stored), -1)
         return dict(zip(stored["text_hash"].to_pylist(), vectors.astype(np.float32), strict=True))
-
-    def _rows_of_texts(self, name: str, hashes: Sequence[str]) -> np.ndarray:
-        """Row ids of table `name`'s rows whose text_hash is one of `hashes`, in the order they were written: the
-        table's hashes scanned a batch at a time (see `cached_vectors`)."""
-        if not self._has_table(name) or not len(hashes):
-            return np.empty(0, np.uint64)
-        table = self.db.open_table(name)
-        wanted = pa.array(sorted(set(hashes)), pa.string())
-        rows = [
-            batch["_rowid"].to_numpy()[pc.is_in(batch["text_hash"], value_set=wanted).to_numpy(zero_copy_only=False)]
-            for batch in self._batches(name, table.search().select(["text_hash"]).with_row_id(True), READ_ROWS)
-        ]
-        return np.sort(np.concatenate(rows)) if rows else np.empty(0, np.uint64)
 
     def has_vectors(self, dataset_id: str, embedding_key: str) -> bool:
         return len(self.stored_positions(dataset_id, embedding_key)) == self.dataset(dataset_id).n_documents
@@ -162,22 +163,22 @@ class Vectors(Datasets):
             return
         name = vectors_table_name(embedding_key)
         span = _span(dataset_id, positions)
-        new = ~np.isin(positions, self._read(name, span, ["position"])["position"].to_numpy(dtype=np.int64))
+        new = ~np.isin(positions, self.tables.read(name, span, ["position"])["position"].to_numpy(dtype=np.int64))
         if not new.any():
             return
-        docs = self._read("documents", span, ["position", "doc_id", "text_hash"]).set_index("position")
+        docs = self.tables.read("documents", span, ["position", "doc_id", "text_hash"]).set_index("position")
         docs = docs.loc[positions[new]]
         rows = _vector_rows(dataset_id, positions[new], docs["doc_id"].tolist(), docs["text_hash"], vectors[new])
-        self._add(name, rows, rows.schema)
+        self.tables.add(name, rows, rows.schema)
         self._remove_second_copies(name, span)
         self._maybe_index(name)
 
     def stored_positions(self, dataset_id: str, embedding_key: str) -> set[int]:
         """Positions of the dataset's documents whose vectors in this space are stored."""
         name = vectors_table_name(embedding_key)
-        if not self._has_table(name):
+        if not self.tables.has(name):
             return set()
-        return set(self._read(name, _dataset_rows(dataset_id), ["position"])["position"].tolist())
+        return set(self.tables.read(name, _dataset_rows(dataset_id), ["position"])["position"].tolist())
 
     def cache_text_vectors(self, embedding_key: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
         """Vectors of texts outside any dataset (labels, keyword candidates), kept in the same embedding cache so
@@ -186,17 +187,19 @@ class Vectors(Datasets):
             raise StoreError(f"Got {len(vectors)} vectors for {len(hashes)} texts.")
         if len(hashes):
             rows = _vector_rows("", np.full(len(hashes), -1), [""] * len(hashes), hashes, vectors)
-            self._add(vectors_table_name(embedding_key), rows, rows.schema)
+            self.tables.add(vectors_table_name(embedding_key), rows, rows.schema)
 
     def _remove_second_copies(self, name: str, where: str) -> None:
         """Keeps the first-written row of each document position among the rows `where` selects (every process
         picks the same rows to drop)."""
-        if not self._read(name, where, ["position"])["position"].duplicated().any():
+        if not self.tables.read(name, where, ["position"])["position"].duplicated().any():
             return  # the usual case, checked without row ids (a scan with them kept memory as the table grew)
         rows = self._positions_oldest_first(name, where)
         extra = rows.loc[rows["position"].duplicated(), "_rowid"]
         if len(extra):
-            self._delete(name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False)
+            self.tables.delete(
+                name, f"_rowid IN ({', '.join(str(int(row_id)) for row_id in extra)})", count_first=False
+            )
 
     def _positions_oldest_first(self, name: str, where: str) -> pd.DataFrame:
         """position and _rowid of the rows `where` selects in a vectors table, in the order they were written."""
@@ -214,7 +217,7 @@ class Vectors(Datasets):
         only each document's row id."""
         name = vectors_table_name(embedding_key)
         n_documents = self.dataset(dataset_id).n_documents
-        if not self._has_table(name):
+        if not self.tables.has(name):
             raise NotFoundError(NOT_EMBEDDED)
         table = self.db.open_table(name)
         rows = (
@@ -261,7 +264,7 @@ class Vectors(Datasets):
             schema=SCHEMAS["maps"],
         )
         merge = (
-            self._table("maps")
+            self.tables.table("maps")
             .merge_insert(["dataset_id", "embedding_key", "position"])
             .when_matched_update_all()
             .when_not_matched_insert_all()
@@ -270,12 +273,12 @@ class Vectors(Datasets):
 
     def remove_document_maps(self, dataset_id: str) -> None:
         """Forget the dataset's maps (every space): documents were added, so the next view draws them again."""
-        self._delete("maps", _dataset_rows(dataset_id))
+        self.tables.delete("maps", _dataset_rows(dataset_id))
 
     def saved_document_map(self, dataset_id: str, embedding_key: str) -> pd.DataFrame:
         """position, x, y of the dataset's map in this space, in position order; empty until it is drawn."""
         where = f"{_dataset_rows(dataset_id)} AND embedding_key = '{_quoted(embedding_key)}'"
-        frame = self._read("maps", where, ["position", "x", "y"])
+        frame = self.tables.read("maps", where, ["position", "x", "y"])
         return frame.sort_values("position").reset_index(drop=True)
 
     def _maybe_index(self, name: str) -> None:

@@ -18,14 +18,18 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from prisma_core.errors import StoreError
-from prisma_core.store.artefacts import Artefacts
+from prisma_core.store.artefacts import Activations, FeatureStats
 from prisma_core.store.edits import Edits
 from prisma_core.store.evidence import Evidence
+from prisma_core.store.groups import Groups
+from prisma_core.store.labels import Labels
 from prisma_core.store.lancedb_import import import_lancedb
 from prisma_core.store.location import OBJECT_STORE_SCHEME, Location, S3Settings, is_object_store
-from prisma_core.store.passages import PassageCache
+from prisma_core.store.passages import PassageStore
 from prisma_core.store.repair import Repairs
-from prisma_core.store.stages import Stages
+from prisma_core.store.stages import StageRecords
+from prisma_core.store.tables import Tables
+from prisma_core.store.vectors import Vectors
 
 WORKSPACE_ENV = "PRISMA_WORKSPACE"
 LANCEDB_LOG_ENV = "LANCEDB_LOG"
@@ -51,10 +55,15 @@ def local_folder_for(uri: str) -> Path:
     return Path(cache) / "workspaces" / hashlib.sha256(uri.encode()).hexdigest()[:16]
 
 
-class Workspace(PassageCache, Evidence, Artefacts, Edits, Stages, Repairs):
+class Workspace(Vectors):
     """`lancedb/` holds the tables, `runs/<run_id>/` the SAE weights, both under `root` (a local folder or an object
     store prefix). `uri` names the workspace (what reopens it); `path` is its local folder: the workspace itself, or
-    for one in an object store a local folder for downloads and caches."""
+    for one in an object store a local folder for downloads and caches.
+
+    Its own methods are the datasets, their documents and vectors, and the runs (`Vectors`, `Datasets`, `Runs`,
+    `Maintenance`); what a run derives and the records kept beside it are stores it holds, each reading and writing
+    through its one `tables`: `passages`, `activations`, `feature_stats`, `labels`, `groups`, `evidence`, `edits`,
+    `stage_records` and `repairs`."""
 
     def __init__(
         self, where: str | Path | None = None, storage_options: Mapping[str, Any] | None = None, create: bool = True
@@ -86,6 +95,22 @@ class Workspace(PassageCache, Evidence, Artefacts, Edits, Stages, Repairs):
             self.db = lancedb.connect(str(self.root / "lancedb"), storage_options=options)
         except OSError as error:
             raise StoreError(f"Cannot open the workspace folder {self.uri}: {error}") from error
+        self.tables = Tables(self.uri, self.db)
+        self.passages = PassageStore(self.tables)
+        self.activations = Activations(self.tables)
+        self.feature_stats = FeatureStats(self.tables)
+        self.labels = Labels(self.tables)
+        self.groups = Groups(self.tables)
+        self.evidence = Evidence(self.tables)
+        self.edits = Edits(self.tables)
+        self.stage_records = StageRecords(self.tables)
+        self.repairs = Repairs(self, self.stage_records)
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """The dataset (see `Datasets.delete_dataset`), then the passages of the texts no other dataset holds."""
+        only_here = self.passages.texts_only_in(dataset_id)
+        super().delete_dataset(dataset_id)
+        self.passages.delete_texts(only_here)
 
     def location(self, where: str) -> Location:
         """A file or folder this workspace's runs name (a local path or an s3:// URI), reached with its settings."""

@@ -18,8 +18,8 @@ pytest_plugins = ["app_fixtures"]  # the shared trained workspace
 def rarest_keyword_feature(trained_app) -> int:
     """An active feature that only has its keyword label (the rarest: the other tests look at the densest)."""
     workspace, run_id = trained_app.workspace, trained_app.run_id
-    features = workspace.features(run_id).sort_values(["density", "feature_id"])
-    rows = workspace.interpretations(run_id)
+    features = workspace.feature_stats.of(run_id).sort_values(["density", "feature_id"])
+    rows = workspace.labels.of(run_id)
     labelled = set(rows.loc[rows["source"] != "keywords", "feature_id"].astype(int))
     return next(int(f) for f in features.loc[features["density"] > 0, "feature_id"] if int(f) not in labelled)
 

@@ -37,10 +37,10 @@ def test_a_renamed_theme_and_a_hidden_feature_show_on_the_page_until_undone(trai
     assert not at.exception
     assert feature not in features_table(at)["feature_id"].tolist()
 
-    for record in reversed(edits.active_edits(trained_app.workspace.edits(trained_app.run_id))):
+    for record in reversed(edits.active_edits(trained_app.workspace.edits.of(trained_app.run_id))):
         at.button(key=f"undo_{record.edit_id}").click().run()
         assert not at.exception
-    assert edits.active_edits(trained_app.workspace.edits(trained_app.run_id)) == []
+    assert edits.active_edits(trained_app.workspace.edits.of(trained_app.run_id)) == []
     assert feature in features_table(at)["feature_id"].tolist()
     assert (
         "My <i>theme</i>"
@@ -64,7 +64,7 @@ def test_a_sub_theme_can_be_renamed_or_pinned_on_the_page_but_not_hidden_alone(t
     shown = pipeline.load_run(trained_app.workspace, trained_app.run_id).subtheme_info.set_index("subtheme_id")
     assert shown.at[subtheme, "label"] == "My desk"
     assert any(f"sub-theme {subtheme} renamed “My desk”" in text for text in texts(at.markdown))
-    (record,) = edits.active_edits(trained_app.workspace.edits(trained_app.run_id))
+    (record,) = edits.active_edits(trained_app.workspace.edits.of(trained_app.run_id))
     at.button(key=f"undo_{record.edit_id}").click().run()
     assert pipeline.load_run(trained_app.workspace, trained_app.run_id).subtheme_info["label"].iloc[0] != "My desk"
 
@@ -83,7 +83,7 @@ def test_a_theme_is_split_into_its_sub_themes_on_the_page(trained_app):
     assert theme not in split.theme_info["theme_id"].tolist()
     assert len(split.theme_info) == len(run.theme_info) - 1 + sizes[theme]
     assert any(f"theme {theme} split into its {sizes[theme]} sub-themes" in text for text in texts(at.markdown))
-    (record,) = edits.active_edits(trained_app.workspace.edits(trained_app.run_id))
+    (record,) = edits.active_edits(trained_app.workspace.edits.of(trained_app.run_id))
     at.button(key=f"undo_{record.edit_id}").click().run()
     assert theme in pipeline.load_run(trained_app.workspace, trained_app.run_id).theme_info["theme_id"].tolist()
 
@@ -100,7 +100,7 @@ def test_an_edit_lost_in_a_regroup_is_announced_on_home_and_made_again_in_one_cl
     record = edits.rename(workspace, run, "theme", theme, "Astrophysics")
     lost = replace(record, edit_id="edit-lost-in-regroup", value=record.value | {"members": made_on})
     edits.undo(workspace, run_id, record.edit_id)
-    workspace.add_edits([lost])
+    workspace.edits.add([lost])
     try:
         at = open_page(new_app(trained_app.dataset_id, run_id), "home")
         assert not at.exception
@@ -116,7 +116,7 @@ def test_an_edit_lost_in_a_regroup_is_announced_on_home_and_made_again_in_one_cl
         features = open_page(at, "features")  # the concept's page shows no notice either
         assert not [text for text in texts(features.warning) if "Astrophysics" in text]
     finally:
-        for active in edits.active_edits(workspace.edits(run_id)):
+        for active in edits.active_edits(workspace.edits.of(run_id)):
             edits.undo(workspace, run_id, active.edit_id)
 
 
@@ -126,13 +126,13 @@ def test_a_notice_is_dismissed_in_one_click(trained_app):
     record = edits.pin(workspace, run, "theme", int(run.theme_info["theme_id"].iloc[-1]))
     lost = replace(record, edit_id="edit-pin-lost", value={"members": [-5, -6]})  # no theme holds these now
     edits.undo(workspace, run_id, record.edit_id)
-    workspace.add_edits([lost])
+    workspace.edits.add([lost])
     at = open_page(new_app(trained_app.dataset_id, run_id), "features")
     assert len([text for text in texts(at.warning) if "pinned to the top" in text]) == 1
     at.button(key=f"features_dismiss_{lost.edit_id}").click().run()
     assert not at.exception
     assert not [text for text in texts(at.warning) if "pinned to the top" in text]
-    assert edits.active_edits(workspace.edits(run_id)) == []  # dismissed: undone, still recorded
+    assert edits.active_edits(workspace.edits.of(run_id)) == []  # dismissed: undone, still recorded
 
 
 def test_every_theme_merged_into_one_still_shows_the_features_page(trained_app):

@@ -77,18 +77,18 @@ def test_node_tooltips_are_escaped_and_labels_stay_plain_text(trained_app):
     workspace, run_id = trained_app.workspace, trained_app.run_id
     at = families_page(trained_app)
     feature = int(graph_data(at)["nodes"][0]["id"])
-    keyword_label = workspace.interpretations(run_id).query(f"feature_id == {feature}")["interpretation_id"].iloc[0]
-    workspace.add_interpretations(
+    keyword_label = workspace.labels.of(run_id).query(f"feature_id == {feature}")["interpretation_id"].iloc[0]
+    workspace.labels.add(
         run_id,
         [{"feature_id": feature, "interpretation_id": "htmllabel01", "label": "<b>x</b> & y", "source": "manual"}],
     )
-    workspace.prefer_interpretation(run_id, feature, "htmllabel01")
+    workspace.labels.prefer(run_id, feature, "htmllabel01")
     bump_revision(run_id)
     at.run()
     node = next(node for node in graph_data(at)["nodes"] if node["id"] == str(feature))
     assert node["label"].split("  (+")[0] == f"#{feature} <b>x</b> & y"  # drawn on a canvas: plain text
     assert node["title"].startswith(f"#{feature} &lt;b&gt;x&lt;/b&gt; &amp; y · active on")
-    workspace.prefer_interpretation(run_id, feature, keyword_label)
+    workspace.labels.prefer(run_id, feature, keyword_label)
     bump_revision(run_id)
 
 

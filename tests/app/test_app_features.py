@@ -107,7 +107,7 @@ def test_feature_card_shows_the_core_numbers(trained_app):
 
 def test_manual_label_replaces_the_shown_label_and_can_be_undone(trained_app):
     at = features_page(trained_app)
-    per_feature = trained_app.workspace.interpretations(trained_app.run_id).groupby("feature_id").size()
+    per_feature = trained_app.workspace.labels.of(trained_app.run_id).groupby("feature_id").size()
     ranked = pipeline.load_run(trained_app.workspace, trained_app.run_id).features.sort_values("density")
     feature = next(int(f) for f in reversed(ranked["feature_id"].tolist()) if per_feature[f] == 1)  # keywords only
     at.selectbox(key="feature_pick").select(feature).run()
@@ -139,7 +139,7 @@ def card_title(at) -> str:
 
 
 def interpretations_ids(trained_app, feature):
-    stored = trained_app.workspace.interpretations(trained_app.run_id)
+    stored = trained_app.workspace.labels.of(trained_app.run_id)
     return stored.loc[stored["feature_id"] == feature, "interpretation_id"].tolist()
 
 

@@ -49,7 +49,7 @@ def densest(trained_app, n: int, skip: int = 0) -> list[int]:
     """n features the Labels page offers (not hidden: tests share the workspace and its edits) that are active and
     have no LLM label yet, densest first after `skip`."""
     offered = ranked_features(pipeline.load_run(trained_app.workspace, trained_app.run_id))
-    rows = trained_app.workspace.interpretations(trained_app.run_id)
+    rows = trained_app.workspace.labels.of(trained_app.run_id)
     labelled = set(rows.loc[rows["source"] != "keywords", "feature_id"].astype(int))
     active = offered.loc[offered["density"] > 0].sort_values("density", ascending=False)["feature_id"].astype(int)
     chosen = [feature for feature in active if feature not in labelled][skip : skip + n]
@@ -58,7 +58,7 @@ def densest(trained_app, n: int, skip: int = 0) -> list[int]:
 
 
 def llm_labels(trained_app, model: str = "llama3.2") -> dict[int, str]:
-    rows = trained_app.workspace.interpretations(trained_app.run_id)
+    rows = trained_app.workspace.labels.of(trained_app.run_id)
     mine = rows[rows["source"].map(lambda source: has_model([source], model)).astype(bool)]
     return dict(zip(mine["feature_id"].astype(int), mine["label"], strict=True))
 
@@ -117,7 +117,7 @@ def test_the_server_models_are_listed_and_chosen_features_are_labelled(trained_a
 def test_the_first_batch_offered_is_the_most_common_features_not_every_one(trained_app, fake):
     """Issue 26: the page opened on its largest scope ("1,897 requests... 849 min")."""
     at = labels_page(trained_app, fake.url)
-    features = trained_app.workspace.features(trained_app.run_id)
+    features = trained_app.workspace.feature_stats.of(trained_app.run_id)
     active = features[features["density"] > 0].sort_values(["density", "feature_id"], ascending=[False, True])
     common = active["feature_id"].head(20).astype(int).tolist()
     scope = at.radio(key="label_scope")
@@ -137,7 +137,7 @@ def test_a_family_is_named_from_its_members_labels_and_documents(trained_app, fa
     at.button(key="label_start").click().run()
     job = wait(trained_app.run_id)
     assert job.error is None and job.result.families.n_labelled == 1
-    families = trained_app.workspace.families(trained_app.run_id)
+    families = trained_app.workspace.groups.families(trained_app.run_id)
     stored = next(f for f in families if f.family_id == family.family_id)
     if job.result.families.set_aside:  # the model's name scored worse: the family keeps its own, the page says so
         (kept,) = job.result.families.set_aside
@@ -157,7 +157,7 @@ def test_a_theme_is_named_from_its_features_labels_and_shown_on_home(trained_app
     at.radio(key="label_scope").set_value("theme").run()
     at.selectbox(key="label_theme").set_value(int(theme["theme_id"])).run()
     split = subthemes_of(trained_app.workspace, run, [int(theme["theme_id"])])  # named with their theme
-    stored_subthemes = {s["subtheme_id"]: s for s in trained_app.workspace.subthemes(trained_app.run_id)}
+    stored_subthemes = {s["subtheme_id"]: s for s in trained_app.workspace.groups.subthemes(trained_app.run_id)}
     subthemes = [s for s in split if stored_subthemes[s]["features"]]  # those without a feature: nothing to ask
     requests = 1 + len(subthemes)
     expected = f"**{requests} request{'s' if requests > 1 else ''}** (0 features, 0 families, 1 theme, "
@@ -167,7 +167,7 @@ def test_a_theme_is_named_from_its_features_labels_and_shown_on_home(trained_app
     assert job.error is None and job.result.themes.n_labelled == 1 and job.result.features.n_labelled == 0
     assert (job.result.subthemes.n_labelled if split else 0) == len(subthemes)
     assert (job.result.subthemes.n_inactive if split else 0) == len(split) - len(subthemes)
-    themes = trained_app.workspace.themes(trained_app.run_id)
+    themes = trained_app.workspace.groups.themes(trained_app.run_id)
     stored = next(t for t in themes if t["theme_id"] == theme["theme_id"])
     if not job.result.themes.set_aside:
         assert has_model([stored["label_source"]], "llama3.2") and stored["label"].endswith(" family")
@@ -223,7 +223,7 @@ def test_a_host_that_is_down_or_has_no_model_is_explained_and_nothing_starts(tra
 
 
 def test_garbage_replies_stop_the_batch_and_lose_no_label(trained_app, fake):
-    before = trained_app.workspace.interpretations(trained_app.run_id)
+    before = trained_app.workspace.labels.of(trained_app.run_id)
     streak = labelling.LabelConfig().max_consecutive_failures
     fake.responder = lambda request: "this is not JSON at all"
     chosen = densest(trained_app, streak + 2)  # more than the streak that stops the batch
@@ -236,7 +236,7 @@ def test_garbage_replies_stop_the_batch_and_lose_no_label(trained_app, fake):
     at.run()
     warning = " ".join(texts(at.warning))
     assert "0 features labelled" in warning and f"{streak} failed (they keep their labels)" in warning
-    after = trained_app.workspace.interpretations(trained_app.run_id)
+    after = trained_app.workspace.labels.of(trained_app.run_id)
     assert len(after) == len(before)
 
 

@@ -40,7 +40,7 @@ def test_the_chain_stores_a_dataset_its_vectors_and_a_run_on_them(bbc: pd.DataFr
     record = workspace.run(chained.run_id)
     assert (record.dataset_id, record.embedding_key) == (chained.dataset_id, chained.embedded.embedding_key)
     assert size(run_settings(record).sae) == size(TINY_SAE)
-    assert len(workspace.features(chained.run_id)) == TINY_SAE.n_features
+    assert len(workspace.feature_stats.of(chained.run_id)) == TINY_SAE.n_features
 
 
 def test_the_chain_starts_from_a_stored_dataset_with_settings_made_from_the_suggested_ones(small_run, tmp_path) -> None:

@@ -226,7 +226,7 @@ def test_warm_run_embeds_nothing_and_loads_no_model(bbc, tmp_path):
     cold_run, warm_run = (workspace.runs(dataset.dataset_id)[0] for dataset in workspace.datasets())
     columns = ["feature_id", "label", "score_embedding"]
     cold_labels, warm_labels = (
-        workspace.interpretations(run.run_id)[columns].sort_values(columns[:2]).reset_index(drop=True)
+        workspace.labels.of(run.run_id)[columns].sort_values(columns[:2]).reset_index(drop=True)
         for run in (cold_run, warm_run)
     )
     assert cold_labels["score_embedding"].notna().any()

@@ -45,7 +45,7 @@ def test_a_renamed_theme_lost_in_a_regroup_is_announced_and_made_again_in_one_cl
     again = load_run(workspace)
     assert again.theme_info.set_index("theme_id").at[fits, "label"] == "Astrophysics"
     assert made in again.edited.applied and renamed.edit_id not in {
-        e.edit_id for e in edits.active_edits(workspace.edits(run.record.run_id))
+        e.edit_id for e in edits.active_edits(workspace.edits.of(run.record.run_id))
     }
     left = {n.edit.edit_id for n in edit_notices(workspace, again)}
     assert renamed.edit_id not in left
@@ -87,7 +87,7 @@ def test_edits_a_new_training_did_not_carry_are_announced_on_it_and_applied_or_d
     shown = load_run(workspace, second)
     assert "Politics" in shown.theme_info["label"].tolist()
     dismissed = dismiss(workspace, shown, notices[pinned.edit_id])
-    assert dismissed.action == edits.DISMISS and dismissed not in edits.active_edits(workspace.edits(second))
+    assert dismissed.action == edits.DISMISS and dismissed not in edits.active_edits(workspace.edits.of(second))
     assert edit_notices(workspace, load_run(workspace, second)) == []
     assert not load_run(workspace, second).features["pinned"].any()  # dismissed: not made here
 

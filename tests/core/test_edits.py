@@ -112,7 +112,7 @@ def test_every_kind_of_edit_is_shown_after_a_reload_and_in_another_session(edite
     workspace, run_id, facts = edited
     _check_edits_shown(workspace, run_id, facts)
     _check_edits_shown(Workspace(workspace.uri), run_id, facts)  # another session: a new connection
-    records = Workspace(workspace.uri).edits(run_id)
+    records = Workspace(workspace.uri).edits.of(run_id)
     assert [r.action for r in records] == ["rename", "merge", "hide", "pin", "rename", "rename", "hide", "rename"]
     assert all(r.author and r.created_at for r in records)
 
@@ -127,7 +127,7 @@ def test_hidden_concepts_leave_the_export_but_stay_stored(edited, tmp_path):
     assert exported.set_index("feature_id").at[facts["feature"], "label"] == "My feature"
     themes = pd.read_json(tmp_path / "out" / "themes.json")
     assert themes["theme_id"].tolist()[0] == 4 and 3 not in themes["theme_id"].tolist()
-    assert len(workspace.features(run_id)) == len(load_run(workspace, run_id).features)  # nothing deleted
+    assert len(workspace.feature_stats.of(run_id)) == len(load_run(workspace, run_id).features)  # nothing deleted
 
 
 def test_undo_shows_a_hidden_concept_again_and_gives_a_name_back(small_run: SmallRun, tmp_path):
@@ -145,7 +145,7 @@ def test_undo_shows_a_hidden_concept_again_and_gives_a_name_back(small_run: Smal
     assert (after.themes.probabilities == load_run(workspace, with_edits=False).themes.probabilities).all()
     with pytest.raises(SettingsError, match="undone already"):
         edits.undo(workspace, run_id, hidden.edit_id)
-    assert len(workspace.edits(run_id)) == 4  # every edit and undo stays recorded
+    assert len(workspace.edits.of(run_id)) == 4  # every edit and undo stays recorded
 
 
 def test_edits_of_a_missing_concept_are_refused(small_run: SmallRun):
@@ -269,7 +269,7 @@ def test_the_command_line_makes_lists_and_undoes_edits(small_run: SmallRun, tmp_
     assert main(["edit", *where]) == 0
     listed = capsys.readouterr().out
     assert "theme 1 renamed “Money”  [shown]" in listed and "feature 3 pinned to the top  [shown]" in listed
-    edit_id = workspace.edits(load_run(workspace).record.run_id)[0].edit_id
+    edit_id = workspace.edits.of(load_run(workspace).record.run_id)[0].edit_id
     assert main(["edit", *where, "--action", "undo", "--edit-id", edit_id]) == 0
     assert load_run(workspace).theme_info.set_index("theme_id").at[1, "label"] != "Money"
     assert main(["edit", *where, "--action", "hide", "--level", "theme"]) == 2
@@ -351,7 +351,7 @@ def test_a_theme_split_into_its_sub_themes_moves_only_its_own_documents_until_un
     exported = pd.read_json(tmp_path / "out" / "themes.json").set_index("theme_id")
     assert all(exported.at[int(new_theme[s]), "subthemes"][0]["subtheme_id"] == s for s in subs["subtheme_id"])
 
-    (split,) = edits.active_edits(workspace.edits(trained.record.run_id))
+    (split,) = edits.active_edits(workspace.edits.of(trained.record.run_id))
     again = pipeline.train_run(workspace, trained.record.dataset_id, dataclasses.replace(SMALL_SAE, seed=1))
     carried = {before.edit_id: after for before, after in again.carried.carried}
     assert split.edit_id in carried or [e.edit_id for e, _ in again.carried.not_carried] == [split.edit_id]

@@ -135,7 +135,7 @@ def test_the_ollama_embedder_embeds_a_dataset_through_the_pipeline_into_its_own_
     vectors = workspace.stored_vectors(dataset_id, key).all()
     np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-6)  # each document: the mean of its windows
     assert not workspace.has_vectors(dataset_id, model_key(EmbedConfig()))  # a vector space of its own
-    [record] = [stage for stage in workspace.stages(dataset_id) if stage.stage == "embedding"]
+    [record] = [stage for stage in workspace.stage_records.of(dataset_id) if stage.stage == "embedding"]
     assert record.config["backend"] == "ollama" and record.summary["n_computed"] == 5
 
 

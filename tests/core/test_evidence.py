@@ -53,7 +53,7 @@ def expected_top(workspace: Workspace, run) -> dict[int, list[tuple[int, float]]
 
 
 def test_each_feature_keeps_its_strongest_passages_one_per_document(workspace, run):
-    stored = workspace.evidence(run.record.run_id)
+    stored = workspace.evidence.of(run.record.run_id)
     assert stored is not None  # found at training
     expected = expected_top(workspace, run)
     assert sum(len(top) for top in expected.values()) == len(stored) > 0
@@ -70,7 +70,7 @@ def test_each_feature_keeps_its_strongest_passages_one_per_document(workspace, r
 
 
 def test_a_passage_is_a_slice_of_its_document_where_the_feature_fires(workspace, run):
-    stored = workspace.evidence(run.record.run_id)
+    stored = workspace.evidence.of(run.record.run_id)
     texts = workspace.documents(run.record.dataset_id, ["position", "text"]).set_index("position")["text"]
     lengths = texts.str.len().reindex(stored["position"]).to_numpy()
     assert ((stored["start"] >= 0) & (stored["start"] < stored["end"]) & (stored["end"] <= lengths)).all()
@@ -99,21 +99,21 @@ def test_marked_pieces_put_a_document_back_together_with_its_passages_marked():
 def test_evidence_is_deleted_with_its_run(small_run, tmp_path):
     workspace = small_run.copy(tmp_path / "workspace")
     run_id = small_run.run.run_id
-    assert workspace.evidence(run_id) is not None
+    assert workspace.evidence.of(run_id) is not None
     workspace.delete_run(run_id)
-    assert workspace.evidence(run_id) is None
+    assert workspace.evidence.of(run_id) is None
     assert workspace.db.open_table("evidence").count_rows(f"run_id = '{run_id}'") == 0
 
 
 def test_a_run_trained_before_evidence_gets_it_when_asked_and_keeps_it(small_run, tmp_path):
     workspace = small_run.copy(tmp_path / "workspace")
     run_id = small_run.run.run_id
-    found_at_training = workspace.evidence(run_id)
+    found_at_training = workspace.evidence.of(run_id)
     workspace.db.open_table("evidence").delete(f"run_id = '{run_id}'")  # as a run from before evidence was kept
-    assert workspace.evidence(run_id) is None
+    assert workspace.evidence.of(run_id) is None
     run = pipeline.load_run(workspace, run_id)
     pd.testing.assert_frame_equal(pipeline.feature_evidence(workspace, run), found_at_training)
-    pd.testing.assert_frame_equal(workspace.evidence(run_id), found_at_training)
+    pd.testing.assert_frame_equal(workspace.evidence.of(run_id), found_at_training)
 
 
 def test_the_labelling_prompt_opens_with_the_features_top_passages(small_run, tmp_path):
@@ -137,7 +137,7 @@ def test_the_report_quotes_the_main_concepts_passages_escaped(small_run, tmp_pat
     workspace = small_run.copy(tmp_path / "workspace")
     run = pipeline.load_run(workspace, small_run.run.run_id)
     feature = evidence_features(run)[0]
-    stored = workspace.evidence(run.record.run_id)
+    stored = workspace.evidence.of(run.record.run_id)
     top = stored[(stored["feature_id"] == feature) & (stored["rank"] == 0)].iloc[0]
     position, start = int(top["position"]), int(top["start"])
     text = workspace.documents_at(run.record.dataset_id, [position])["text"][0]
@@ -161,7 +161,7 @@ def test_documents_placed_in_a_run_compete_for_its_evidence(small_run, bbc, tmp_
     pipeline.grow_dataset(workspace, small_run.dataset_id, [tmp_path / "more.parquet"])
     run = pipeline.load_run(workspace, small_run.run.run_id)
     assert run.codes.shape[0] == 70
-    stored = workspace.evidence(run.record.run_id)
+    stored = workspace.evidence.of(run.record.run_id)
     for feature, top in expected_top(workspace, run).items():
         mine = stored[stored["feature_id"] == feature].sort_values("rank")
         np.testing.assert_allclose(mine["value"], [value for _, value in top], rtol=1e-4, atol=1e-5)

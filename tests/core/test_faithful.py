@@ -89,7 +89,7 @@ def test_a_dataset_is_embedded_at_what_its_own_sample_allows_and_its_record_says
     choice = summary.choice
     assert summary.embedding_key == model_key(choice.config(AUTO))
     assert workspace.has_vectors(dataset_id, summary.embedding_key)
-    record = [stage for stage in workspace.stages(dataset_id) if stage.stage == EMBEDDING][-1]
+    record = [stage for stage in workspace.stage_records.of(dataset_id) if stage.stage == EMBEDDING][-1]
     assert record.summary["choice"] == asdict(choice) and record.config["precision"] == "auto"
     assert pipeline.precision_choice(workspace, dataset_id, AUTO) == choice  # read back from the record
     assert model_key(pipeline.dataset_config(workspace, dataset_id, AUTO)) == summary.embedding_key

@@ -104,11 +104,11 @@ def test_the_runs_codes_read_in_batches_equal_the_whole_table_read_at_once(opene
     workspace, _, run, _ = opened
     run_id = run.record.run_id
     n_docs, n_features = run.codes.shape
-    n_rows, batches = workspace.activation_batches(run_id)
+    n_rows, batches = workspace.activations.batches(run_id)
     assert len(list(batches)) == 1  # the whole table at once: far fewer rows than ACTIVATION_ROWS
     expected = read_codes(workspace, run_id, n_docs, n_features)
     monkeypatch.setattr("prisma_core.store.artefacts.ACTIVATION_ROWS", 50)
-    assert len(list(workspace.activation_batches(run_id)[1])) > 1  # many batches
+    assert len(list(workspace.activations.batches(run_id)[1])) > 1  # many batches
     codes = read_codes(workspace, run_id, n_docs, n_features)
     k = run.record.config["sae"]["k"]
     assert codes.nnz == expected.nnz == n_rows and (np.diff(codes.indptr) <= k).all()

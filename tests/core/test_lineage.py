@@ -26,7 +26,7 @@ with (the defaults); the sub-themes are made with the themes' settings."""
 def test_a_trained_run_is_a_graph_of_stage_records(small_run):
     workspace = Workspace(small_run.path)
     run = workspace.run(small_run.run.run_id)
-    records = workspace.stages(run.dataset_id, run.run_id)
+    records = workspace.stage_records.of(run.dataset_id, run.run_id)
     trained_at = next(record.created_at for record in records if record.record_id == run.run_id)
     # the training's own records, written up to its record (later ones, e.g. exports by other tests, are not its)
     own = {r.stage: r for r in records if r.run_id == run.run_id and r.created_at <= trained_at}
@@ -43,16 +43,18 @@ def test_a_trained_run_is_a_graph_of_stage_records(small_run):
         assert record.summary["seconds"] > 0 and record.versions == training.versions
         assert set(record.versions) >= {"prisma", "torch", "lancedb"} and all(record.versions.values())
     assert training.summary["seconds"] > 0 and training.summary["n_documents"] == 60
-    assert own[KEYWORDS].summary["n_labelled"] == len(workspace.features(run.run_id))
-    assert own[THEMES].summary["n_themes"] == run.metrics["n_themes"] == len(workspace.themes(run.run_id))
+    assert own[KEYWORDS].summary["n_labelled"] == len(workspace.feature_stats.of(run.run_id))
+    assert own[THEMES].summary["n_themes"] == run.metrics["n_themes"] == len(workspace.groups.themes(run.run_id))
     subthemes = own[SUBTHEMES]
     assert (
         subthemes.parent_id == run.run_id
         and subthemes.config == asdict(ThemeConfig())
         and subthemes.summary["seconds"] > 0
     )
-    assert subthemes.summary["n_subthemes"] == run.metrics["n_subthemes"] == len(workspace.subthemes(run.run_id))
-    assert own[FAMILIES].summary["n_families"] == run.metrics["n_families"] == len(workspace.families(run.run_id))
+    assert subthemes.summary["n_subthemes"] == run.metrics["n_subthemes"] == len(workspace.groups.subthemes(run.run_id))
+    assert (
+        own[FAMILIES].summary["n_families"] == run.metrics["n_families"] == len(workspace.groups.families(run.run_id))
+    )
     # the records of the stages after the SAE are written before the training's, which comes just before the run's
     up_to_training = [r.stage for r in records if r.created_at <= trained_at]
     assert up_to_training[-5:] == [KEYWORDS, SUBTHEMES, THEMES, FAMILIES, TRAINING]
@@ -68,7 +70,7 @@ def test_a_trained_run_is_a_graph_of_stage_records(small_run):
 def test_a_cancelled_training_leaves_no_stage_record_of_its_run(small_run, tmp_path):
     workspace = small_run.copy(tmp_path / "workspace")
     dataset_id, kept = small_run.dataset_id, small_run.run.run_id
-    before = workspace.stages(dataset_id)
+    before = workspace.stage_records.of(dataset_id)
     reported: set[str] = set()
 
     def report(event: Progress) -> None:
@@ -80,7 +82,7 @@ def test_a_cancelled_training_leaves_no_stage_record_of_its_run(small_run, tmp_p
     with pytest.raises(TrainingError, match="cancelled"):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=report, should_stop=after_the_families)
     assert "families" in reported and [run.run_id for run in workspace.runs()] == [kept]
-    assert workspace.stages(dataset_id) == before
+    assert workspace.stage_records.of(dataset_id) == before
     assert workspace.hidden_runs() == []
 
 
@@ -90,7 +92,7 @@ def test_every_stage_record_names_the_record_it_was_made_from(small_run, tmp_pat
     run = pipeline.load_run(workspace, run_id)
     n_themes = run.themes.n_themes
     pipeline.rebuild_themes(workspace, run_id, ThemeConfig(n_themes=n_themes + 1))
-    records = workspace.stages(dataset_id, run_id)
+    records = workspace.stage_records.of(dataset_id, run_id)
     by_stage = {record.stage: record for record in records}
     assert by_stage[INGEST].record_id == dataset_id and by_stage[INGEST].parent_id == ""
     assert by_stage[EMBEDDING].parent_id == dataset_id

@@ -238,14 +238,14 @@ def test_each_slices_passages_are_stored_before_its_vectors_and_a_killed_embeddi
     key = model_key(EmbedConfig())
     assert workspace.stored_positions(dataset_id, key) == set(range(4))
     hashes = [text_hash(text) for text in texts]
-    stored = workspace.cached_passages(key, hashes)
+    stored = workspace.passages.cached(key, hashes)
     assert sorted(set(stored.position.tolist())) == list(range(8))  # two slices' passages, one slice's vectors
 
     resumed = pipeline.embed_dataset(workspace, dataset_id, slice_documents=4)
     assert (resumed.n_computed, resumed.n_cached) == (6, 4)
     expected = pipeline.passages_of_texts(texts)
     written_twice = int(np.isin(expected.position, [4, 5, 6, 7]).sum())  # the slice killed before its vectors
-    assert workspace.passage_rows(key) == len(expected) + written_twice
+    assert workspace.passages.rows(key) == len(expected) + written_twice
     assert_same_passages(pipeline.passages(workspace, dataset_id), expected)  # ... read once
     np.testing.assert_allclose(workspace.vectors(dataset_id, key), embed_documents(texts).vectors, atol=1e-5)
 
@@ -260,14 +260,14 @@ def test_passages_of_documents_without_them_are_computed_once_then_read(tmp_path
     dataset_id = workspace.add_dataset("bbc", documents, ["bbc"], {})
     config = common.cache_corpus_vectors(workspace, dataset_id, "bbc_news")
     summary = pipeline.embed_dataset(workspace, dataset_id, config)
-    assert (summary.n_computed, summary.n_passages, workspace.passage_rows(model_key(config))) == (0, 0, 0)
+    assert (summary.n_computed, summary.n_passages, workspace.passages.rows(model_key(config))) == (0, 0, 0)
 
     events = []
     found = pipeline.passages(workspace, dataset_id, config=config, progress=events.append)
     texts = documents["text"].tolist()
     assert_same_passages(found, pipeline.passages_of_texts(texts, config))
     assert events[-1].done == events[-1].total == 5 and events[-1].stage == "passages"
-    assert workspace.passage_rows(model_key(config)) == int((found.position != 4).sum())  # the repeated text once
+    assert workspace.passages.rows(model_key(config)) == int((found.position != 4).sum())  # the repeated text once
     assert (found.position == 0).sum() > 6  # several windows' passages
 
     computed = []
@@ -297,9 +297,9 @@ def test_passages_past_the_cap_are_computed_when_asked_and_not_stored(tmp_path, 
     monkeypatch.setattr(passage_cap, "MAX_STORED_PASSAGES", int(per_text[:3].sum()) + 1)
     summary = pipeline.embed_dataset(workspace, dataset_id, slice_documents=2)
     key = model_key(EmbedConfig())
-    assert summary.n_passages == workspace.passage_rows(key) == per_text[:3].sum()  # whole texts, first ones first
+    assert summary.n_passages == workspace.passages.rows(key) == per_text[:3].sum()  # whole texts, first ones first
     assert_same_passages(pipeline.passages(workspace, dataset_id), expected)
-    assert workspace.passage_rows(key) == per_text[:3].sum()  # the rest computed, not stored
+    assert workspace.passages.rows(key) == per_text[:3].sum()  # the rest computed, not stored
 
 
 def test_deleting_a_dataset_removes_only_the_passages_no_other_dataset_needs(tmp_path, bbc):
@@ -311,4 +311,4 @@ def test_deleting_a_dataset_removes_only_the_passages_no_other_dataset_needs(tmp
     key = model_key(EmbedConfig())
     workspace.delete_dataset(deleted)
     hashes = [text_hash(text) for text in [*kept_texts, deleted_texts[1]]]
-    assert sorted(set(workspace.cached_passages(key, hashes).position.tolist())) == [0, 1]
+    assert sorted(set(workspace.passages.cached(key, hashes).position.tolist())) == [0, 1]

@@ -27,6 +27,7 @@ from prisma_core.reading.run_quality import placements
 from prisma_core.reading.runs import LoadedRun, document_themes, load_run
 from prisma_core.store import Workspace
 from prisma_core.store.datasets import _document_rows, with_text_hashes
+from prisma_core.store.groups import Groups
 
 N_NEW_PER_CATEGORY = 3
 
@@ -196,7 +197,7 @@ def test_a_placement_stopped_half_way_is_done_again_without_double_codes(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(Workspace, "save_themes", killed)  # after the activations and feature counts were written
+        patch.setattr(Groups, "save_themes", killed)  # after the activations and feature counts were written
         with pytest.raises(KeyboardInterrupt):
             pipeline.place_in_runs(workspace, small_run.dataset_id)
     with pytest.raises(RunBehindError):
@@ -204,7 +205,7 @@ def test_a_placement_stopped_half_way_is_done_again_without_double_codes(
     (placed,) = pipeline.place_in_runs(workspace, small_run.dataset_id)
     run = load_run(workspace)
     assert placed.n_added == 15 and run.codes.shape[0] == 75
-    n_rows, _ = workspace.activation_batches(run.record.run_id)
+    n_rows, _ = workspace.activations.batches(run.record.run_id)
     assert n_rows == run.codes.nnz  # the first attempt's activations were removed, not doubled
     assert pipeline.place_in_runs(workspace, small_run.dataset_id)[0].n_added == 0  # nothing left to place
 
@@ -248,7 +249,7 @@ def test_documents_are_added_to_a_dataset_by_one_process_at_a_time(small_run: Sm
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     killed = json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout)})
     dataset = f"dataset_id = '{small_run.dataset_id}'"
-    assert workspace._swap("datasets", dataset, "writer", "", killed)  # an addition killed before it gave it back
+    assert workspace.tables.swap("datasets", dataset, "writer", "", killed)  # an addition killed before it gave it back
     assert pipeline.add_documents(workspace, small_run.dataset_id, [path]).n_added == 15  # its process has ended
     assert workspace.dataset(small_run.dataset_id).writer == ""  # the claim leaves with the addition
 
@@ -257,7 +258,7 @@ def test_rows_a_killed_addition_left_are_not_read_and_are_replaced(small_run: Sm
     workspace = small_run.copy(tmp_path / "ws")
     dataset_id = small_run.dataset_id
     leftover = with_text_hashes(pd.DataFrame({"doc_id": ["x1", "x2"], "title": [None, None], "text": ["a b c", "d e"]}))
-    workspace._add("documents", _document_rows(dataset_id, leftover, 60, []))  # written, the record never updated
+    workspace.tables.add("documents", _document_rows(dataset_id, leftover, 60, []))  # written, the record never updated
     assert len(workspace.documents(dataset_id)) == 60
     assert sum(len(batch) for batch in workspace.document_batches(dataset_id, ["position"])) == 60
     assert len(workspace.metadata(dataset_id)) == 60

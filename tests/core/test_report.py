@@ -31,10 +31,10 @@ def workspace(small_run, tmp_path_factory) -> Workspace:
     """A copy of the small run where the analyst renamed a theme and an LLM gave a shown feature a label with markup."""
     workspace = small_run.copy(tmp_path_factory.mktemp("report") / "workspace")
     run_id = workspace.runs()[0].run_id
-    themes = workspace.themes(run_id)
-    workspace.save_themes(run_id, [t | {"label": RENAMED} if t["theme_id"] == 1 else t for t in themes])
+    themes = workspace.groups.themes(run_id)
+    workspace.groups.save_themes(run_id, [t | {"label": RENAMED} if t["theme_id"] == 1 else t for t in themes])
     typical = int(themes[0]["features"][0])  # the most typical feature of theme 0: among its main concepts
-    workspace.add_interpretations(run_id, [{"feature_id": typical, "label": MARKUP, "description": "", "source": "m"}])
+    workspace.labels.add(run_id, [{"feature_id": typical, "label": MARKUP, "description": "", "source": "m"}])
     return workspace
 
 

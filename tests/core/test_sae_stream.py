@@ -170,7 +170,7 @@ def test_a_streamed_run_stores_the_activations_and_statistics_of_the_whole(
     assert stored.nnz == expected.nnz and (np.diff(stored.indptr) <= CONFIG.k).all()
     assert ((stored != 0) != (expected != 0)).nnz == 0
     assert abs(stored - expected).max() <= 1e-6
-    features = workspace.features(summary.run_id)
+    features = workspace.feature_stats.of(summary.run_id)
     whole = analysis.feature_stats(expected)
     assert set(features.pop("found_in")) <= set(range(1, CONFIG.n_trainings + 1))
     pd.testing.assert_frame_equal(features, whole, check_dtype=False, rtol=1e-6)

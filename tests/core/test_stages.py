@@ -77,12 +77,12 @@ def test_deleting_a_run_removes_its_rows_from_every_table_of_a_run(small_run, tm
     workspace.delete_run(run_id)
     assert rows_of_run(workspace, run_id) == dict.fromkeys(RUN_TABLES, 0)
     assert len(workspace.documents(dataset_id)) == n_documents  # the dataset's rows are kept
-    assert [record.stage for record in workspace.stages(dataset_id)] == [INGEST, EMBEDDING]
+    assert [record.stage for record in workspace.stage_records.of(dataset_id)] == [INGEST, EMBEDDING]
 
 
 def test_a_run_is_the_chain_of_its_stage_records_sub_themes_and_report_included(small_run, tmp_path) -> None:
     workspace, run, report = reported_run(small_run, tmp_path)
-    records = workspace.stages(run.record.dataset_id, run.record.run_id)
+    records = workspace.stage_records.of(run.record.dataset_id, run.record.run_id)
     # the training's record is written last of the training's, just before the run record that lists the run; the
     # report's is the newest (between them: what other tests did to the shared run before it was copied, e.g. exports)
     chain = [INGEST, EMBEDDING, KEYWORDS, SUBTHEMES, THEMES, FAMILIES, TRAINING]
@@ -101,7 +101,7 @@ def test_a_downloaded_report_leaves_its_record_too(small_run, tmp_path) -> None:
     run = pipeline.load_run(workspace, small_run.run.run_id)
     config = ReportConfig(predict=False, typical_documents=1)
     page = downloaded_report(workspace, run, config)
-    record = workspace.stages(run.record.dataset_id, run.record.run_id)[-1]
+    record = workspace.stage_records.of(run.record.dataset_id, run.record.run_id)[-1]
     assert (record.stage, record.parent_id, record.config) == (REPORT, run.record.run_id, asdict(config))
     assert record.summary["bytes"] == len(page.encode()) and "path" not in record.summary  # no file written
 
@@ -110,7 +110,7 @@ def test_an_export_leaves_its_record_naming_its_folder_and_files(small_run, tmp_
     workspace = small_run.copy(tmp_path / "workspace")
     run_id = small_run.run.run_id
     paths = pipeline.export_run(workspace, run_id, tmp_path / "export")
-    record = workspace.stages(small_run.dataset_id, run_id)[-1]
+    record = workspace.stage_records.of(small_run.dataset_id, run_id)[-1]
     assert (record.stage, record.parent_id, record.run_id, record.config) == (EXPORT, run_id, run_id, {})
     assert record.summary["path"] == str(tmp_path / "export") and record.summary["files"] == [p.name for p in paths]
     assert record.summary["bytes"] == sum(path.stat().st_size for path in paths) > 0

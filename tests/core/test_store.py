@@ -95,14 +95,14 @@ def test_run_record_and_artefacts(trained):
     assert record.config["sae"]["n_trainings"] == record.metrics["n_trainings"] == SMALL_SAE.n_trainings
     assert record.config["embed"]["model"] == "all-MiniLM-L6-v2"
     assert {"torch", "lancedb", "prisma"} <= set(record.versions)
-    features = workspace.features(summary.run_id)
-    assert workspace.activation_batches(summary.run_id)[0] == features["density"].sum() <= 60 * SMALL_SAE.k
+    features = workspace.feature_stats.of(summary.run_id)
+    assert workspace.activations.batches(summary.run_id)[0] == features["density"].sum() <= 60 * SMALL_SAE.k
     kept = record.metrics["features_kept"]
     assert len(features) == kept <= record.config["sae"]["n_features"]
     compared = SMALL_SAE.n_trainings
     assert set(features["found_in"]) <= set(range(SMALL_SAE.kept_at_least(), compared + 1))
     assert (features["found_in"] == compared).sum() == record.metrics["found_in_all"]
-    interpretations = workspace.interpretations(summary.run_id)
+    interpretations = workspace.labels.of(summary.run_id)
     assert len(interpretations) == kept and set(interpretations["source"]) == {"keywords"}
     assert workspace.run_or_latest(summary.run_id) == record
     assert workspace.run_or_latest(None, dataset_id) == record == workspace.run_or_latest()  # the only run so far
@@ -110,16 +110,16 @@ def test_run_record_and_artefacts(trained):
 
 def test_preferred_interpretation_wins(trained):
     workspace, _, _, summary = trained
-    workspace.add_interpretations(
+    workspace.labels.add(
         summary.run_id,
         [{"feature_id": 3, "label": "model name", "description": "an LLM's label", "source": "llama3"}],
     )
     run = pipeline.load_run(workspace, summary.run_id)
     assert run.features.loc[run.features["feature_id"] == 3, "label"].item() == "model name"  # newest, not keywords
     keyword_id = (
-        workspace.interpretations(summary.run_id).query("feature_id == 3 and source == 'keywords'")["interpretation_id"]
+        workspace.labels.of(summary.run_id).query("feature_id == 3 and source == 'keywords'")["interpretation_id"]
     ).item()
-    workspace.prefer_interpretation(summary.run_id, 3, keyword_id)
+    workspace.labels.prefer(summary.run_id, 3, keyword_id)
     run = pipeline.load_run(workspace, summary.run_id)
     assert run.features.loc[run.features["feature_id"] == 3, "label_source"].item() == "keywords"
 
@@ -127,14 +127,14 @@ def test_preferred_interpretation_wins(trained):
 def test_rebuilding_families_replaces_the_previous_set(trained):
     workspace, _, _, summary = trained
     loose = pipeline.rebuild_families(workspace, summary.run_id, FamilyConfig(tau=0.05, iterations=1))
-    assert workspace.families(summary.run_id) == loose  # typed, as rebuilt
+    assert workspace.groups.families(summary.run_id) == loose  # typed, as rebuilt
     strict = pipeline.rebuild_families(workspace, summary.run_id, FamilyConfig(tau=0.9, iterations=1))
-    assert len(workspace.families(summary.run_id)) == len(strict) <= len(loose)
+    assert len(workspace.groups.families(summary.run_id)) == len(strict) <= len(loose)
 
 
 def test_failed_training_leaves_earlier_runs_intact(trained):
     workspace, dataset_id, _, summary = trained
-    activations = workspace.activation_batches(summary.run_id)[0]
+    activations = workspace.activations.batches(summary.run_id)[0]
 
     def crash(event: Progress) -> None:
         if event.stage == "train_sae" and event.done > 1:
@@ -144,7 +144,7 @@ def test_failed_training_leaves_earlier_runs_intact(trained):
         pipeline.train_run(workspace, dataset_id, SMALL_SAE, progress=crash)
     assert [run.run_id for run in workspace.runs(dataset_id)] == [summary.run_id]
     assert sorted(p.name for p in (workspace.path / "runs").iterdir()) == [summary.run_id]
-    assert workspace.activation_batches(summary.run_id)[0] == activations
+    assert workspace.activations.batches(summary.run_id)[0] == activations
 
 
 def test_unknown_ids_raise_not_found(trained):
@@ -204,7 +204,9 @@ def test_a_run_counts_its_corpus_terms_once_for_features_themes_and_families(tra
     monkeypatch.setattr(keyword_labeller, "corpus_terms", counting)
     summary = pipeline.train_run(workspace, dataset_id, SMALL_SAE)
     assert counted == [60]
-    assert workspace.families(summary.run_id) and len(workspace.themes(summary.run_id)) == summary.n_themes
+    assert (
+        workspace.groups.families(summary.run_id) and len(workspace.groups.themes(summary.run_id)) == summary.n_themes
+    )
 
 
 def openings_of_sixty(bbc_openings: BbcOpenings, folder: Path) -> tuple[Path, np.ndarray]:
@@ -404,14 +406,14 @@ def test_tables_made_before_a_column_existed_gain_it_empty_and_keep_their_rows(t
     old_themes = pa.Table.from_pylist([theme], _without(SCHEMAS["themes"], "probabilities"))
     workspace.db.create_table("themes", data=old_themes)
 
-    assert workspace.features(old)["found_in"].isna().all()
-    assert workspace.themes(old)[0]["probabilities"] is None
-    workspace.save_features(new, pd.DataFrame(stats).assign(found_in=[3, 2]))
+    assert workspace.feature_stats.of(old)["found_in"].isna().all()
+    assert workspace.groups.themes(old)[0]["probabilities"] is None
+    workspace.feature_stats.save(new, pd.DataFrame(stats).assign(found_in=[3, 2]))
 
     assert "found_in" in workspace.db.open_table("features").schema.names
-    assert workspace.features(new)["found_in"].tolist() == [3, 2]
-    assert workspace.features(old)["found_in"].isna().all()
-    assert workspace.features(old)["density"].tolist() == [3, 1]
+    assert workspace.feature_stats.of(new)["found_in"].tolist() == [3, 2]
+    assert workspace.feature_stats.of(old)["found_in"].isna().all()
+    assert workspace.feature_stats.of(old)["density"].tolist() == [3, 1]
 
 
 def _without(schema: pa.Schema, column: str) -> pa.Schema:
@@ -424,7 +426,7 @@ def test_a_table_whose_files_were_removed_is_named_with_lancedbs_reason_in_plain
     for data_file in (copy / "lancedb" / "features.lance" / "data").iterdir():
         data_file.unlink()
     with pytest.raises(DamagedTableError) as raised:
-        Workspace(copy).features(run.run_id)
+        Workspace(copy).feature_stats.of(run.run_id)
     message = str(raised.value)
     assert raised.value.table == "features"
     assert re.match(r"The workspace's features table cannot be read \(Not found: /\S+\.lance\): ", message), message

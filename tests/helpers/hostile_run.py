@@ -46,8 +46,10 @@ def build_hostile_workspace(folder: Path, bbc: pd.DataFrame) -> Path:
         }
         for feature in range(384)
     ]
-    workspace.add_interpretations(run_id, labels)
-    workspace.save_families(run_id, [replace(family, label=HOSTILE[1]) for family in workspace.families(run_id)])
-    themes = workspace.themes(run_id)
-    workspace.save_themes(run_id, [theme | {"label": f"{HOSTILE[0]} {theme['theme_id']}"} for theme in themes])
+    workspace.labels.add(run_id, labels)
+    workspace.groups.save_families(
+        run_id, [replace(family, label=HOSTILE[1]) for family in workspace.groups.families(run_id)]
+    )
+    themes = workspace.groups.themes(run_id)
+    workspace.groups.save_themes(run_id, [theme | {"label": f"{HOSTILE[0]} {theme['theme_id']}"} for theme in themes])
     return workspace.path

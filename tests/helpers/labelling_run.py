@@ -52,7 +52,7 @@ def labeller(fake: FakeOllama, **overrides: Any) -> OllamaLabeller:
 def active_features(workspace: Workspace, run_id: str, n: int | None = None) -> list[int]:
     """The run's features that fire on some document, in id order; with `n`, the first n, asserting the run has as
     many (how many features a run keeps depends on the machine's vectors: a test takes what it needs or says so)."""
-    features = workspace.features(run_id)
+    features = workspace.feature_stats.of(run_id)
     active = features.loc[features["density"] > 0, "feature_id"].astype(int).tolist()
     if n is None:
         return active
@@ -120,12 +120,12 @@ def store_snapshot(workspace: Workspace) -> dict[str, bytes]:
 
 
 def interpretations(workspace: Workspace, run_id: str) -> pd.DataFrame:
-    return workspace.interpretations(run_id).sort_values("interpretation_id").reset_index(drop=True)
+    return workspace.labels.of(run_id).sort_values("interpretation_id").reset_index(drop=True)
 
 
 def llm_rows(workspace: Workspace, run_id: str, model: str = "llama3.2") -> pd.DataFrame:
     """Labels by this model, where a name without a tag means ':latest'."""
-    rows = workspace.interpretations(run_id)
+    rows = workspace.labels.of(run_id)
     same = rows["source"].map(lambda source: has_model([source], model)).astype(bool)
     return rows[same].sort_values("feature_id").reset_index(drop=True)
 

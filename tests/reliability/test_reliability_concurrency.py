@@ -136,7 +136,7 @@ def test_no_dataset_vector_or_run_is_lost_or_doubled(raced) -> None:
             assert loaded.codes.shape == (sizes[name], kept) and kept <= SMALL_SAE.n_features
             assert (loaded.codes.getnnz(axis=1) <= SMALL_SAE.k).all() and loaded.codes.nnz > 0
             assert len(loaded.features) == kept and loaded.features["label"].notna().all()
-            assert loaded.families == workspace.families(run.run_id)
+            assert loaded.families == workspace.groups.families(run.run_id)
     run_ids = {run.run_id for run in workspace.runs()}
     assert {path.name for path in (workspace.path / "runs").iterdir()} == run_ids
     for table in ("activations", "features", "interpretations"):
@@ -215,7 +215,7 @@ def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Train
     expected = {json.dumps(s): [f.members for f in find_families(trained.codes, FamilyConfig(**s))] for s in settings}
     assert len(set(map(len, expected.values()))) == 2
     workspace = Workspace(trained.path)
-    allowed = [*expected.values(), members_of(workspace.families(trained.run_id))]
+    allowed = [*expected.values(), members_of(workspace.groups.families(trained.run_id))]
     start = start_line(tmp_path / "start", 2)
     writer = str(REPO / "tests" / "helpers" / "reliability_family_writer.py")
     writers = [
@@ -230,7 +230,7 @@ def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Train
     ]
     seen = 0
     while any(writer.poll() is None for writer in writers):  # a reader never sees a mix, or no families
-        assert members_of(workspace.families(trained.run_id)) in allowed
+        assert members_of(workspace.groups.families(trained.run_id)) in allowed
         seen += 1
     for writer in writers:
         assert writer.wait() == 0, writer.stderr.read()
@@ -238,7 +238,7 @@ def test_concurrent_family_rebuilds_keep_exactly_one_complete_set(trained: Train
     rows = workspace.db.open_table("families").search().where(f"run_id = '{trained.run_id}'").limit(None).to_pandas()
     assert rows["generation"].nunique() == 1
     assert rows["family_id"].is_unique
-    assert members_of(workspace.families(trained.run_id)) in expected.values()
+    assert members_of(workspace.groups.families(trained.run_id)) in expected.values()
     assert seen > 10
 
 

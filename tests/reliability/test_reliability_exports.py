@@ -64,12 +64,12 @@ def test_metadata_mixing_numbers_and_text_exports_every_value(trained: Trained, 
 
 def test_export_counts_the_themes_stored_when_a_kill_cut_off_their_record(workspace: Workspace, tmp_path: Path) -> None:
     run_id = workspace.run_or_latest().run_id
-    themes = workspace.themes(run_id)
-    workspace.save_themes(run_id, themes[:3])  # saved, then killed before the themes stage record
+    themes = workspace.groups.themes(run_id)
+    workspace.groups.save_themes(run_id, themes[:3])  # saved, then killed before the themes stage record
     pipeline.export_run(workspace, run_id, tmp_path / "export")
     config = json.loads((tmp_path / "export" / "config.json").read_text())
     assert config["metrics"]["n_themes"] == 3 == len(json.loads((tmp_path / "export" / "themes.json").read_text()))
-    assert config["metrics"]["n_families"] == len(workspace.families(run_id))
+    assert config["metrics"]["n_families"] == len(workspace.groups.families(run_id))
 
 
 # -- 11. CSV downloads are safe to open in a spreadsheet -----------------------------------------------------------

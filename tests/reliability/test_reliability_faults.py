@@ -153,7 +153,7 @@ def test_killed_training_shows_no_half_run_and_a_rerun_completes(
     assert set(rows_of_unlisted_runs(reopened).values()) <= {0}
     stored.assert_earlier_work_intact(reopened)
     assert [run.run_id for run in reopened.runs(stored.dataset_a)] == [*runs_before, rerun.run_id]
-    assert 0 < reopened.activation_batches(rerun.run_id)[0] <= 60 * SMALL_SAE.k
+    assert 0 < reopened.activations.batches(rerun.run_id)[0] <= 60 * SMALL_SAE.k
     reopened.delete_run(rerun.run_id)
 
 
@@ -266,7 +266,7 @@ def test_damaged_or_foreign_weights_are_refused_with_a_message(stored: Stored, t
 @pytest.fixture
 def labelling_state(stored: Stored) -> tuple[Workspace, pd.DataFrame]:
     workspace = Workspace(stored.path)
-    return workspace, workspace.interpretations(stored.run_a)
+    return workspace, workspace.labels.of(stored.run_a)
 
 
 def test_unreachable_ollama_is_reported_before_anything_is_written(stored: Stored, labelling_state) -> None:
@@ -279,7 +279,7 @@ def test_unreachable_ollama_is_reported_before_anything_is_written(stored: Store
             ollama_labeller(OllamaConfig(host=url, timeout_s=2.0)),
             feature_ids=range(5),
         )
-    pd.testing.assert_frame_equal(workspace.interpretations(stored.run_a), labels_before)
+    pd.testing.assert_frame_equal(workspace.labels.of(stored.run_a), labels_before)
 
 
 @pytest.mark.parametrize("fault", ["slow", "malformed-json"])
@@ -297,12 +297,12 @@ def test_failing_ollama_stops_the_batch_and_keeps_every_label(stored: Stored, la
             LabelConfig(max_consecutive_failures=2),
         )
     assert (summary.n_labelled, summary.n_failed) == (0, 2)
-    assert summary.n_remaining == int((workspace.features(stored.run_a)["density"] > 0).sum()) - 2
+    assert summary.n_remaining == int((workspace.feature_stats.of(stored.run_a)["density"] > 0).sum()) - 2
     reason = "did not answer within" if fault == "slow" else "no usable answer in 2 attempts"
     assert reason in summary.first_error
     assert summary.stop_reason.startswith("Stopped after 2 failures in a row")
-    pd.testing.assert_frame_equal(workspace.interpretations(stored.run_a), labels_before)
-    assert set(workspace.interpretations(stored.run_a)["source"]) == {"keywords"}
+    pd.testing.assert_frame_equal(workspace.labels.of(stored.run_a), labels_before)
+    assert set(workspace.labels.of(stored.run_a)["source"]) == {"keywords"}
 
 
 # -- a moved workspace, a damaged run in the app -----------------------------------------------------------------

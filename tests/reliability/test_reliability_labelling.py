@@ -29,6 +29,7 @@ from prisma_core.interpret.prompts import MAX_LABEL_CHARS
 from prisma_core.pipeline import labelling
 from prisma_core.pipeline.labelling.job import LabelConfig
 from prisma_core.store import Workspace
+from prisma_core.store.groups import Groups
 from prisma_core.store.stages import FAMILIES
 
 EVIDENCE = ["Arsenal beat Chelsea at the Emirates.", "Arsenal fans celebrated the cup run.", "Arsenal won again."]
@@ -149,11 +150,11 @@ def test_a_server_dribbling_one_byte_at_a_time_is_given_up_on_after_the_timeout(
 
 def test_a_manual_label_or_description_past_the_bound_is_refused(workspace: Workspace) -> None:
     run_id = workspace.run_or_latest().run_id
-    before = len(workspace.interpretations(run_id))
+    before = len(workspace.labels.of(run_id))
     for label, description in (("x" * (MAX_LABEL_CHARS + 1), ""), ("fine", "y" * 1_000_000)):
         with pytest.raises(SettingsError, match="shorten it"):
             save_manual_label(workspace, run_id, 0, label, description)
-    assert len(workspace.interpretations(run_id)) == before
+    assert len(workspace.labels.of(run_id)) == before
 
 
 # -- labelling families while they are rebuilt ------------------------------------------------------------------------
@@ -168,26 +169,26 @@ def test_labelling_families_never_undoes_a_rebuild_that_lands_meanwhile(
 
     run_id = workspace.run_or_latest().run_id
     run = pipeline.load_run(workspace, run_id)
-    read = Workspace.families
+    read = Groups.families
     settings = iter([FamilyConfig(iterations=1), FamilyConfig(iterations=3)] * 20)
     rebuilding = []
 
-    def read_then_rebuild(self: Workspace, run_id: str) -> list:
+    def read_then_rebuild(self: Groups, run_id: str) -> list:
         families = read(self, run_id)
         if not rebuilding:
             rebuilding.append(True)
-            pipeline.rebuild_families(self, run_id, next(settings))
+            pipeline.rebuild_families(workspace, run_id, next(settings))
             rebuilding.clear()
         return families
 
-    monkeypatch.setattr(Workspace, "families", read_then_rebuild)
+    monkeypatch.setattr(Groups, "families", read_then_rebuild)
     summary = labelling.label_groups(
         workspace, run, "family", labelling.ollama_labeller(OllamaConfig(host=fake_ollama.url)), LabelConfig()
     )
     monkeypatch.undo()
 
-    last = [stage for stage in workspace.stages(run.record.dataset_id, run_id) if stage.stage == FAMILIES][-1]
-    stored = workspace.families(run_id)
+    last = [stage for stage in workspace.stage_records.of(run.record.dataset_id, run_id) if stage.stage == FAMILIES][-1]
+    stored = workspace.groups.families(run_id)
     assert [family.members for family in stored] == [
         f.members for f in find_families(run.codes, FamilyConfig(**last.config))
     ]
@@ -199,7 +200,7 @@ def test_label_exits_with_an_error_when_every_feature_tried_failed(
     workspace: Workspace, fake_ollama: FakeOllama, capsys
 ) -> None:
     fake_ollama.responder = lambda request: "not json"
-    features = workspace.features(workspace.run_or_latest().run_id)
+    features = workspace.feature_stats.of(workspace.run_or_latest().run_id)
     active = ",".join(str(f) for f in features.loc[features["density"] > 0, "feature_id"].head(2))
     args = ("label", "--ollama-host", fake_ollama.url, "--features", active, "--max-retries", "0")
     assert cli_main(*args, workspace=workspace) == 2

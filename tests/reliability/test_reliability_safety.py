@@ -148,7 +148,7 @@ UNSHOWN_NAMES = ["\u200b", " \u200b\u200d\u3164 ", "\u202e\u2066", "\u0301"]
 def test_names_of_every_level_are_bounded_and_must_show_something(workspace: Workspace, tmp_path: Path, capsys) -> None:
     run = pipeline.load_run(workspace)
     feature = int(run.features["feature_id"].iloc[0])
-    before = workspace.edits(run.record.run_id)
+    before = workspace.edits.of(run.record.run_id)
     for level, target in (("theme", 0), ("subtheme", 0), ("family", 0), ("feature", feature)):
         for name in ["x" * 120_001, *UNSHOWN_NAMES]:
             edit = ("edit", "--action", "rename", "--level", level, "--id", str(target), "--name", name)
@@ -157,7 +157,7 @@ def test_names_of_every_level_are_bounded_and_must_show_something(workspace: Wor
             assert "at most 120 characters" in message or "must hold something visible" in message
         with pytest.raises(SettingsError, match="at most 120 characters"):
             edits.rename(workspace, run, level, target, ("A\x00" + RIGHT_TO_LEFT_OVERRIDE) * 300_000)
-    assert workspace.edits(run.record.run_id) == before
+    assert workspace.edits.of(run.record.run_id) == before
     with pytest.raises(SettingsError, match="something visible"):
         save_manual_label(workspace, run.record.run_id, feature, "\u200b")
     with pytest.raises(SettingsError, match="at most 120 characters"):
@@ -174,7 +174,7 @@ def test_the_report_strips_nul_and_isolates_right_to_left_names(workspace: Works
     edits.rename(workspace, run, "theme", 0, f"{hebrew}\x00{RIGHT_TO_LEFT_OVERRIDE} 2024", "a\x00b")
     run = pipeline.load_run(workspace)
     assert run.theme_info.set_index("theme_id").loc[0, "label"] == f"{hebrew} 2024"  # stored without them
-    workspace.add_interpretations(
+    workspace.labels.add(
         run.record.run_id, [{"feature_id": 0, "label": f"x\x00y{RIGHT_TO_LEFT_OVERRIDE}z", "source": "old"}]
     )
     page = report_html(workspace, pipeline.load_run(workspace))

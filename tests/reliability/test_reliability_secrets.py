@@ -112,7 +112,7 @@ def test_a_model_answering_with_the_credentials_never_gets_them_stored_printed_o
     assert cli_main("export", "--out", str(tmp_path / "export"), workspace=workspace) == 0
     exported = "\n".join(path.read_text(errors="replace") for path in (tmp_path / "export").glob("*.json"))
     exported += pd.read_parquet(tmp_path / "export" / "features.parquet").to_json()
-    stored = workspace.interpretations(workspace.run_or_latest().run_id)
+    stored = workspace.labels.of(workspace.run_or_latest().run_id)
     labels = set(stored.loc[stored["source"] == "llama3.2", "label"])
     assert labels == {"key and ***"}  # the credentials are gone, what the model said around them is kept
     for where in (printed.out + printed.err, stored_text(workspace), exported):

@@ -34,13 +34,13 @@ def test_nan_and_infinities_are_refused_for_every_float_setting_before_any_work(
     workspace: Workspace, value: str, capsys
 ) -> None:
     before = snapshot(workspace)
-    families = workspace.families(workspace.run_or_latest().run_id)
+    families = workspace.groups.families(workspace.run_or_latest().run_id)
     for command, flag in FLOAT_SETTINGS:
         assert cli_main(command, f"{flag}={value}", workspace=workspace) == 2, (command, flag)
         (message,) = error_lines(capsys.readouterr().err)
         assert f"must be a finite number, got {value}" in message, (command, flag, message)
     assert snapshot(workspace) == before
-    assert workspace.families(workspace.run_or_latest().run_id) == families
+    assert workspace.groups.families(workspace.run_or_latest().run_id) == families
 
 
 def test_run_with_a_nan_setting_leaves_no_dataset_behind(small_run, tmp_path: Path, capsys) -> None:

@@ -184,12 +184,12 @@ def test_a_damaged_table_is_named_everything_else_still_lists_and_repair_restore
     assert damage in listed  # list counts what every dataset and run holds
     assert cli_main("export", "--run", first, "--out", str(tmp_path / "before"), workspace=workspace) == 2
     assert damage in error_lines(capsys.readouterr().err)[0]
-    assert set(workspace.damaged_tables()) == {table}
+    assert set(workspace.repairs.damaged_tables()) == {table}
 
     assert cli_main("repair", workspace=workspace) == 0
     repaired = capsys.readouterr().out
     assert repaired.startswith(f"{table}: damaged (") and "damaged data file(s) and kept its" in repaired
-    assert workspace.damaged_tables() == {}
+    assert workspace.repairs.damaged_tables() == {}
     assert cli_main("list", workspace=workspace) == 0
     assert ("warning" in capsys.readouterr().out) == (table != "datasets")  # the loss is named until deleted
     if table in ("features", "activations"):  # the second run's rows were in the damaged file: the first run is whole
@@ -324,7 +324,7 @@ def test_a_run_that_lost_its_features_is_refused_and_the_groups_it_lost_are_made
 
     shutil.copytree(two_runs[0], tmp_path / "groups")
     groups = Workspace(tmp_path / "groups")
-    n_features = len(groups.features(second))
+    n_features = len(groups.feature_stats.of(second))
     for table in ("interpretations", "themes", "subthemes", "families"):
         cut_in_half(max(data_files(groups, table), key=lambda path: path.stat().st_mtime))
     assert cli_main("repair", workspace=groups) == 0
@@ -417,7 +417,7 @@ def test_two_repairs_at_once_restore_a_lost_record_once(two_runs, tmp_path: Path
     restored = [stdout for _, stdout, _ in results if "restored from its ingest stage record" in stdout]
     assert len(restored) == 1  # by one of them: the other found nothing left to do, or waited its turn
     assert Workspace(workspace.path).db.open_table("datasets").count_rows() == 1
-    assert Workspace(workspace.path).damaged_tables() == {}
+    assert Workspace(workspace.path).repairs.damaged_tables() == {}
 
 
 def test_a_repair_is_refused_while_another_runs_and_a_killed_one_does_not_block_the_next(
@@ -428,8 +428,8 @@ def test_a_repair_is_refused_while_another_runs_and_a_killed_one_does_not_block_
 
     def another_repair() -> None:  # another session's repair, in a thread of its own
         other = Workspace(workspace.path)
-        other._add_locks()
-        with other.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
+        other.repairs._add_locks()
+        with other.tables.holding("locks", "name = 'repair'", "holder", BUSY_REPAIRING):
             holding.set()
             held.wait(60)
 
@@ -440,11 +440,11 @@ def test_a_repair_is_refused_while_another_runs_and_a_killed_one_does_not_block_
     assert error_lines(capsys.readouterr().err) == [f"error: {BUSY_REPAIRING}"]
     held.set()
     thread.join(60)
-    assert set(workspace.damaged_tables()) == {"features"}  # nothing was done meanwhile
+    assert set(workspace.repairs.damaged_tables()) == {"features"}  # nothing was done meanwhile
 
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     killed = json.dumps({"host": socket.gethostname(), "pid": int(ended.stdout), "token": "x"})
-    assert workspace._swap("locks", "name = 'repair'", "holder", "", killed)  # a repair killed while it held it
+    assert workspace.tables.swap("locks", "name = 'repair'", "holder", "", killed)  # a repair killed while it held it
     assert cli_main("repair", workspace=workspace) == 0
     assert capsys.readouterr().out.startswith("features: damaged (")
-    assert workspace.damaged_tables() == {}
+    assert workspace.repairs.damaged_tables() == {}

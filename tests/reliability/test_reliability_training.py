@@ -120,8 +120,8 @@ def test_edits_are_never_carried_from_a_run_to_itself(workspace: Workspace, caps
         cli_main("edit", "--action", "rename", "--level", "theme", "--id", "0", "--name", "Mine", workspace=workspace)
         == 0
     )
-    before = workspace.edits(run_id)
+    before = workspace.edits.of(run_id)
     assert cli_main("carry", "--run", run_id, "--from-run", run_id, workspace=workspace) == 2
     (message,) = error_lines(capsys.readouterr().err)
     assert message == f"error: Run {run_id}'s edits are its own already: name an earlier run to carry edits from."
-    assert workspace.edits(run_id) == before
+    assert workspace.edits.of(run_id) == before

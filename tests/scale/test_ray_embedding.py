@@ -78,10 +78,10 @@ def test_two_ray_workers_store_the_local_vectors_in_the_same_space(ray_address, 
     assert _cosines(workspace.vectors(dataset_id, summary.embedding_key), local.vectors).min() >= 0.9999
     assert [event.done for event in events] == sorted(event.done for event in events)
     assert events[-1] == Progress("embed", N_ARTICLES, N_ARTICLES, f"{N_ARTICLES} of {N_ARTICLES} documents")
-    assert summary.n_passages == workspace.passage_rows(summary.embedding_key) == 0  # left to pipeline.passages:
+    assert summary.n_passages == workspace.passages.rows(summary.embedding_key) == 0  # left to pipeline.passages:
     found = pipeline.passages(workspace, dataset_id, [0, 1])  # computed here when first asked for, then stored
     assert sorted(set(found.position.tolist())) == [0, 1]
-    assert workspace.passage_rows(summary.embedding_key) == len(found)
+    assert workspace.passages.rows(summary.embedding_key) == len(found)
 
 
 def test_documents_already_stored_are_not_sent_to_the_cluster(ray_address, local, tmp_path):

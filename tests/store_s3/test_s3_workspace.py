@@ -94,7 +94,7 @@ def test_the_pipeline_stores_tables_and_weights_in_the_bucket_and_nothing_locall
     assert workspace.vectors(built.dataset_id, model_key(EmbedConfig())).shape == (40, 384)
     run = workspace.run(built.run_id)
     assert run.weights_dir == f"{built.uri}/runs/{built.run_id}"
-    n_kept = len(workspace.features(built.run_id))
+    n_kept = len(workspace.feature_stats.of(built.run_id))
     assert 0 < n_kept <= SMALL_SAE.n_features and built.codes.shape == (40, n_kept)
     assert ((built.codes > 0).sum(axis=1) <= SMALL_SAE.k).all() and (built.codes > 0).any(axis=1).all()
     stored = objects(s3, "pipeline")
@@ -112,7 +112,7 @@ def test_list_and_export_read_the_workspace_from_the_environment(
     assert cli.main(["list"]) == 0
     listed = capsys.readouterr().out
     assert built.dataset_id in listed and built.run_id in listed
-    n_kept = len(Workspace(built.uri).features(built.run_id))
+    n_kept = len(Workspace(built.uri).feature_stats.of(built.run_id))
     assert f"n={n_kept} k={SMALL_SAE.k}" in listed
     assert cli.main(["export", "--out", str(tmp_path / "export")]) == 0
     exported = tmp_path / "export"

@@ -38,7 +38,7 @@ def test_a_feature_card_lists_where_it_appears(app_run):
 
 def test_explore_highlights_the_passages_that_carry_the_concept_picked(app_run):
     workspace, run = app_run
-    evidence = workspace.evidence(run.record.run_id)
+    evidence = workspace.evidence.of(run.record.run_id)
     top = evidence.loc[evidence["value"].idxmax()]  # a passage that surely carries its feature
     position, feature = int(top["position"]), int(top["feature_id"])
     at = open_page(new_app(run.record.dataset_id, run.record.run_id), "explore")

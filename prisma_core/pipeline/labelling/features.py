@@ -54,9 +54,7 @@ def label_run(
     selected = selected_features(len(run.features), feature_ids)
     wanted = [feature for feature in selected if run.features["density"].iat[feature] > 0]
     done = (
-        set()
-        if config.relabel
-        else labelled_by(workspace.interpretations(record.run_id), labeller.source, labeller.version)
+        set() if config.relabel else labelled_by(workspace.labels.of(record.run_id), labeller.source, labeller.version)
     )
     todo = [feature for feature in wanted if feature not in done]
     if todo:
@@ -140,4 +138,4 @@ def _store_labels(
         }
         for (feature, result), score in zip(made, scores, strict=True)
     ]
-    workspace.add_interpretations(record.run_id, rows)
+    workspace.labels.add(record.run_id, rows)

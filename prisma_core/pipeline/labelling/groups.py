@@ -139,7 +139,7 @@ def _name_groups(
     n_contrast where it is silent; the names are saved every few groups and when the batch ends, however it ends,
     each only if it describes its group at least as well as the name it has (`better_names`). Returns the names set
     aside."""
-    shown = resolve_labels(workspace.interpretations(run.record.run_id)).set_index("feature_id")["label"]
+    shown = resolve_labels(workspace.labels.of(run.record.run_id)).set_index("feature_id")["label"]
     codes = sp.csc_matrix(run.codes)
     named = {
         int(row[table.id_key]): FeatureGroup(

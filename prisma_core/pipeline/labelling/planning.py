@@ -53,13 +53,15 @@ def plan_labels(
     record = run.record
     selected = selected_features(len(run.features), feature_ids)
     wanted = [f for f in selected if run.features["density"].iat[f] > 0]
-    done = set() if config.relabel else labelled_by(workspace.interpretations(record.run_id), ollama.model)
+    done = set() if config.relabel else labelled_by(workspace.labels.of(record.run_id), ollama.model)
     todo = [f for f in wanted if f not in done]
-    families = chosen([asdict(family) for family in workspace.families(record.run_id)], "family_id", family_ids)
+    families = chosen([asdict(family) for family in workspace.groups.families(record.run_id)], "family_id", family_ids)
     family_todo = [f for f in families if config.relabel or not has_model([f["label_source"]], ollama.model)]
-    themes = chosen(workspace.themes(record.run_id), "theme_id", theme_ids)
+    themes = chosen(workspace.groups.themes(record.run_id), "theme_id", theme_ids)
     theme_todo = [t for t in themes if asked(t, "features", config, ollama.model)]
-    subthemes = chosen(workspace.subthemes(record.run_id), "subtheme_id", subthemes_of(workspace, run, theme_ids))
+    subthemes = chosen(
+        workspace.groups.subthemes(record.run_id), "subtheme_id", subthemes_of(workspace, run, theme_ids)
+    )
     subtheme_todo = [s for s in subthemes if asked(s, "features", config, ollama.model)]
     first = np.arange(min(PROMPT_SAMPLE, run.codes.shape[0]))
     sample = workspace.documents_at(record.dataset_id, first, ["position", "text"])["text"]
@@ -85,7 +87,7 @@ def subthemes_of(workspace: Workspace, run: LoadedRun, theme_ids: Sequence[int] 
     more (a theme's only sub-theme is the theme itself, named with it)."""
     if theme_ids is not None and not len(theme_ids):
         return []
-    rows = workspace.subthemes(run.record.run_id)
+    rows = workspace.groups.subthemes(run.record.run_id)
     per_theme = pd.Series([int(row["theme_id"]) for row in rows]).value_counts()
     wanted = None if theme_ids is None else {int(t) for t in theme_ids}
     return [

@@ -75,7 +75,7 @@ def score_run(
     """
     record = run.record
     config = covering_keywords(config, run.settings.keywords.n_top_documents)
-    interpretations = workspace.interpretations(record.run_id)
+    interpretations = workspace.labels.of(record.run_id)
     if feature_ids is not None:
         interpretations = interpretations[interpretations["feature_id"].isin({int(f) for f in feature_ids})]
     codes = sp.csc_matrix(run.codes)
@@ -128,7 +128,7 @@ def _store_embedding_scores(
         for interpretation_id, score in zip(missing["interpretation_id"], result.scores, strict=True)
         if np.isfinite(score)
     }
-    workspace.set_interpretation_scores(record.run_id, scored)
+    workspace.labels.set_scores(record.run_id, scored)
     progress(Progress("embedding scores", len(missing), len(missing)))
     return {basis: result.basis.count(basis) for basis in ("held_out", "in_sample", "too_few")}
 
@@ -153,7 +153,7 @@ def _store_detection_scores(
         return batch
     texts = workspace.documents(record.dataset_id, ["position", "text"])["text"].to_numpy()
     detector.check()
-    with Pending(lambda made: workspace.set_interpretation_scores(record.run_id, dict(made))) as pending:
+    with Pending(lambda made: workspace.labels.set_scores(record.run_id, dict(made))) as pending:
         for row in candidates.itertuples():
             if not batch.keep_going():
                 break
@@ -212,7 +212,7 @@ def score_baseline(workspace: Workspace, run: LoadedRun, config: ScoreConfig = S
 def label_quality(workspace: Workspace, run_id: str | None = None) -> pd.DataFrame:
     """Per label source (keywords, each model): n_labels, n_scored, mean_embedding, n_detected, mean_detection."""
     record = workspace.run_or_latest(run_id)
-    interpretations = workspace.interpretations(record.run_id)
+    interpretations = workspace.labels.of(record.run_id)
     grouped = interpretations.groupby("source")
     return pd.DataFrame(
         {

@@ -40,12 +40,20 @@ class GroupTable:
 
 def _family_rows(workspace: Workspace, run_id: str) -> list[dict[str, Any]]:
     """Families as rows, like themes, for the labelling code that names both."""
-    return [asdict(family) for family in workspace.families(run_id)]
+    return [asdict(family) for family in workspace.groups.families(run_id)]
+
+
+def _theme_rows(workspace: Workspace, run_id: str) -> list[dict[str, Any]]:
+    return workspace.groups.themes(run_id)
+
+
+def _subtheme_rows(workspace: Workspace, run_id: str) -> list[dict[str, Any]]:
+    return workspace.groups.subthemes(run_id)
 
 
 FAMILIES = GroupTable("family", "family labels", "families", "family_id", "members", _family_rows)
-THEMES = GroupTable("theme", "theme labels", "themes", "theme_id", "features", Workspace.themes)
-SUBTHEMES = GroupTable("subtheme", "sub-theme labels", "subthemes", "subtheme_id", "features", Workspace.subthemes)
+THEMES = GroupTable("theme", "theme labels", "themes", "theme_id", "features", _theme_rows)
+SUBTHEMES = GroupTable("subtheme", "sub-theme labels", "subthemes", "subtheme_id", "features", _subtheme_rows)
 
 
 GROUP_SAVE_EVERY = 10
@@ -60,9 +68,9 @@ def save_group_labels(
     made: dict[int, LabelResult],
 ) -> None:
     """Write the labels made onto the groups stored now that still hold the members they were labelled from; only
-    their labels change, so a rebuild that landed meanwhile is never undone (see `Workspace.label_groups`)."""
+    their labels change, so a rebuild that landed meanwhile is never undone (see `Groups.label`)."""
     members_of = {int(g[table.id_key]): [int(m) for m in g[table.members_key]] for g in labelled_from}
     labels = [
         GroupLabel(group_id, members_of[group_id], result.label, result.model) for group_id, result in made.items()
     ]
-    workspace.label_groups(table.name, run_id, table.id_key, table.members_key, labels)
+    workspace.groups.label(table.name, run_id, table.id_key, table.members_key, labels)

@@ -80,7 +80,7 @@ def test_a_labelled_run_shows_the_better_label_of_each_feature_and_says_why(work
     fake.responder = lambda request: json.dumps({"label": "Field", "description": "Documents about a field."})
     label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features)
 
-    stored = workspace.interpretations(base_run.run_id).set_index(["feature_id", "source"])["score_embedding"]
+    stored = workspace.labels.of(base_run.run_id).set_index(["feature_id", "source"])["score_embedding"]
     run = pipeline.load_run(workspace).features.set_index("feature_id")
     set_aside = [f for f in features if run.at[f, "label_source"] == KEYWORD_SOURCE]
     assert set_aside, "a one-word label for every feature scores worse than most features' keywords"
@@ -98,7 +98,7 @@ def test_a_labelled_run_shows_the_better_label_of_each_feature_and_says_why(work
     assert exported.loc[set_aside, "label_note"].str.contains("“Field”").all()
 
     chosen = set_aside[0]  # the analyst picks the model's label on the card: it is shown
-    workspace.prefer_interpretation(base_run.run_id, chosen, str(run.at[chosen, "set_aside"]))
+    workspace.labels.prefer(base_run.run_id, chosen, str(run.at[chosen, "set_aside"]))
     again = pipeline.load_run(workspace).features.set_index("feature_id")
     assert (again.at[chosen, "label"], again.at[chosen, "label_note"]) == ("Field", "")
 
@@ -108,10 +108,10 @@ def test_themes_and_sub_themes_keep_a_name_the_models_scores_worse_than(workspac
     which and why; sub-themes are named with their themes, by the same rule."""
     fake.responder = lambda request: json.dumps({"label": "group", "description": "A group."})
     run = pipeline.load_run(workspace)
-    before = {t["theme_id"]: t for t in workspace.themes(base_run.run_id)}
+    before = {t["theme_id"]: t for t in workspace.groups.themes(base_run.run_id)}
     summary = label_scope(workspace, run, labeller(fake), LabelConfig(), LabelScope([], (), None))
 
-    after = {t["theme_id"]: t for t in workspace.themes(base_run.run_id)}
+    after = {t["theme_id"]: t for t in workspace.groups.themes(base_run.run_id)}
     aside = {kept.group_id: kept for kept in summary.themes.set_aside}
     assert aside, "“group” scores worse than most themes' keywords"
     for theme, row in after.items():
@@ -125,7 +125,7 @@ def test_themes_and_sub_themes_keep_a_name_the_models_scores_worse_than(workspac
     nested = subthemes_of(workspace, run, None)
     assert (summary.subthemes is not None) == bool(nested)
     if nested:
-        subthemes = {s["subtheme_id"]: s for s in workspace.subthemes(base_run.run_id)}
+        subthemes = {s["subtheme_id"]: s for s in workspace.groups.subthemes(base_run.run_id)}
         kept = {k.group_id for k in summary.subthemes.set_aside}
         assert summary.subthemes.n_labelled == len(nested)
         for subtheme in nested:

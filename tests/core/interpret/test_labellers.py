@@ -46,7 +46,7 @@ def test_a_keyword_labeller_given_to_a_job_labels_with_keywords_and_asks_no_serv
         assert (row.label, row.description) == (expected.label, expected.description)
         texts = " ".join(base_run.corpus["text"][p].lower() for p in strongest)  # stored order: the corpus's
         assert all(word in texts for word in row.label.replace("·", " ").split())
-    record = workspace.stages(run.record.dataset_id, base_run.run_id)[-1]
+    record = workspace.stage_records.of(run.record.dataset_id, base_run.run_id)[-1]
     assert (record.stage, record.config["kind"]) == ("labelling", "feature")
     assert record.config["keywords"] == asdict(run.settings.keywords) and "ollama" not in record.config
 
@@ -64,7 +64,7 @@ def test_a_keyword_labeller_skips_what_keywords_already_labelled(workspace, base
 
 def test_a_keyword_labeller_names_families(workspace, base_run, fake):
     run = pipeline.load_run(workspace, base_run.run_id)
-    families = workspace.families(base_run.run_id)[:3]
+    families = workspace.groups.families(base_run.run_id)[:3]
 
     summary = label_groups(
         workspace,
@@ -77,7 +77,7 @@ def test_a_keyword_labeller_names_families(workspace, base_run, fake):
 
     assert summary.model == KEYWORD_SOURCE and summary.n_labelled + len(summary.set_aside) == len(families)
     assert fake.requests == []
-    after = {family.family_id: family for family in workspace.families(base_run.run_id)}
+    after = {family.family_id: family for family in workspace.groups.families(base_run.run_id)}
     assert all(after[family.family_id].label_source == KEYWORD_SOURCE for family in families)
 
 

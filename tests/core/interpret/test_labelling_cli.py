@@ -17,11 +17,11 @@ from prisma_core.interpret.label_choice import weaker
 @pytest.mark.slow  # the CLI labels, scores and exports a run
 def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys):
     features = active_features(workspace, base_run.run_id)
-    density = workspace.features(base_run.run_id).set_index("feature_id")["density"]
+    density = workspace.feature_stats.of(base_run.run_id).set_index("feature_id")["density"]
     chosen = sorted(features, key=lambda f: -density[f])[:3]
     listed = ",".join(map(str, chosen))
 
-    n_families = len(workspace.families(base_run.run_id))
+    n_families = len(workspace.groups.families(base_run.run_id))
     labelled = run_cli(
         "label", "--ollama-host", fake.url, "--model", "llama3.2", "--features", listed, "--families",
         workspace=workspace.path,
@@ -32,7 +32,7 @@ def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys)
     assert labelled.returncode == 0, labelled.stderr
     assert f"features: 3 labelled by llama3.2 at {fake.url}, 0 already labelled by it, 0 failed" in labelled.stdout
     assert f"families: {n_families} labelled by llama3.2" in labelled.stdout
-    kept = [f for f in workspace.families(base_run.run_id) if f.label_source != "llama3.2"]
+    kept = [f for f in workspace.groups.families(base_run.run_id) if f.label_source != "llama3.2"]
     for family in kept:  # a family keeps its name only where the model's scored worse, and the command says so
         assert family.label_source == KEYWORD_SOURCE and f"Family {family.family_id} keeps “" in labelled.stdout
     assert unreachable == 2  # main() is what `python -m prisma_core` exits with; in-process saves an import
@@ -42,7 +42,7 @@ def test_cli_label_score_and_export(workspace, base_run, fake, tmp_path, capsys)
     assert re.search(rf"keywords: {len(density)} labels, mean embedding score 0\.\d+", scored.stdout)
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = pd.read_parquet(tmp_path / "export" / "features.parquet").set_index("feature_id")
-    stored = workspace.interpretations(base_run.run_id).set_index(["feature_id", "source"])["score_embedding"]
+    stored = workspace.labels.of(base_run.run_id).set_index(["feature_id", "source"])["score_embedding"]
     for feature in chosen:  # the model's label is shown unless it scores worse than the keywords
         model, keywords = stored[(feature, "llama3.2")], stored[(feature, KEYWORD_SOURCE)]
         set_aside = weaker(pd.Series([model]), pd.Series([keywords])).iloc[0]

@@ -152,7 +152,7 @@ def test_a_prompt_injection_changes_only_the_label_of_the_features_it_is_evidenc
     assert changed - set(vector_tables) == {"interpretations", "stages"}
     # the embedding cache gained the new labels' vectors (rows of no dataset); the documents' vectors are untouched
     assert all(document_vectors(workspace, name).equals(documents_before[name]) for name in vector_tables)
-    newest = workspace.stages(workspace.run(base_run.run_id).dataset_id, base_run.run_id)[-1]
+    newest = workspace.stage_records.of(workspace.run(base_run.run_id).dataset_id, base_run.run_id)[-1]
     assert (newest.stage, newest.parent_id) == ("labelling", base_run.run_id)  # the batch's record, nothing else
     rows = interpretations(workspace, base_run.run_id)
     kept = rows[rows["interpretation_id"].isin(old_rows["interpretation_id"])].reset_index(drop=True)

@@ -33,7 +33,7 @@ def fake_answer(headline: str) -> str:
 
 
 def fake_group_label(family, workspace, run_id: str) -> str:
-    shown = resolve_labels(workspace.interpretations(run_id)).set_index("feature_id")["label"]
+    shown = resolve_labels(workspace.labels.of(run_id)).set_index("feature_id")["label"]
     return fake_answer(shown[family.parent])
 
 
@@ -44,11 +44,11 @@ def rows(families) -> list[dict]:
 def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exported(
     workspace, base_run, fake, tmp_path
 ):
-    families = workspace.families(base_run.run_id)
+    families = workspace.groups.families(base_run.run_id)
     first, second = families[0], families[1]
     label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=[second.parent])
     (model_label,) = llm_rows(workspace, base_run.run_id)["label"]
-    parent = resolve_labels(workspace.interpretations(base_run.run_id)).set_index("feature_id").loc[second.parent]
+    parent = resolve_labels(workspace.labels.of(base_run.run_id)).set_index("feature_id").loc[second.parent]
     parent_label, parent_source = parent["label"], parent["label_source"]  # what the family's prompt shows
     assert (parent_label, parent_source) == (model_label, "llama3.2") or (
         parent_source == KEYWORD_SOURCE and parent["set_aside"] is not None  # the model's label scored worse
@@ -68,7 +68,7 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (4, 1, len(families) - 5)
     assert summary.first_error.startswith(f"Family {first.family_id}: The model 'llama3.2' gave no usable")
-    stored = workspace.families(base_run.run_id)
+    stored = workspace.groups.families(base_run.run_id)
     assert (stored[0].label, stored[0].label_source) == (first.label, KEYWORD_SOURCE)
     made = {f.family_id: fake_group_label(f, workspace, base_run.run_id) for f in families[1:5]}
     assert made[second.family_id] == fake_answer(parent_label)
@@ -93,16 +93,16 @@ def test_family_labels_come_from_member_labels_fall_back_to_keywords_and_are_exp
 
 
 def test_theme_labels_come_from_their_most_typical_features_through_the_same_path(workspace, base_run, fake, tmp_path):
-    themes = workspace.themes(base_run.run_id)
+    themes = workspace.groups.themes(base_run.run_id)
     assert len(themes) >= 2
-    shown = pipeline.resolve_labels(workspace.interpretations(base_run.run_id)).set_index("feature_id")["label"]
+    shown = pipeline.resolve_labels(workspace.labels.of(base_run.run_id)).set_index("feature_id")["label"]
     run = pipeline.load_run(workspace, base_run.run_id)
     assert plan_labels(workspace, run, ollama(fake), feature_ids=[], theme_ids=None).n_themes == len(themes)
 
     summary = label_groups(workspace, pipeline.load_run(workspace), "theme", labeller(fake))
 
     assert (summary.n_labelled, summary.n_failed, summary.n_remaining) == (len(themes), 0, 0)
-    stored = workspace.themes(base_run.run_id)
+    stored = workspace.groups.themes(base_run.run_id)
     # the headline of each prompt: the theme's most typical feature
     made = {int(t["theme_id"]): fake_answer(shown[t["features"][0]]) for t in themes}
     named_by_score(themes, stored, "theme_id", summary, made)
@@ -119,7 +119,7 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
     assert again.n_skipped == len(themes) - set_aside and len(fake.requests) == set_aside  # set aside: asked again
     pipeline.export_run(workspace, None, tmp_path / "export")
     exported = json.loads((tmp_path / "export" / "themes.json").read_text())
-    stored = {t["theme_id"]: t for t in workspace.themes(base_run.run_id)}
+    stored = {t["theme_id"]: t for t in workspace.groups.themes(base_run.run_id)}
     assert [(t["label"], t["label_source"]) for t in exported] == [
         (stored[t["theme_id"]]["label"], stored[t["theme_id"]]["label_source"]) for t in exported
     ]
@@ -127,9 +127,11 @@ def test_theme_labels_come_from_their_most_typical_features_through_the_same_pat
 
 def test_a_theme_without_a_feature_of_its_own_is_not_asked_about_and_keeps_its_name(workspace, base_run, fake):
     """Each of a theme's features may fit another theme better: the theme is left with nothing to be named from."""
-    themes = workspace.themes(base_run.run_id)
+    themes = workspace.groups.themes(base_run.run_id)
     bare = int(themes[-1]["theme_id"])
-    workspace.save_themes(base_run.run_id, [t | {"features": []} if t["theme_id"] == bare else t for t in themes])
+    workspace.groups.save_themes(
+        base_run.run_id, [t | {"features": []} if t["theme_id"] == bare else t for t in themes]
+    )
     run = pipeline.load_run(workspace, base_run.run_id)
     assert plan_labels(workspace, run, ollama(fake), feature_ids=[], theme_ids=None).n_themes == len(themes) - 1
 
@@ -137,7 +139,7 @@ def test_a_theme_without_a_feature_of_its_own_is_not_asked_about_and_keeps_its_n
 
     assert (summary.n_labelled, summary.n_inactive, summary.n_skipped, summary.n_failed) == (len(themes) - 1, 1, 0, 0)
     assert len(fake.requests) == len(themes) - 1
-    kept = next(t for t in workspace.themes(base_run.run_id) if t["theme_id"] == bare)
+    kept = next(t for t in workspace.groups.themes(base_run.run_id) if t["theme_id"] == bare)
     assert (kept["label"], kept["label_source"]) == (themes[-1]["label"], KEYWORD_SOURCE)
     assert summary.not_asked("themes") == "1 without a feature of its own to be named from (keyword name kept)"
 
@@ -145,7 +147,7 @@ def test_a_theme_without_a_feature_of_its_own_is_not_asked_about_and_keeps_its_n
 def test_a_scope_is_labelled_features_first_and_no_level_starts_after_one_stopped(workspace, base_run, fake):
     """The job the Labels page and `label` run: the scope's features, then its families, then its themes."""
     features = active_features(workspace, base_run.run_id, 2)
-    n_themes = len(workspace.themes(base_run.run_id))
+    n_themes = len(workspace.groups.themes(base_run.run_id))
     stages: list[str] = []
 
     summary = label_scope(
@@ -192,12 +194,12 @@ def test_a_family_is_named_from_member_labels_and_the_documents_where_it_is_stro
     prompt = fake.user_prompts()[0]
     assert shown_documents(prompt, "evidence") == {prefix(base_run.corpus["text"][p]) for p in evidence}
     assert shown_documents(prompt, "contrast") == {prefix(base_run.corpus["text"][p]) for p in contrast}
-    others = [f for f in workspace.families(base_run.run_id) if f.family_id != family.family_id]
+    others = [f for f in workspace.groups.families(base_run.run_id) if f.family_id != family.family_id]
     assert {f.label_source for f in others} == {KEYWORD_SOURCE}
 
 
 def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace, base_run, fake):
-    families = workspace.families(base_run.run_id)
+    families = workspace.groups.families(base_run.run_id)
 
     def rebuild_during_the_batch(event: Progress) -> None:
         if event.done == 1:
@@ -205,7 +207,7 @@ def test_family_labels_are_not_written_over_families_rebuilt_meanwhile(workspace
 
     label_groups(workspace, pipeline.load_run(workspace), "family", labeller(fake), progress=rebuild_during_the_batch)
 
-    rebuilt = workspace.families(base_run.run_id)
+    rebuilt = workspace.groups.families(base_run.run_id)
     old_members = {f.family_id: f.members for f in families}
     for family in rebuilt:
         if family.label_source != KEYWORD_SOURCE:

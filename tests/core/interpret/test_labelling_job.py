@@ -55,7 +55,9 @@ def test_labels_are_stored_with_model_prompt_version_and_an_embedding_score(work
 
 
 def test_evidence_is_the_top_documents_and_contrast_never_activates(workspace, base_run, fake):
-    feature = max(active_features(workspace, base_run.run_id), key=workspace.features(base_run.run_id)["density"].get)
+    feature = max(
+        active_features(workspace, base_run.run_id), key=workspace.feature_stats.of(base_run.run_id)["density"].get
+    )
     codes = run_codes(workspace, base_run.run_id)
     label_run(
         workspace,
@@ -121,10 +123,10 @@ def test_labels_are_stored_a_few_at_a_time_and_the_table_is_compacted(workspace,
     the labels; labels are now written SAVE_EVERY at a time and the table compacted after the batch."""
     features = active_features(workspace, base_run.run_id, 2 * job.SAVE_EVERY + 1)  # two full writes and one more
     writes: list[list[int]] = []
-    add = workspace.add_interpretations
+    add = workspace.labels.add
     monkeypatch.setattr(
-        workspace,
-        "add_interpretations",
+        workspace.labels,
+        "add",
         lambda run_id, rows: (writes.append([r["feature_id"] for r in rows]), add(run_id, rows)),
     )
 
@@ -137,17 +139,15 @@ def test_labels_are_stored_a_few_at_a_time_and_the_table_is_compacted(workspace,
     assert stored["feature_id"].tolist() == features and stored["score_embedding"].notna().any()
     stats = workspace.db.open_table("interpretations").stats()
     assert stats["fragment_stats"]["num_fragments"] == 1 and stats["num_rows"] == len(
-        workspace.interpretations(base_run.run_id)
+        workspace.labels.of(base_run.run_id)
     )
 
 
 def test_labels_wait_at_most_save_seconds_and_an_error_midway_keeps_those_made(workspace, base_run, fake, monkeypatch):
     features = active_features(workspace, base_run.run_id, 5)
     writes: list[int] = []
-    add = workspace.add_interpretations
-    monkeypatch.setattr(
-        workspace, "add_interpretations", lambda run_id, rows: (writes.append(len(rows)), add(run_id, rows))
-    )
+    add = workspace.labels.add
+    monkeypatch.setattr(workspace.labels, "add", lambda run_id, rows: (writes.append(len(rows)), add(run_id, rows)))
     monkeypatch.setattr(job, "SAVE_SECONDS", 0.0)  # a slow model: every label is due as soon as it is made
     label_run(workspace, pipeline.load_run(workspace), labeller(fake), feature_ids=features[:2])
     assert writes == [1, 1]

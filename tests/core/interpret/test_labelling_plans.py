@@ -55,7 +55,7 @@ def test_the_plan_estimates_prompts_from_the_first_documents_without_reading_eve
 def test_labelling_reads_only_the_texts_it_shows_the_model(workspace, base_run, fake, monkeypatch):
     features = active_features(workspace, base_run.run_id, 3)
     codes = run_codes(workspace, base_run.run_id)
-    families = workspace.families(base_run.run_id)
+    families = workspace.groups.families(base_run.run_id)
     whole_reads: list[object] = []
     kept: list[np.ndarray] = []
     documents, documents_at = Workspace.documents, Workspace.documents_at

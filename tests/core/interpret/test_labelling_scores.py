@@ -52,13 +52,13 @@ def plant_run(
     rows = np.concatenate(list(active_on.values()))
     columns = np.concatenate([np.full(len(docs), feature) for feature, docs in active_on.items()])
     values = np.random.default_rng(0).uniform(1.0, 2.0, len(rows)).astype(np.float32)
-    n_features = len(workspace.features(base_run.run_id))
+    n_features = len(workspace.feature_stats.of(base_run.run_id))
     codes = sp.csr_matrix((values, (rows, columns)), shape=(N_DOCUMENTS, n_features))
     run_id, _ = workspace.new_run_dir()
     coo = codes.tocoo()
-    workspace.save_activations(run_id, coo.row, coo.col, coo.data)
-    workspace.save_features(run_id, analysis.feature_stats(codes).assign(found_in=3))
-    workspace.add_interpretations(run_id, labels)
+    workspace.activations.save(run_id, coo.row, coo.col, coo.data)
+    workspace.feature_stats.save(run_id, analysis.feature_stats(codes).assign(found_in=3))
+    workspace.labels.add(run_id, labels)
     config = record.config | {"keywords": {"n_top_documents": 1}}  # the scores show the tests' own documents
     workspace.add_run(replace(record, run_id=run_id, created_at=now_iso(), config=config))
     return run_id
@@ -104,7 +104,7 @@ def test_scores_are_high_for_the_true_topic_and_near_chance_for_a_random_feature
     assert not strongest & shown_documents(prompt, "documents")
     second = score_run(workspace, run, config, detect_with=labeller(fake))
     assert (second.n_embedding, second.n_detection) == (1, 1)
-    rows = workspace.interpretations(run_id).set_index(["feature_id", "source"])
+    rows = workspace.labels.of(run_id).set_index(["feature_id", "source"])
     planted, chance, keywords = rows.loc[(0, "llama3.2")], rows.loc[(1, "llama3.2")], rows.loc[(0, KEYWORD_SOURCE)]
     assert planted["score_embedding"] > 0.8 and planted["score_detection"] == 1.0
     assert abs(chance["score_embedding"] - 0.5) < 0.15 and abs(chance["score_detection"] - 0.5) < 0.2
@@ -146,7 +146,7 @@ def test_scoring_documents_hold_out_what_labellers_saw_and_fall_back_when_too_fe
 
 
 def test_keyword_labels_carry_an_embedding_score_from_training(workspace, base_run):
-    rows = workspace.interpretations(base_run.run_id)
+    rows = workspace.labels.of(base_run.run_id)
     n_strong = strong_documents(workspace, base_run.run_id)
     keyword = rows[rows["source"] == KEYWORD_SOURCE].set_index("feature_id")
     scoreable = n_strong[keyword.index] >= ScoreConfig().min_positives
@@ -202,10 +202,10 @@ def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(
     llm = {"source": "llama3.2", "prompt_version": PROMPT_VERSION}
     labels = [{"feature_id": f, "label": s, **llm} for f, s in zip(dense, sections, strict=True)]
     fresh = Workspace(shutil.copytree(workspace.path, tmp_path / "fresh"))
-    fresh.add_interpretations(base_run.run_id, labels)
+    fresh.labels.add(base_run.run_id, labels)
     expected_before = score_baseline(fresh, pipeline.load_run(fresh, base_run.run_id))
     expected = score_run(fresh, pipeline.load_run(fresh, base_run.run_id))
-    workspace.add_interpretations(base_run.run_id, labels)
+    workspace.labels.add(base_run.run_id, labels)
 
     def no_second_load(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the run was loaded again")
@@ -218,7 +218,7 @@ def test_scoring_uses_the_run_the_caller_loaded_and_counts_labels_added_since(
     assert before == expected_before and before.n_too_few > 0
     assert summary.n_embedding == 5 and summary.n_held_out + summary.n_in_sample == 5
     assert summary == expected
-    rows = workspace.interpretations(base_run.run_id).query("source == 'llama3.2'").set_index("feature_id")
-    stored = fresh.interpretations(base_run.run_id).query("source == 'llama3.2'").set_index("feature_id")
+    rows = workspace.labels.of(base_run.run_id).query("source == 'llama3.2'").set_index("feature_id")
+    stored = fresh.labels.of(base_run.run_id).query("source == 'llama3.2'").set_index("feature_id")
     assert sorted(rows.index) == sorted(dense)
     assert rows["score_embedding"].to_dict() == pytest.approx(stored["score_embedding"].to_dict())
