@@ -37,7 +37,7 @@ from prisma_core.embed.config import (
     resolve_device,
     resolve_precision,
 )
-from prisma_core.embed.embedder import Embedder, LocalEmbedder, pooler_of
+from prisma_core.embed.embedder import Embedder, LocalEmbedder, pooler_of, windows_per_batch
 from prisma_core.embed.model import (
     Encoder,
     EncoderSpec,
@@ -216,7 +216,12 @@ def embed_documents(
     passages = passages and embedder.pools_by_mean
     chunking = embedder.windows(texts, passages)
     chunk_vectors, passage_means = encode_chunks(
-        pooler_of(embedder), chunking.chunk_ids, embedder.dimension, config.batch_size, progress, chunking.passages
+        pooler_of(embedder),
+        chunking.chunk_ids,
+        embedder.dimension,
+        windows_per_batch(embedder, config.batch_size),
+        progress,
+        chunking.passages,
     )
     vectors = average_by_document(chunk_vectors, chunking.chunk_owner, len(texts))
     if config.normalize:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from prisma_core.embed.chunking import Chunking, plan_chunks
-from prisma_core.embed.model import EncoderSpec, Pooled, Pooler, bounded
+from prisma_core.embed.model import MAX_BATCH_TOKENS, EncoderSpec, Pooled, Pooler, bounded
 
 
 class Embedder(Protocol):
@@ -46,10 +46,12 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True)
 class LocalEmbedder:
-    """A model run on this machine by a backend (its tokenizer's windows, its pooler)."""
+    """A model run on this machine by a backend (its tokenizer's windows, its pooler); `max_batch_tokens`: the most
+    tokens one forward pass pools (more on a GPU: `model.gpu_batch_tokens`)."""
 
     spec: EncoderSpec
     pooler: Pooler
+    max_batch_tokens: int = MAX_BATCH_TOKENS
 
     @property
     def dimension(self) -> int:
@@ -71,7 +73,15 @@ class LocalEmbedder:
 
     def pool(self, windows: list[list[int]], spans: np.ndarray | None = None) -> Pooled:
         """Window vectors and, for `spans`, the mean token state of each span, from the same forward pass."""
-        return bounded(self.pooler)(windows, spans)
+        return bounded(self.pooler, self.max_batch_tokens)(windows, spans)
+
+
+def windows_per_batch(embedder: Embedder, batch_size: int) -> int:
+    """Windows chunk-and-average hands the embedder at once: the batch size set, or where the embedder pools more
+    tokens at once than a CPU (a GPU), as many full windows as those tokens hold."""
+    if not isinstance(embedder, LocalEmbedder) or embedder.max_batch_tokens <= MAX_BATCH_TOKENS:
+        return batch_size
+    return max(batch_size, embedder.max_batch_tokens // (embedder.spec.max_seq_length or 512))
 
 
 def pooler_of(embedder: Embedder) -> Pooler:

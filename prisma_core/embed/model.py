@@ -70,6 +70,26 @@ candidates embedded 1,024 at a time took 580 MB more than 128 at a time, and ran
 articles and 500 phrases on OpenVINO fp32 held 32 MB less at 2,048 than at 4,096, at the same speed (BENCHMARKS.md,
 section 8)."""
 
+GPU_MEMORY_SHARE = 0.5
+"""Share of a GPU's free memory (when the model is loaded) one forward pass's token states may take: the rest is left
+to the passages' token states copied back and to other work on the GPU."""
+GPU_BYTES_PER_TOKEN_AND_DIMENSION = 64
+"""Working memory of one token of a forward pass per unit of the model's width, an upper estimate (not measured on a
+GPU here): at bf16 a BERT layer holds its hidden state, query, key and value, the feed-forward's four-times-wider
+state and the attention scores of its window, about 32 bytes per unit of width for MiniLM (384 wide, 12 heads of 256
+tokens); twice that is kept as a margin."""
+GPU_MAX_BATCH_TOKENS = 262_144
+"""The most tokens a GPU pools at once (1,024 windows of 256), however large its memory: beyond, batches only hold
+more memory, as the CPU's measurements of MAX_BATCH_TOKENS showed."""
+
+
+def gpu_batch_tokens(free_bytes: int, dimension: int) -> int:
+    """Tokens a forward pass may pool at once on a GPU with `free_bytes` free for a model `dimension` wide: its share
+    of the free memory, never fewer than a CPU pools, never more than GPU_MAX_BATCH_TOKENS."""
+    fitting = int(free_bytes * GPU_MEMORY_SHARE) // (GPU_BYTES_PER_TOKEN_AND_DIMENSION * dimension)
+    return int(np.clip(fitting, MAX_BATCH_TOKENS, GPU_MAX_BATCH_TOKENS))
+
+
 SHORT_STEP, LONG_STEP, SHORT_UP_TO = 8, 32, 64
 
 

@@ -8,7 +8,16 @@ from sentence_transformers import SentenceTransformer
 
 from prisma_core.embed.config import EmbedConfig
 from prisma_core.embed.embedder import LocalEmbedder
-from prisma_core.embed.model import EncoderSpec, Pooled, Pooler, describe, load_model, span_means
+from prisma_core.embed.model import (
+    MAX_BATCH_TOKENS,
+    EncoderSpec,
+    Pooled,
+    Pooler,
+    describe,
+    gpu_batch_tokens,
+    load_model,
+    span_means,
+)
 
 
 def torch_pooler(encoder: SentenceTransformer) -> Pooler:
@@ -34,5 +43,15 @@ def load_encoder(config: EmbedConfig) -> tuple[EncoderSpec, Pooler]:
 
 
 def load_embedder(config: EmbedConfig) -> LocalEmbedder:
-    """The backend's `Embedder` (embed/backends.py): the model described and its pooler."""
-    return LocalEmbedder(*load_encoder(config))
+    """The backend's `Embedder` (embed/backends.py): the model described, its pooler and, on a GPU, batches sized to
+    the memory it has free."""
+    encoder = load_model(config.model, config.device, config.precision)
+    spec = describe(encoder)
+    return LocalEmbedder(spec, torch_pooler(encoder), _batch_tokens(encoder, spec))
+
+
+def _batch_tokens(encoder: SentenceTransformer, spec: EncoderSpec) -> int:
+    if encoder.device.type != "cuda":
+        return MAX_BATCH_TOKENS
+    free_bytes, _ = torch.cuda.mem_get_info(encoder.device)
+    return gpu_batch_tokens(free_bytes, spec.dimension)

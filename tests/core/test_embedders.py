@@ -28,7 +28,16 @@ from prisma_core.embed import (
 from prisma_core.embed import config as embed_config
 from prisma_core.embed.backends import BACKEND_CHOICES, BACKENDS
 from prisma_core.embed.chunking import encode_chunks
-from prisma_core.embed.model import bounded
+from prisma_core.embed.embedder import LocalEmbedder, pooler_of, windows_per_batch
+from prisma_core.embed.model import (
+    GPU_BYTES_PER_TOKEN_AND_DIMENSION,
+    GPU_MAX_BATCH_TOKENS,
+    GPU_MEMORY_SHARE,
+    MAX_BATCH_TOKENS,
+    bounded,
+    gpu_batch_tokens,
+    padded_length,
+)
 from prisma_core.embed.ollama_backend import CHARS_PER_TOKEN, TIMEOUT_ENV, WINDOW_TOKENS, split_words
 from prisma_core.errors import EmbeddingError
 from prisma_core.ingest import IngestConfig
@@ -207,3 +216,36 @@ def test_the_command_line_embeds_with_the_ollama_backend(tmp_path, fake, capsys)
 
     assert Workspace(workspace.path).stored_vectors(dataset_id, "all-minilm|ollama").all().shape == (3, 384)
     assert fake.embed_requests and {request["model"] for request in fake.embed_requests} == {"all-minilm"}
+
+
+def test_a_gpu_pools_as_many_tokens_as_its_share_of_free_memory_holds_within_bounds():
+    width = 384
+    per_token = GPU_BYTES_PER_TOKEN_AND_DIMENSION * width
+    assert gpu_batch_tokens(0, width) == MAX_BATCH_TOKENS  # never fewer than a CPU pools
+    assert gpu_batch_tokens(int(per_token * 20_000 / GPU_MEMORY_SHARE), width) == 20_000
+    assert gpu_batch_tokens(int(per_token * 20_000 / GPU_MEMORY_SHARE), 2 * width) == 10_000  # a wider model
+    assert gpu_batch_tokens(80 * 2**30, width) == GPU_MAX_BATCH_TOKENS
+
+
+def test_an_embedder_pooling_more_tokens_at_once_gets_larger_batches_and_the_same_vectors():
+    spec, pooler = load_encoder(EmbedConfig(backend="torch", precision="fp32", device="cpu"))
+    padded_tokens: list[int] = []
+
+    def counted(windows, spans=None):
+        padded_tokens.append(len(windows) * padded_length(max(map(len, windows))))
+        return pooler(windows, spans)
+
+    cpu, gpu_like = LocalEmbedder(spec, counted), LocalEmbedder(spec, counted, max_batch_tokens=16_384)
+    assert windows_per_batch(cpu, 16) == 16  # a CPU keeps the setting
+    assert windows_per_batch(gpu_like, 16) == 16_384 // spec.max_seq_length
+    assert windows_per_batch(gpu_like, 500) == 500  # a larger setting stays
+    chunk_ids = cpu.windows(shared_texts("bbc_news", 30)["text"].tolist()).chunk_ids
+    vectors = {}
+    for name, embedder in (("cpu", cpu), ("gpu_like", gpu_like)):
+        padded_tokens.clear()
+        batch = windows_per_batch(embedder, 16)
+        vectors[name], _ = encode_chunks(pooler_of(embedder), chunk_ids, spec.dimension, batch)
+        assert max(padded_tokens) <= embedder.max_batch_tokens
+        vectors[f"{name}_calls"] = len(padded_tokens)
+    assert vectors["gpu_like_calls"] <= vectors["cpu_calls"] / 4
+    np.testing.assert_allclose(vectors["gpu_like"], vectors["cpu"], atol=1e-5)
