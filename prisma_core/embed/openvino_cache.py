@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 from prisma_core.embed.model import resolve_model_path
+from prisma_core.embed.quantize import QUANTIZATION_RECIPE
 
 __all__ = ["CACHE_ENV", "cache_key", "cache_root"]
 
@@ -68,6 +69,8 @@ def cache_key(model: str, precision: str) -> str:
         "precision": precision,
         "versions": {name: _package_version(name) for name in _keyed_packages(precision)},
     }
+    if precision == "int8":  # a model quantized another way is quantized again
+        described["quantization"] = QUANTIZATION_RECIPE
     digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model).strip("-")[-48:] or "model"
     return f"{slug}-{precision}-{digest}"

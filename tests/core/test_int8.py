@@ -132,10 +132,33 @@ def test_auto_uses_int8_only_when_the_check_passes(int8_cache, monkeypatch, capl
     assert model_key(EmbedConfig(precision="int8")) == f"{DEFAULT_MODEL}|openvino-int8"  # asked for: always int8
 
 
-def test_keys_differ_per_precision_and_int8_needs_openvino(int8_cache):
+def test_the_sensitive_operations_stay_in_floating_point(int8_cache):
+    """The first FLOAT_DOWN_PROJECTIONS feed-forward down-projections (the MatMuls after each GELU) and the final
+    normalisation are not quantized, the later down-projections are (quantize.py: the tail of documents far from
+    fp32)."""
+    model = openvino_runtime.openvino.Core().read_model(int8_choice.check_folder(DEFAULT_MODEL) / "model.xml")
+    operations = model.get_ordered_ops()
+
+    def quantized_down_projection(gelu) -> bool:  # whether a FakeQuantize lies between the GELU and its MatMul
+        passed = []
+        while gelu.get_type_name() != "MatMul":
+            gelu = next(iter(gelu.output(0).get_target_inputs())).get_node()
+            passed.append(gelu.get_type_name())
+        return "FakeQuantize" in passed
+
+    down = [quantized_down_projection(op) for op in operations if op.get_type_name() == "Gelu"]
+    assert down == [False] * quantize.FLOAT_DOWN_PROJECTIONS + [True] * (len(down) - quantize.FLOAT_DOWN_PROJECTIONS)
+    (normalize,) = (op for op in operations if op.get_type_name() == "NormalizeL2")
+    assert normalize.input_value(0).get_node().get_type_name() != "FakeQuantize"
+
+
+def test_keys_differ_per_precision_and_int8_needs_openvino(int8_cache, monkeypatch):
     folders = {precision: openvino_cache.cache_key(DEFAULT_MODEL, precision) for precision in ("fp32", "bf16", "int8")}
     assert len(set(folders.values())) == 3
     assert folders["int8"].startswith("all-MiniLM-L6-v2-int8-")
+    monkeypatch.setattr(openvino_cache, "QUANTIZATION_RECIPE", quantize.QUANTIZATION_RECIPE - 1)
+    assert openvino_cache.cache_key(DEFAULT_MODEL, "int8") != folders["int8"]  # quantized another way: again
+    assert openvino_cache.cache_key(DEFAULT_MODEL, "bf16") == folders["bf16"]
     assert resolve_backend(INT8) == "openvino"
     with pytest.raises(EmbeddingError, match="OpenVINO backend only"):
         resolve_backend(EmbedConfig(precision="int8", backend="torch"))
