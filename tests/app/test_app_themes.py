@@ -114,7 +114,8 @@ def test_the_documents_that_fit_no_theme_well_are_counted(trained_app, run):
     unfit = int((~run.themes.fits()).sum())
     sentence = next(m for m in texts(at.markdown) if "theme well" in m)
     if unfit:
-        assert sentence.startswith(f"{unfit:,} document") and "fit no theme well" in sentence
+        verb = "fits" if unfit == 1 else "fit"
+        assert sentence.startswith(f"{unfit:,} document") and f"{verb} no theme well" in sentence
         listed = table(at, "document", "closest theme")
         assert len(listed) == min(unfit, 200)
         assert (listed["closest theme's share"] < run.themes.fit_share).all()

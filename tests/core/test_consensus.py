@@ -35,12 +35,17 @@ def permuted(model: TopKSAE, order: np.ndarray) -> TopKSAE:
     return copy
 
 
+def firing_features(model: TopKSAE, x: np.ndarray) -> int:
+    return int((np.diff(feature_codes(model, x).tocsc().indptr) > 0).sum())
+
+
 def test_the_same_features_found_in_every_training_are_all_kept_with_their_weights(bbc_subset: np.ndarray) -> None:
     model = train_sae(bbc_subset, replace(CONFIG, n_trainings=1)).model
+    firing = firing_features(model, bbc_subset)  # a latent that fires on no document matches nothing: not kept
     orders = [np.arange(32), np.random.default_rng(0).permutation(32), np.random.default_rng(1).permutation(32)]
     models = [permuted(model, order) for order in orders]
     combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2, match_at=0.7, k=4)
-    assert combined.n_latents == 32 and found_in.tolist() == [3] * 32
+    assert firing >= 28 and combined.n_latents == firing and found_in.tolist() == [3] * firing
     density = np.diff(feature_codes(combined, bbc_subset).tocsc().indptr)
     assert (np.diff(density) <= 0).all()  # densest first
     original = model.decoder_directions().numpy()
@@ -48,8 +53,8 @@ def test_the_same_features_found_in_every_training_are_all_kept_with_their_weigh
     assert np.allclose(np.sort(np.abs(kept @ original.T).max(axis=1)), 1.0, atol=1e-5)
     x = torch.from_numpy(bbc_subset[:50])
     np.testing.assert_allclose(  # the mean of three equal weights, to float rounding
-        np.sort(combined(x).latents.detach().numpy(), axis=1),
-        np.sort(model(x).latents.detach().numpy(), axis=1),
+        np.sort(combined(x).latents.detach().numpy(), axis=1)[:, -CONFIG.k :],  # the k active ones
+        np.sort(model(x).latents.detach().numpy(), axis=1)[:, -CONFIG.k :],
         rtol=1e-5,
         atol=1e-6,
     )
@@ -59,7 +64,8 @@ def test_features_found_in_one_training_only_are_left_out(bbc_subset: np.ndarray
     first, second = (train_sae(bbc_subset, replace(CONFIG, n_trainings=1, seed=s)).model for s in (0, 1))
     models = [first, permuted(first, np.arange(32)[::-1].copy()), second]
     combined, found_in = combine(models, [feature_codes(m, bbc_subset) for m in models], at_least=2, match_at=0.7, k=4)
-    assert combined.n_latents == 32 and set(found_in.tolist()) <= {2, 3}  # every feature of the first is in two
+    firing = firing_features(first, bbc_subset)
+    assert combined.n_latents == firing and set(found_in.tolist()) <= {2, 3}  # every firing one of the first is in two
     alone = TopKSAE(first.d, 32, first.k, generator=torch.Generator().manual_seed(2))  # random directions: shares none
     trio = [first, second, alone]
     few, few_found = combine(trio, [feature_codes(m, bbc_subset) for m in trio], 3, 0.7, 4)
