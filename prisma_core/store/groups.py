@@ -63,12 +63,7 @@ class Groups:
             run_id,
             "theme_id",
             [
-                row
-                | {
-                    "features": json.dumps([int(f) for f in row["features"]]),
-                    "evidence": [float(e) for e in row["evidence"]],
-                    "probabilities": np.asarray(row["probabilities"], np.float32),
-                }
+                row | _stored_members(row) | {"probabilities": np.asarray(row["probabilities"], np.float32)}
                 for row in rows
             ],
         )
@@ -77,12 +72,7 @@ class Groups:
         """A run's themes, theme 0 first; empty for runs made before themes existed. `probabilities` is None for
         themes stored before the documents' probabilities were."""
         return [
-            {
-                **row,
-                "features": json.loads(row["features"]),
-                "evidence": np.asarray(row["evidence"], np.float32),
-                "probabilities": _float_array_or_none(row["probabilities"]),
-            }
+            row | _read_members(row) | {"probabilities": _float_array_or_none(row["probabilities"])}
             for row in self.tables.latest_generation("themes", run_id, "theme_id")
         ]
 
@@ -93,26 +83,13 @@ class Groups:
             "subthemes",
             run_id,
             "subtheme_id",
-            [
-                row
-                | {
-                    "features": json.dumps([int(f) for f in row["features"]]),
-                    "evidence": [float(e) for e in row["evidence"]],
-                    "documents": np.asarray(row["documents"], np.int32),
-                }
-                for row in rows
-            ],
+            [row | _stored_members(row) | {"documents": np.asarray(row["documents"], np.int32)} for row in rows],
         )
 
     def subthemes(self, run_id: str) -> list[dict[str, Any]]:
         """A run's sub-themes, sub-theme 0 first; empty for runs made before sub-themes existed."""
         return [
-            {
-                **row,
-                "features": json.loads(row["features"]),
-                "evidence": np.asarray(row["evidence"], np.float32),
-                "documents": np.asarray(row["documents"], np.int32),
-            }
+            row | _read_members(row) | {"documents": np.asarray(row["documents"], np.int32)}
             for row in self.tables.latest_generation("subthemes", run_id, "subtheme_id")
         ]
 
@@ -144,3 +121,12 @@ def _float_array_or_none(value: Any) -> np.ndarray | None:
     """A stored list of floats as float32, None where the row has none (a null, or a table made before the column
     was: NaN after the read fills it in)."""
     return np.asarray(value, np.float32) if isinstance(value, list | np.ndarray) else None
+
+
+def _stored_members(row: dict[str, Any]) -> dict[str, Any]:
+    """A theme's or sub-theme's features (ids, as JSON) and evidence (one weight per feature), as stored."""
+    return {"features": json.dumps([int(f) for f in row["features"]]), "evidence": [float(e) for e in row["evidence"]]}
+
+
+def _read_members(row: dict[str, Any]) -> dict[str, Any]:
+    return {"features": json.loads(row["features"]), "evidence": np.asarray(row["evidence"], np.float32)}
