@@ -94,9 +94,9 @@ def nncf_installed() -> bool:
 
 def resolve_config_precision(config: EmbedConfig) -> Literal["fp32", "bf16", "int8"]:
     """The precision `config` embeds at. auto: int8 on a CPU with int8 dot products when OpenVINO and NNCF are
-    installed, the backend is not torch and the int8 model passed its accuracy check and was faster than fp32
-    (both measured once per machine by embed/quantize.py, judged by embed/int8_choice.py); else what
-    `resolve_precision` says (bf16 where it is native, else fp32)."""
+    installed, the backend is not torch and the int8 model passed its accuracy check and was faster than bf16 where
+    bf16 is native, else than fp32 (both measured once per machine by embed/quantize.py, judged by
+    embed/int8_choice.py); else what `resolve_precision` says (bf16 where it is native, else fp32)."""
     if embeds_elsewhere(config):
         return "fp32"  # nothing to choose here: the server embeds as it does
     device = resolve_device(config.device)

@@ -64,7 +64,8 @@ class EmbedConfig(CheckedConfig):
         help="Number precision. Auto uses the faster int8 or bf16 where the processor supports them, only when the "
         "results stay practically the same.",
         doc="auto: int8 on the OpenVINO backend where the CPU has int8 dot products (AVX-512 VNNI / AMX) and "
-        "the int8 model passed its accuracy check on this machine and measured faster than fp32 there "
+        "the int8 model passed its accuracy check on this machine and measured faster there than the precision it "
+        "replaces (bf16 where native, else fp32) "
         "(embed/quantize.py); else bf16 where the CPU has native bf16 (AMX / AVX-512 BF16) or on a GPU; "
         "else fp32. int8 runs on the OpenVINO backend only.",
     )

@@ -1,7 +1,7 @@
 """Whether `auto` embeds at int8 on this machine: only where the int8 model's check (embed/quantize.py, measured once
 per machine and kept in the model's cache folder) shows document vectors close enough to fp32 and a model faster
-than fp32. Reading a kept check imports neither openvino nor torch; only a machine without one quantizes the model
-(through the OpenVINO backend) to measure it.
+than the one it replaces (bf16 where the CPU has it natively, else fp32). Reading a kept check imports neither
+openvino nor torch; only a machine without one quantizes the model (through the OpenVINO backend) to measure it.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ the fp32 vectors. The measured cosines are stored in the model's cache folder wi
 each machine quantizes and checks once; `auto` reads them and uses int8 only when they pass its thresholds
 (embed/int8_choice.py), else says why and keeps bf16 (or fp32).
 
-The check also times both models on the check documents on this CPU (TIMED_PASSES each, alternating, the quickest
-pass counting): `auto` uses int8 only where it measured faster than fp32, so the choice follows this CPU's speed as
-well as its instruction set (on an AVX2 CPU without int8 dot products int8 measured 0.7x OpenVINO fp32,
-BENCHMARKS.md section 16).
+The check also times the int8 model against the model it would replace (bf16 where the CPU has it natively, else
+fp32) on the check documents on this CPU (TIMED_PASSES each, alternating, the quickest pass counting): `auto` uses
+int8 only where it measured faster than that, so the choice follows this CPU's speed as well as its instruction set
+(on an AVX2 CPU without int8 dot products int8 measured 0.7x OpenVINO fp32, BENCHMARKS.md section 16).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from prisma_core.embed.calibration_texts import SENTENCES
 from prisma_core.embed.chunking import average_by_document, encode_chunks, plan_chunks
-from prisma_core.embed.config import EmbedConfig
+from prisma_core.embed.config import EmbedConfig, cpu_has_native_bf16
 from prisma_core.embed.model import Encoder, Pooler
 from prisma_core.errors import EmbeddingError
 
@@ -51,10 +51,11 @@ TIMED_PASSES = 2
 """Timed passes of each model over the check documents: the quickest counts (a busy machine slows some passes)."""
 PARAGRAPH_SIZES = (4, 24)
 """Sentences per paragraph: besides each sentence alone, paragraphs of a few sentences and of two windows or more."""
-QUANTIZATION_RECIPE = 2
-"""How the model is quantized, in the int8 model's cache key (embed/openvino_cache.py): bumped whenever `_quantize`
-changes, so a model quantized the older way is quantized again (2: min-max activation ranges, SMOOTH_QUANT_ALPHA, the
-first FLOAT_DOWN_PROJECTIONS down-projections and the final normalisation in floating point)."""
+QUANTIZATION_RECIPE = 3
+"""How the model is quantized and checked, in the int8 model's cache key (embed/openvino_cache.py): bumped whenever
+`_quantize` or the check changes, so a model quantized or checked the older way is quantized again (2: min-max
+activation ranges, SMOOTH_QUANT_ALPHA, the first FLOAT_DOWN_PROJECTIONS down-projections and the final normalisation in
+floating point; 3: the check times int8 against the precision it replaces, bf16 where native)."""
 FLOAT_DOWN_PROJECTIONS = 3
 """Feed-forward down-projections (the MatMul after each layer's GELU) kept in floating point, from the first layer:
 the most sensitive to int8 (each of the first three alone in float raised the lowest cosine of the worst documents;
@@ -72,19 +73,25 @@ class Int8Check:
     min_cosine: float
     documents: int
     int8_seconds: float | None = None
-    """The quickest pass of the int8 model over the check documents on this machine (None: checked before passes
-    were timed) ..."""
-    fp32_seconds: float | None = None
-    """... and of the fp32 model, in the same process, alternating with it."""
+    """The quickest pass of the int8 model over the check documents on this machine ..."""
+    replaced_seconds: float | None = None
+    """... and of the model int8 replaces (`replaced`), in the same process, alternating with it."""
+    replaced: Literal["fp32", "bf16"] = "fp32"
+    """The precision `auto` embeds at without int8 on this machine: bf16 where the CPU has it natively, else fp32."""
 
     def failure(self, min_mean_cosine: float, min_cosine: float) -> str | None:
-        """Why int8 is not accurate enough under these thresholds, or not faster than fp32, or None when it is both."""
+        """Why int8 is not accurate enough under these thresholds, or not faster than the precision it replaces, or
+        None when it is both."""
         if self.mean_cosine < min_mean_cosine:
             return f"mean cosine to fp32 {self.mean_cosine:.4f} < {min_mean_cosine}"
         if self.min_cosine < min_cosine:
             return f"lowest cosine to fp32 {self.min_cosine:.4f} < {min_cosine}"
-        if self.int8_seconds is not None and self.fp32_seconds is not None and self.int8_seconds >= self.fp32_seconds:
-            return f"int8 took {self.int8_seconds:.2f} s on this CPU, fp32 {self.fp32_seconds:.2f} s: not faster"
+        timed = self.int8_seconds is not None and self.replaced_seconds is not None
+        if timed and self.int8_seconds >= self.replaced_seconds:
+            return (
+                f"int8 took {self.int8_seconds:.2f} s on this CPU, {self.replaced} {self.replaced_seconds:.2f} s: "
+                "not faster"
+            )
         return None
 
 
@@ -165,26 +172,35 @@ def _parameters() -> Any:
 
 def _measure(converted: openvino.Model, quantized: openvino.Model, encoder: Any) -> Int8Check:
     """Cosine of int8 to fp32 chunk-and-average document vectors of the check documents, and the quickest of
-    TIMED_PASSES passes of each model over them (after a first, untimed pass that also warms it up)."""
+    TIMED_PASSES passes over them of the int8 model and of the model it replaces (bf16 where native, else fp32),
+    after a first, untimed pass of each that also warms it up."""
     from prisma_core.embed.openvino_runtime import compile_for, openvino_pooler  # imports openvino (see TYPE_CHECKING)
 
+    replaced = "bf16" if cpu_has_native_bf16() else "fp32"
     texts = check_documents()
+    models = {"fp32": converted, replaced: converted, "int8": quantized}
     pools = {
         precision: openvino_pooler(compile_for(model, precision), encoder.tokenizer)
-        for model, precision in ((converted, "fp32"), (quantized, "int8"))
+        for precision, model in models.items()
     }
-    reference, measured = (document_vectors(encoder, pools[precision], texts) for precision in ("fp32", "int8"))
-    seconds: dict[str, list[float]] = {precision: [] for precision in pools}
+    vectors = {precision: document_vectors(encoder, pool, texts) for precision, pool in pools.items()}
+    seconds: dict[str, list[float]] = {precision: [] for precision in (replaced, "int8")}
     for _ in range(TIMED_PASSES):
-        for precision, pool in pools.items():
+        for precision in seconds:
             started = time.perf_counter()
-            document_vectors(encoder, pool, texts)
+            document_vectors(encoder, pools[precision], texts)
             seconds[precision].append(time.perf_counter() - started)
+    reference, measured = vectors["fp32"], vectors["int8"]
     cosines = np.einsum("ij,ij->i", reference, measured) / (
         np.linalg.norm(reference, axis=1) * np.linalg.norm(measured, axis=1)
     ).clip(min=1e-12)
     return Int8Check(
-        float(cosines.mean()), float(cosines.min()), len(cosines), min(seconds["int8"]), min(seconds["fp32"])
+        float(cosines.mean()),
+        float(cosines.min()),
+        len(cosines),
+        min(seconds["int8"]),
+        min(seconds[replaced]),
+        replaced,
     )
 
 

@@ -106,22 +106,24 @@ def test_the_stored_check_measured_the_bundled_documents(int8_cache):
     assert check.documents == len(quantize.check_documents())
     assert int8_choice.MIN_MEAN_COSINE <= check.mean_cosine < 1
     assert int8_choice.MIN_COSINE <= check.min_cosine <= check.mean_cosine
-    assert check.int8_seconds > 0 and check.fp32_seconds > 0  # both timed on this machine
+    assert check.int8_seconds > 0 and check.replaced_seconds > 0  # both timed on this machine ...
+    assert check.replaced == ("bf16" if cpu_has_native_bf16() else "fp32")  # ... against what int8 replaces here
 
 
 def test_auto_uses_int8_only_when_the_check_passes(int8_cache, monkeypatch, caplog):
     float_space = f"{DEFAULT_MODEL}|openvino-{'bf16' if cpu_has_native_bf16() else 'fp32'}"
     check = int8_choice.int8_check(DEFAULT_MODEL)
-    if cpu_has_int8_dot_product():  # int8 where it is accurate and measured faster than fp32 on this CPU
-        faster = check.int8_seconds < check.fp32_seconds
+    if cpu_has_int8_dot_product():  # int8 where it is accurate and measured faster than bf16 or fp32 on this CPU
+        faster = check.int8_seconds < check.replaced_seconds
         assert model_key(EmbedConfig()) == (f"{DEFAULT_MODEL}|openvino-int8" if faster else float_space)
-    slower = dataclasses.replace(check, int8_seconds=check.fp32_seconds)
-    assert "not faster" in slower.failure(int8_choice.MIN_MEAN_COSINE, int8_choice.MIN_COSINE)
-    faster = dataclasses.replace(check, int8_seconds=check.fp32_seconds / 2)
+    slower = dataclasses.replace(check, int8_seconds=check.replaced_seconds)
+    failure = slower.failure(int8_choice.MIN_MEAN_COSINE, int8_choice.MIN_COSINE)
+    assert "not faster" in failure and f"{check.replaced} {check.replaced_seconds:.2f} s" in failure
+    faster = dataclasses.replace(check, int8_seconds=check.replaced_seconds / 2)
     assert faster.failure(check.mean_cosine, check.min_cosine) is None
     assert not int8_choice.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine + 1e-4)
     assert not int8_choice.auto_int8(DEFAULT_MODEL, min_cosine=check.min_cosine + 1e-4)
-    if check.int8_seconds < check.fp32_seconds:
+    if check.int8_seconds < check.replaced_seconds:
         assert int8_choice.auto_int8(DEFAULT_MODEL, min_mean_cosine=check.mean_cosine, min_cosine=check.min_cosine)
     monkeypatch.setattr(int8_choice, "MIN_MEAN_COSINE", check.mean_cosine + 1e-4)
     with caplog.at_level(logging.WARNING, logger=int8_choice.__name__):
