@@ -283,10 +283,12 @@ class Vectors(Datasets):
 
     def _maybe_index(self, name: str) -> None:
         """Past INDEX_MIN_ROWS vectors an IVF-PQ index keeps search fast; below it exact search is fast enough."""
+        from lancedb.index import IvfPq  # lancedb is imported once a workspace opens (store/lancedb_import.py)
+
         table = self.db.open_table(name)
         rows = table.count_rows()
         if rows >= INDEX_MIN_ROWS and not table.list_indices():
-            table.create_index(metric="cosine", vector_column_name="vector", num_partitions=int(np.sqrt(rows)))
+            table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=int(np.sqrt(rows))))
 
 
 def _quoted(value: str) -> str:

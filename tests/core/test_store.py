@@ -5,6 +5,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from prisma_core.interpret.keywords import corpus_terms
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
 from prisma_core.store import datasets as datasets_module
+from prisma_core.store import vectors as vectors_module
 from prisma_core.store.datasets import text_hash
 from prisma_core.store.retry import retry
 from prisma_core.store.schemas import SCHEMAS
@@ -85,6 +87,26 @@ def test_vector_search_finds_the_document_itself(trained):
     hits = workspace.search_documents(dataset_id, key, vectors[17], limit=3)
     assert hits["position"].iloc[0] == 17
     assert hits["distance"].iloc[0] == pytest.approx(0, abs=1e-5)
+
+
+def test_past_the_index_threshold_vectors_get_a_cosine_index_and_search_still_finds_the_document(
+    tmp_path, bbc, monkeypatch
+):
+    """The IVF-PQ index LanceDB builds past INDEX_MIN_ROWS (a million in use; 300 here), through its current API."""
+    monkeypatch.setattr(vectors_module, "INDEX_MIN_ROWS", 300)
+    path = tmp_path / "bbc300.parquet"
+    bbc.head(300).to_parquet(path)
+    workspace = Workspace(tmp_path / "workspace")
+    dataset_id, _ = pipeline.ingest(workspace, [path], "bbc 300", IngestConfig(id_column="id"))
+    vectors = np.random.default_rng(0).normal(size=(300, 384)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        workspace.save_vectors(dataset_id, "index test", vectors)
+    (index,) = workspace.db.open_table(vectors_module.vectors_table_name("index test")).list_indices()
+    assert index.index_type == "IvfPq" and index.columns == ["vector"]
+    assert index.index_details["metric_type"] == "COSINE"
+    hits = workspace.search_documents(dataset_id, "index test", vectors[17] * 3, limit=3)
+    assert hits["position"].iloc[0] == 17 and hits["distance"].iloc[0] == pytest.approx(0, abs=1e-4)
 
 
 def test_run_record_and_artefacts(trained):
