@@ -55,6 +55,9 @@ LABELS = {
     "openvino_bf16": "Prisma, OpenVINO bf16",
     "openvino_int8": "Prisma, OpenVINO int8 (NNCF)",
 }
+QUICK_SAE_EPOCHS = 5
+"""The quick run's SAEs train for at most this many epochs: it checks that each path's vectors give a held-out FVU,
+not how good it is."""
 
 
 def cpu_class() -> str:
@@ -120,7 +123,7 @@ def _sae_fvu(vectors: dict[str, np.ndarray], quick: bool) -> dict[str, float]:
     n_docs, dim = vectors["fp32"].shape
     config = suggest_config(n_docs, dim)
     if quick:
-        config = replace(config, epochs=min(config.epochs, 20))
+        config = replace(config, epochs=min(config.epochs, QUICK_SAE_EPOCHS))
     return {name: float(train_sae(data, config).metrics["fvu_holdout"]) for name, data in vectors.items()}
 
 

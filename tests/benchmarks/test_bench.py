@@ -394,11 +394,11 @@ def test_scale_ingest_only_stops_after_ingest() -> None:
 
 
 def test_scale_quick_times_and_measures_every_stage_in_its_own_process() -> None:
-    result = scale.run(quick=True, n_docs=600, embed_sample=40, sae_flags=["n_features=64"])
+    result = scale.run(quick=True, n_docs=300, embed_sample=40, sae_flags=["n_features=64"])
     stages = result["stages"]
     sae = stages["run"]["sae"]
     assert sae["n_features"] == 64 and 0 < sae["n_latents"] <= 64  # as the command line set it; the kept ones
-    assert result["documents"] == 600 and result["embed_sample"] == 40
+    assert result["documents"] == 300 and result["embed_sample"] == 40
     assert all(positive(stage["peak_mb"]) for stage in stages.values())
     assert positive(stages["embed"]["tokens_per_s"]) and stages["embed"]["extrapolated_seconds"] > 0
     assert stages["embed"]["all_stored"]  # through the product's embedding path, a window at a time
@@ -426,14 +426,14 @@ def test_ray_scaling_quick_embeds_the_same_vectors_on_every_path(few_speed_docum
 
 
 def test_report_quick_writes_the_report_at_two_levels_and_times_its_parts() -> None:
-    result = report.run(quick=True, n_docs=300, embed_sample=20)
+    result = report.run(quick=True, n_docs=150, embed_sample=20)
     for level in ("theme", "feature"):
         timed = result["reports"][level]
         assert positive(timed["seconds"]) and positive(timed["cpu_seconds"]) and 0 < timed["mb"] < report.TARGET_MB
     parts = result["parts"]["seconds"]
     assert {"read the run", "gather (the map)", "section: comparison", "section: themes"} <= set(parts)
     assert all(positive(seconds) for seconds in parts.values())
-    assert result["parts"]["map_points"] == 300 and result["parts"]["n_groups"] >= 2
+    assert result["parts"]["map_points"] == 150 and result["parts"]["n_groups"] >= 2
     worst_mb = max(timed["mb"] for timed in result["reports"].values())
     text = report.markdown(result)
     assert f"Largest file: **{worst_mb:.1f} MB** (target <= {report.TARGET_MB:.0f} MB): **met** (a smaller run)" in text
