@@ -42,7 +42,11 @@ once; every other file is a group of its own. pytest-xdist's own `xdist_group` m
 rewrites `item._nodeid`, which pytest 9 no longer reads), hence the scheduler below."""
 
 
-LONGEST_GROUPS = [WHOLE_BBC, RAY_HEAD_NODES, APP_WORKSPACE, LABELLING_RUN]
+S3_WORKSPACE = "store_s3/test_s3_workspace.py"
+"""Its two writers can wait about two minutes at once on the loopback S3 server (SeaweedFS, seen in two of three full
+runs on 2026-12-08: no request logged by the server, the CPU idle, then the writes go on), so it starts early too,
+while the other worker has work to fill that wait."""
+LONGEST_GROUPS = [WHOLE_BBC, RAY_HEAD_NODES, APP_WORKSPACE, S3_WORKSPACE, LABELLING_RUN]
 """Started first (longest first), so that no long group is left to run alone at the end of a run on two workers."""
 
 

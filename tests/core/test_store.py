@@ -26,6 +26,7 @@ from prisma_core.interpret.keywords import corpus_terms
 from prisma_core.progress import Progress
 from prisma_core.store import Workspace
 from prisma_core.store import datasets as datasets_module
+from prisma_core.store import retry as retry_module
 from prisma_core.store import vectors as vectors_module
 from prisma_core.store.datasets import text_hash
 from prisma_core.store.retry import retry
@@ -358,10 +359,29 @@ def conflicting_write(conflicts: int):
     return write, calls
 
 
-def test_a_write_keeps_retrying_past_many_conflicts_within_its_patience():
+class InstantClock:
+    """Stands in for the retry module's `time`: a sleep moves the clock on at once and is recorded."""
+
+    def __init__(self) -> None:
+        self.now, self.waits = 0.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def test_a_write_keeps_retrying_past_many_conflicts_within_its_patience(monkeypatch):
+    clock = InstantClock()
+    monkeypatch.setattr(retry_module, "time", clock)
     write, calls = conflicting_write(conflicts=12)  # more than the old fixed 8 attempts allowed
     assert retry(write, "/data/prisma", patience_s=60) == "committed"
-    assert len(calls) == 13
+    assert len(calls) == 13 and len(clock.waits) == 12 and clock.now < 60
+    for attempt, wait in enumerate(clock.waits):  # doubling from 0.05 s up to LONGEST_WAIT_S, times 0.5 to 1.5
+        planned = min(retry_module.LONGEST_WAIT_S, 0.05 * 2**attempt)
+        assert 0.5 * planned <= wait <= 1.5 * planned
 
 
 def test_a_write_that_never_wins_says_the_workspace_is_busy_once_its_patience_runs_out():
