@@ -21,6 +21,8 @@ CONFLICT_PATIENCE_S = 120.0
 A budget in time rather than in attempts: on object storage one commit takes a round trip or more, so a busy
 table can take many attempts to win, and a fixed count gave up within seconds."""
 
+FIRST_WAIT_S = 0.05
+"""The first back-off after a conflict; each further one doubles, up to LONGEST_WAIT_S (each times 0.5 to 1.5)."""
 LONGEST_WAIT_S = 2.0
 
 
@@ -39,7 +41,7 @@ def retry(write: Callable[[], T], where: str, patience_s: float = CONFLICT_PATIE
             return write()
         except (OSError, RuntimeError, ValueError) as error:
             if "conflict" in str(error).lower():
-                wait = min(LONGEST_WAIT_S, 0.05 * 2**attempt) * (0.5 + random.random())
+                wait = min(LONGEST_WAIT_S, FIRST_WAIT_S * 2**attempt) * (0.5 + random.random())
                 if time.monotonic() + wait > give_up_at:
                     raise StoreError("The workspace is busy: other sessions kept writing to it. Try again.") from error
                 time.sleep(wait)

@@ -379,8 +379,8 @@ def test_a_write_keeps_retrying_past_many_conflicts_within_its_patience(monkeypa
     write, calls = conflicting_write(conflicts=12)  # more than the old fixed 8 attempts allowed
     assert retry(write, "/data/prisma", patience_s=60) == "committed"
     assert len(calls) == 13 and len(clock.waits) == 12 and clock.now < 60
-    for attempt, wait in enumerate(clock.waits):  # doubling from 0.05 s up to LONGEST_WAIT_S, times 0.5 to 1.5
-        planned = min(retry_module.LONGEST_WAIT_S, 0.05 * 2**attempt)
+    for attempt, wait in enumerate(clock.waits):  # doubling from FIRST_WAIT_S up to LONGEST_WAIT_S, times 0.5 to 1.5
+        planned = min(retry_module.LONGEST_WAIT_S, retry_module.FIRST_WAIT_S * 2**attempt)
         assert 0.5 * planned <= wait <= 1.5 * planned
 
 
